@@ -1,0 +1,2 @@
+//! The deterministic simulation harness.
+pub mod api;
