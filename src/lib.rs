@@ -1,3 +1,89 @@
-//! retrysim: placeholder crate doc, rewritten when the core lands.
+//! # retrysim
+//!
+//! Retries on HTTP 429 that are correct by construction, and a deterministic
+//! simulator that proves it.
+//!
+//! **The contract.** The decision core ([`core`]) is sans-IO and
+//! deterministic: it performs no IO, reads no clock and draws no random
+//! number of its own. Every instant and every random draw is an argument, so
+//! the same inputs give the same [`Decision`] on every machine. The driver
+//! ([`client::RetryClient`]) adds only what needs a runtime: it sends through
+//! an injected [`env::Transport`], sleeps on an injected [`env::Clock`], draws
+//! from an injected [`env::Rng`]. The simulator ([`sim`]) runs that same
+//! driver on turmoil's virtual time against simulated APIs, from one seed.
+//!
+//! What the core guarantees, whatever the server says:
+//! - `Retry-After` is parsed strictly (delta-seconds and the three HTTP-date
+//!   forms), a date is measured against the response's own `Date` (so server
+//!   clock skew cancels out), and a valid advice is never shortened;
+//! - a full rate window (`RATE_LIMITED`) is told from an exhausted quota
+//!   (`QUOTA_EXCEEDED`, `INSUFFICIENT_CREDITS`) by the body's error code;
+//! - no sleep passes the deadline: an advice too long for what is left gives
+//!   up at once, with zero sleep and the original answer;
+//! - `N` retries means at most `N + 1` attempts;
+//! - a POST carries one `Idempotency-Key` per logical operation, reused on
+//!   every attempt; an unkeyed POST is never replayed after an ambiguous
+//!   failure;
+//! - every give-up names its [`GiveUpReason`].
+//!
+//! # Quick start: one decision
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use http::{HeaderMap, HeaderValue, StatusCode};
+//! use retrysim::core::{body::ErrorEnvelope, classify::*, policy::*, retry_after::read_advice};
+//!
+//! let mut headers = HeaderMap::new();
+//! headers.insert("retry-after", HeaderValue::from_static("30"));
+//! let body = br#"{"error":{"type":"queue_full","retry_after_seconds":30}}"#;
+//! let envelope = ErrorEnvelope::parse(body);
+//! let code = envelope.as_ref().and_then(|e| e.code.as_deref());
+//! let class = DefaultTable::default().classify(Outcome::Answer { status: StatusCode::TOO_MANY_REQUESTS, code });
+//! let advice = read_advice(&headers, envelope.as_ref(), SystemTime::UNIX_EPOCH);
+//! let attempted = Attempted {
+//!     operation: Operation::Keyed, class, status: Some(429), code, advice: &advice,
+//!     attempts: 1, unclear: 0, elapsed: Duration::ZERO, previous_wait: None, cancelled: false,
+//! };
+//! // A person is waiting: 30 s is longer than the interactive budget allows.
+//! let d = decide(&Policy::interactive(), &attempted, Draws { backoff: 1, spread: 2 }, None, Duration::ZERO);
+//! assert!(matches!(d, Decision::GiveUp { reason: GiveUpReason::AdviceTooLong { .. } }));
+//! // A background worker waits 30 s plus a spread of up to 1 s.
+//! let d = decide(&Policy::background(), &attempted, Draws { backoff: 1, spread: u64::MAX }, None, Duration::ZERO);
+//! assert!(matches!(d, Decision::Retry { wait, .. } if wait == Duration::from_secs(31)));
+//! ```
+//!
+//! # Quick start: the driver
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! use bytes::Bytes;
+//! use retrysim::{client::RetryClient, core::policy::Policy, env::*, trace::Trace};
+//!
+//! let client = RetryClient::new(TokioClock::real(), HyperTransport, Policy::interactive());
+//! let req = http::Request::post("http://localhost:8080/v1/jobs").body(Bytes::from("{}"))?;
+//! let mut rng = seeded_rng(42);
+//! let mut trace = Trace::new("job-1");
+//! match client.execute(req, &mut rng, &Default::default(), &mut trace).await {
+//!     Ok(res) => println!("{}", res.status()),
+//!     // Queue the work under the same key and answer 202 (seed 000).
+//!     Err(e) => println!("{e}; key {:?}", e.idempotency_key),
+//! }
+//! print!("{}", trace.render());
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//! - [`core`]: Retry-After, classification, backoff, the policy and
+//!   [`decide`](core::policy::decide), budgets. Pure.
+//! - [`env`]: the injected `Clock`, `Rng`, `Transport`, and real ones.
+//! - [`client`]: the async driver. [`trace`]: what it did, rendered.
+//! - [`sim`]: the simulated API, network, scenarios, runner and checkers.
+
+pub mod client;
 pub mod core;
+pub mod env;
 pub mod sim;
+pub mod trace;
+
+pub use crate::client::{RetryClient, RetryError};
+pub use crate::core::policy::{Decision, GiveUpReason, Policy};

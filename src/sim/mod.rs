@@ -1,2 +1,7 @@
 //! The deterministic simulation harness.
 pub mod api;
+pub mod net;
+pub mod render;
+pub mod runner;
+pub mod scenario;
+pub mod seed;

@@ -1,0 +1,312 @@
+//! The async driver: send → classify → decide → sleep, until done.
+//!
+//! It owns nothing of the world: the [`Clock`], the [`Transport`] and the
+//! [`Rng`] are handed in, so the same code runs in production, under paused
+//! tokio time, and inside the turmoil simulator.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use tokio_util::sync::CancellationToken;
+
+use crate::core::body::ErrorEnvelope;
+use crate::core::budget::{Deadline, RetryBudget};
+use crate::core::classify::{Class, Classifier, DefaultTable, Operation, Outcome};
+use crate::core::policy::{Attempted, Decision, Draws, GiveUpReason, Policy, decide, secs};
+use crate::core::retry_after::{Advice, read_advice};
+use crate::env::{Clock, Rng, Transport, TransportError};
+use crate::trace::{AdviceView, EventKind, Trace, ms, short_key};
+
+/// The header that makes a POST safe to replay.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// The last answer of a failed operation, kept whole so the caller can show
+/// it, or queue the work under the same key (seed 000).
+#[derive(Debug, Clone)]
+pub struct LastAnswer {
+    pub status: StatusCode,
+    /// The body's `error.code` or `error.type`.
+    pub code: Option<String>,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// Why an operation failed, with everything needed to act on it.
+#[derive(Debug, Clone)]
+pub struct RetryError {
+    pub reason: GiveUpReason,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Total time slept between attempts.
+    pub waited: Duration,
+    /// Time from the first attempt to the give-up (monotonic).
+    pub elapsed: Duration,
+    /// The last answer, if the last attempt got one.
+    pub last: Option<LastAnswer>,
+    /// The last transport failure, if the last attempt got no answer.
+    pub last_failure: Option<TransportError>,
+    /// The key every attempt carried: queue the work under it.
+    pub idempotency_key: Option<String>,
+}
+
+impl fmt::Display for RetryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "gave up after {} attempts ({} waited): {}", self.attempts, secs(self.waited), self.reason)?;
+        if let Some(last) = &self.last {
+            write!(f, "; last answer {}", last.status.as_u16())?;
+            if let Some(code) = &last.code {
+                write!(f, " {code}")?;
+            }
+        }
+        if let Some(e) = &self.last_failure {
+            write!(f, "; last failure: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for RetryError {}
+
+/// A request extension: send this POST without a generated key (it is then
+/// an unsafe operation, never replayed after an ambiguous failure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoIdempotencyKey;
+
+/// A retrying HTTP client over an injected clock and transport.
+pub struct RetryClient<C, T> {
+    clock: C,
+    transport: T,
+    policy: Policy,
+    classifier: Arc<dyn Classifier>,
+    budget: Option<Arc<dyn RetryBudget>>,
+}
+
+fn copy_request(req: &Request<Bytes>) -> Request<Bytes> {
+    let mut r = Request::new(req.body().clone());
+    *r.method_mut() = req.method().clone();
+    *r.uri_mut() = req.uri().clone();
+    *r.version_mut() = req.version();
+    *r.headers_mut() = req.headers().clone();
+    r
+}
+
+/// A 128-bit key from two draws, formatted like a UUID's hex.
+fn new_key(rng: &mut dyn Rng) -> String {
+    format!("{:016x}{:016x}", rng.draw(), rng.draw())
+}
+
+/// Whether a method gets a generated key: the ones that are not idempotent.
+fn wants_key(method: &Method) -> bool {
+    matches!(*method, Method::POST | Method::PATCH)
+}
+
+enum Sent {
+    Answer(Response<Bytes>),
+    Failed(TransportError),
+    Cancelled,
+}
+
+impl<C: Clock, T: Transport> RetryClient<C, T> {
+    /// A client with the default classification table and no shared budget.
+    pub fn new(clock: C, transport: T, policy: Policy) -> Self {
+        RetryClient { clock, transport, policy, classifier: Arc::new(DefaultTable::default()), budget: None }
+    }
+
+    /// Replaces the classification table.
+    pub fn with_classifier(mut self, classifier: Arc<dyn Classifier>) -> Self {
+        self.classifier = classifier;
+        self
+    }
+
+    /// Shares a retry budget with other clients.
+    pub fn with_budget(mut self, budget: Arc<dyn RetryBudget>) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The clock in use.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Runs one logical operation to success or a reasoned give-up.
+    ///
+    /// A POST or PATCH without an `Idempotency-Key` gets one, drawn once from
+    /// `rng` and reused on every attempt (unless the policy turns keys off).
+    /// Each attempt is bounded by `min(attempt_timeout, time left)`; `cancel`
+    /// stops a wait or a call at once.
+    pub async fn execute(
+        &self,
+        req: Request<Bytes>,
+        rng: &mut dyn Rng,
+        cancel: &CancellationToken,
+        trace: &mut Trace,
+    ) -> Result<Response<Bytes>, RetryError> {
+        self.execute_recording_keys(req, rng, cancel, trace, &mut Vec::new()).await
+    }
+
+    /// [`execute`](Self::execute), also appending the full key each attempt
+    /// carried to `keys` (traces only show shortened keys). For checkers.
+    pub async fn execute_recording_keys(
+        &self,
+        mut req: Request<Bytes>,
+        rng: &mut dyn Rng,
+        cancel: &CancellationToken,
+        trace: &mut Trace,
+        keys: &mut Vec<Option<String>>,
+    ) -> Result<Response<Bytes>, RetryError> {
+        let p = &self.policy;
+        let deadline = Deadline { start: self.clock.now(), total: p.deadline };
+        let mut key = req.headers().get(IDEMPOTENCY_KEY).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let opted_out = req.extensions().get::<NoIdempotencyKey>().is_some();
+        if key.is_none() && p.idempotency_keys && wants_key(req.method()) && !opted_out {
+            key = Some(new_key(rng));
+        }
+        let operation = Operation::of(req.method(), key.is_some());
+        let path = req.uri().path().to_owned();
+        let (mut attempts, mut unclear, mut waited, mut previous_wait) = (0u32, 0u32, Duration::ZERO, None);
+        loop {
+            attempts += 1;
+            if attempts > 1 && key.is_some() && p.sabotage.fresh_key_each_attempt {
+                key = Some(new_key(rng));
+            }
+            if let Some(k) = &key {
+                let v = HeaderValue::from_str(k).expect("generated and caller keys are visible ASCII");
+                req.headers_mut().insert(IDEMPOTENCY_KEY, v);
+            }
+            keys.push(key.clone());
+            let started = self.clock.now();
+            let timeout = p.attempt_timeout.min(deadline.remaining(started));
+            trace.push(
+                started,
+                EventKind::Attempt {
+                    n: attempts,
+                    method: req.method().to_string(),
+                    path: path.clone(),
+                    key: key.as_deref().map(short_key),
+                    timeout_ms: ms(timeout),
+                },
+            );
+            let sent = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => Sent::Cancelled,
+                r = self.transport.send(copy_request(&req)) => match r {
+                    Ok(res) => Sent::Answer(res),
+                    Err(e) => Sent::Failed(e),
+                },
+                _ = self.clock.sleep(timeout) => Sent::Failed(TransportError {
+                    failure: crate::core::classify::TransportFailure::MaybeArrived,
+                    message: format!("attempt timed out after {}", secs(timeout)),
+                }),
+            };
+            let now = self.clock.now();
+            let (class, advice, last, failure) = match sent {
+                Sent::Cancelled => {
+                    let reason = GiveUpReason::Cancelled;
+                    trace.push(now, EventKind::GaveUp { reason: reason.clone(), attempts, waited_ms: ms(waited) });
+                    return Err(self.error(reason, attempts, waited, deadline.elapsed(now), None, None, key));
+                }
+                Sent::Answer(res) => {
+                    let envelope =
+                        if res.status().is_success() { None } else { ErrorEnvelope::parse(res.body()) };
+                    let code = envelope.as_ref().and_then(|e| e.code.clone());
+                    let class = self.classifier.classify(Outcome::Answer { status: res.status(), code: code.as_deref() });
+                    let advice = if class == Class::Success {
+                        Advice::none()
+                    } else {
+                        read_advice(res.headers(), envelope.as_ref(), self.clock.wall())
+                    };
+                    let replayed = res.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
+                    trace.push(
+                        now,
+                        EventKind::Answer {
+                            n: attempts,
+                            status: res.status().as_u16(),
+                            code: code.clone(),
+                            class,
+                            advice: AdviceView::from(&advice),
+                            replayed,
+                        },
+                    );
+                    if class == Class::Success {
+                        if let Some(b) = &self.budget {
+                            b.deposit(now);
+                        }
+                        trace.push(now, EventKind::Done { status: res.status().as_u16(), attempts, waited_ms: ms(waited) });
+                        return Ok(res);
+                    }
+                    let (parts, body) = res.into_parts();
+                    (class, advice, Some(LastAnswer { status: parts.status, code, headers: parts.headers, body }), None)
+                }
+                Sent::Failed(e) => {
+                    let class = self.classifier.classify(Outcome::Transport(e.failure));
+                    trace.push(now, EventKind::NoAnswer { n: attempts, failure: e.failure, class });
+                    (class, Advice::none(), None, Some(e))
+                }
+            };
+            if class == Class::Unclear {
+                unclear += 1;
+            }
+            let attempted = Attempted {
+                operation,
+                class,
+                status: last.as_ref().map(|l| l.status.as_u16()),
+                code: last.as_ref().and_then(|l| l.code.as_deref()),
+                advice: &advice,
+                attempts,
+                unclear,
+                elapsed: deadline.elapsed(now),
+                previous_wait,
+                cancelled: cancel.is_cancelled(),
+            };
+            let draws = Draws { backoff: rng.draw(), spread: rng.draw() };
+            let budget = self.budget.as_deref();
+            match decide(p, &attempted, draws, budget, now) {
+                Decision::Done => unreachable!("success returns above"),
+                Decision::GiveUp { reason } => {
+                    trace.push(now, EventKind::GaveUp { reason: reason.clone(), attempts, waited_ms: ms(waited) });
+                    return Err(self.error(reason, attempts, waited, deadline.elapsed(now), last, failure, key));
+                }
+                Decision::Retry { wait, why } => {
+                    trace.push(now, EventKind::Wait { ms: ms(wait), why });
+                    let cancelled = tokio::select! {
+                        biased;
+                        _ = cancel.cancelled() => true,
+                        _ = self.clock.sleep(wait) => false,
+                    };
+                    let slept = self.clock.now().saturating_sub(now);
+                    waited += slept;
+                    if cancelled {
+                        let at = self.clock.now();
+                        let reason = GiveUpReason::Cancelled;
+                        trace.push(at, EventKind::GaveUp { reason: reason.clone(), attempts, waited_ms: ms(waited) });
+                        return Err(self.error(reason, attempts, waited, deadline.elapsed(at), last, failure, key));
+                    }
+                    previous_wait = Some(wait);
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn error(
+        &self,
+        reason: GiveUpReason,
+        attempts: u32,
+        waited: Duration,
+        elapsed: Duration,
+        last: Option<LastAnswer>,
+        last_failure: Option<TransportError>,
+        idempotency_key: Option<String>,
+    ) -> RetryError {
+        RetryError { reason, attempts, waited, elapsed, last, last_failure, idempotency_key }
+    }
+}

@@ -1,0 +1,678 @@
+//! The policy and the one decision the core makes after every attempt.
+//!
+//! [`decide`] is a pure function: the outcome, the progress so far, the
+//! monotonic `now`, two random draws and (optionally) a shared budget go in;
+//! [`Decision::Done`], [`Decision::Retry`] or [`Decision::GiveUp`] comes out.
+//! The order of the checks is the contract (DESIGN.md "Decision order"):
+//!
+//! success → terminal → not replayable → cancelled → attempts exhausted →
+//! unclear exhausted → compute the wait → advice too long → deadline would
+//! pass → shared budget refuses → retry.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::backoff::{AdviceMode, Backoff, Jitter, Spread};
+use super::budget::RetryBudget;
+use super::classify::{Class, Operation};
+use super::duration_text;
+use super::retry_after::{Advice, AdviceSource};
+
+/// All the numbers of a retry policy. Build one from a preset and adjust it.
+///
+/// In TOML every duration is text: `deadline = "90s"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Policy {
+    /// A label for traces and reports.
+    pub name: String,
+    /// Retries after the first attempt: `N` retries means at most `N + 1` attempts.
+    pub max_retries: u32,
+    /// The whole operation's time, on the monotonic clock from the first attempt.
+    #[serde(with = "duration_text")]
+    pub deadline: Duration,
+    /// An advised wait longer than this gives up at once (no sleep).
+    #[serde(with = "duration_text")]
+    pub max_single_wait: Duration,
+    /// Time reserved for the next attempt: a wait that would leave less than
+    /// this before the deadline gives up at once.
+    #[serde(with = "duration_text")]
+    pub min_attempt_time: Duration,
+    /// The longest one attempt may take (bounded further by what is left).
+    #[serde(with = "duration_text")]
+    pub attempt_timeout: Duration,
+    /// The backoff used when there is no advice (and, in
+    /// [`AdviceMode::MaxOfAdviceAndBackoff`], as a floor under it).
+    pub backoff: Backoff,
+    /// How an advised wait and the backoff combine.
+    pub advice_mode: AdviceMode,
+    /// The random spread added to an advised wait.
+    pub spread: Spread,
+    /// Retries allowed for 429s with no or an unknown code.
+    pub unclear_max_retries: u32,
+    /// Whether to read `Retry-After` and body hints at all. Off only to
+    /// reproduce naive policies in comparisons.
+    pub use_advice: bool,
+    /// Whether the driver gives a POST an `Idempotency-Key` (generated once
+    /// per logical operation). Off reproduces the unkeyed client of seed 002.
+    pub idempotency_keys: bool,
+    /// Deliberate defects for negative controls; all off by default.
+    #[doc(hidden)]
+    #[serde(skip)]
+    pub sabotage: Sabotage,
+}
+
+/// Deliberately broken behaviours, used only to show that the invariant
+/// checkers can fail. Never set these outside a negative-control test.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sabotage {
+    /// A fresh Idempotency-Key on every attempt.
+    pub fresh_key_each_attempt: bool,
+    /// Sleep the advice even when it passes the deadline.
+    pub ignore_deadline: bool,
+    /// Retry immediately, ignoring Retry-After.
+    pub ignore_retry_after: bool,
+    /// Retry after a terminal answer such as QUOTA_EXCEEDED.
+    pub retry_terminal: bool,
+    /// Replay an unsafe POST after an ambiguous failure.
+    pub replay_unsafe: bool,
+    /// Allow one attempt more than `max_retries + 1`.
+    pub extra_attempt: bool,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy::standard()
+    }
+}
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+impl Policy {
+    /// A person is waiting (seed 000: "5 to 10 seconds").
+    ///
+    /// 3 retries, deadline 10 s, max single wait 10 s, 500 ms reserved per
+    /// attempt, 5 s attempt timeout, full-jitter backoff 200 ms..2 s, advice
+    /// plus spread, 1 retry for an unclear 429.
+    pub fn interactive() -> Policy {
+        Policy {
+            name: "interactive".into(),
+            max_retries: 3,
+            deadline: ms(10_000),
+            max_single_wait: ms(10_000),
+            min_attempt_time: ms(500),
+            attempt_timeout: ms(5_000),
+            backoff: Backoff { base: ms(200), cap: ms(2_000), jitter: Jitter::Full },
+            advice_mode: AdviceMode::AdvicePlusSpread,
+            spread: Spread::default(),
+            unclear_max_retries: 1,
+            use_advice: true,
+            idempotency_keys: true,
+            sabotage: Sabotage::default(),
+        }
+    }
+
+    /// A background worker (seed 000: "120 seconds, which is two full windows").
+    ///
+    /// 8 retries, deadline 120 s, max single wait 60 s, 1 s reserved per
+    /// attempt, 30 s attempt timeout, full-jitter backoff 1 s..30 s, advice
+    /// plus spread, 2 retries for an unclear 429.
+    pub fn background() -> Policy {
+        Policy {
+            max_retries: 8,
+            deadline: ms(120_000),
+            max_single_wait: ms(60_000),
+            min_attempt_time: ms(1_000),
+            attempt_timeout: ms(30_000),
+            backoff: Backoff { base: ms(1_000), cap: ms(30_000), jitter: Jitter::Full },
+            unclear_max_retries: 2,
+            ..Policy::interactive()
+        }
+        .named("background")
+    }
+
+    /// Seed 003's overnight batch: 5 retries, deadline 90 s, full jitter base
+    /// 1 s cap 30 s, `max(advice, backoff) + spread` (a valid advice is never
+    /// truncated to the 30 s cap), max single wait 90 s, 1 s reserved per
+    /// attempt, 30 s attempt timeout, 2 retries for an unclear 429.
+    pub fn batch() -> Policy {
+        Policy {
+            max_retries: 5,
+            deadline: ms(90_000),
+            max_single_wait: ms(90_000),
+            advice_mode: AdviceMode::MaxOfAdviceAndBackoff,
+            ..Policy::background()
+        }
+        .named("batch")
+    }
+
+    /// A middle ground for services: 5 retries, deadline 60 s, max single
+    /// wait 60 s, 1 s reserved per attempt, 20 s attempt timeout, full-jitter
+    /// backoff 500 ms..20 s, advice plus spread, 2 retries for an unclear 429.
+    pub fn standard() -> Policy {
+        Policy {
+            max_retries: 5,
+            deadline: ms(60_000),
+            max_single_wait: ms(60_000),
+            attempt_timeout: ms(20_000),
+            backoff: Backoff { base: ms(500), cap: ms(20_000), jitter: Jitter::Full },
+            ..Policy::background()
+        }
+        .named("standard")
+    }
+
+    /// The presets by name, for the CLI and config files.
+    pub fn preset(name: &str) -> Option<Policy> {
+        match name {
+            "interactive" => Some(Policy::interactive()),
+            "background" => Some(Policy::background()),
+            "batch" => Some(Policy::batch()),
+            "standard" => Some(Policy::standard()),
+            _ => None,
+        }
+    }
+
+    /// The preset names, in the order the docs list them.
+    pub const PRESETS: [&'static str; 4] = ["interactive", "background", "batch", "standard"];
+
+    /// The same policy under another name.
+    pub fn named(mut self, name: &str) -> Policy {
+        self.name = name.into();
+        self
+    }
+}
+
+/// What the core knows after one attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct Attempted<'a> {
+    /// How safe a replay is.
+    pub operation: Operation,
+    /// The class of this attempt's outcome.
+    pub class: Class,
+    /// The answer's status, when there was one.
+    pub status: Option<u16>,
+    /// The answer's error code, when there was one.
+    pub code: Option<&'a str>,
+    /// The advice this answer carried ([`Advice::none`] for a transport error).
+    pub advice: &'a Advice,
+    /// Attempts made so far, this one included (1 after the first).
+    pub attempts: u32,
+    /// Unclear answers so far, this one included.
+    pub unclear: u32,
+    /// Time since the first attempt started (monotonic).
+    pub elapsed: Duration,
+    /// The previous wait, for decorrelated jitter.
+    pub previous_wait: Option<Duration>,
+    /// Whether the caller cancelled the operation.
+    pub cancelled: bool,
+}
+
+/// Two random draws per decision, always both taken, so the random sequence
+/// does not depend on the path a decision took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Draws {
+    /// For the backoff's jitter.
+    pub backoff: u64,
+    /// For the spread on top of an advice.
+    pub spread: u64,
+}
+
+/// What a wait is made of, for traces and for reviewers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WaitWhy {
+    /// What the base of the wait came from.
+    pub basis: WaitBasis,
+    /// The advised wait, when there was one and it was used.
+    #[serde(serialize_with = "opt_ms")]
+    pub advised: Option<Duration>,
+    /// The base wait before spread: the advice, the backoff draw, or the larger.
+    #[serde(serialize_with = "as_ms")]
+    pub base: Duration,
+    /// The random spread added on top of an advised wait.
+    #[serde(serialize_with = "as_ms")]
+    pub jitter: Duration,
+    /// The backoff window the draw was taken from, when the backoff was used.
+    #[serde(serialize_with = "opt_ms")]
+    pub window: Option<Duration>,
+}
+
+/// The origin of a wait's base.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitBasis {
+    /// The server's advice (source named).
+    Advice(AdviceSource),
+    /// The policy's backoff: there was no usable advice.
+    Backoff,
+    /// `max(advice, backoff)`, and the backoff draw was larger.
+    BackoffOverAdvice,
+}
+
+fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis().min(u64::MAX as u128) as u64)
+}
+
+fn opt_ms<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => as_ms(d, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// Why the core stopped retrying. Every variant says what the caller can do next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GiveUpReason {
+    /// An answer that retrying cannot fix.
+    Terminal { status: u16, code: Option<String> },
+    /// The request may have run, and the operation may not be replayed.
+    NotReplayable,
+    /// The caller cancelled.
+    Cancelled,
+    /// `max_retries + 1` attempts were made.
+    AttemptsExhausted { attempts: u32 },
+    /// Too many 429s with no or an unknown code.
+    UnclearExhausted { unclear: u32 },
+    /// The advice is longer than `max_single_wait`.
+    AdviceTooLong {
+        #[serde(serialize_with = "as_ms")]
+        advised: Duration,
+        #[serde(serialize_with = "as_ms")]
+        max_single_wait: Duration,
+    },
+    /// The wait plus `min_attempt_time` would pass the deadline.
+    DeadlineWouldPass {
+        #[serde(serialize_with = "as_ms")]
+        wait: Duration,
+        #[serde(serialize_with = "as_ms")]
+        remaining: Duration,
+    },
+    /// The shared retry budget refused.
+    BudgetExhausted,
+}
+
+impl GiveUpReason {
+    /// A stable snake_case name, for reports and JSON.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            GiveUpReason::Terminal { .. } => "terminal",
+            GiveUpReason::NotReplayable => "not_replayable",
+            GiveUpReason::Cancelled => "cancelled",
+            GiveUpReason::AttemptsExhausted { .. } => "attempts_exhausted",
+            GiveUpReason::UnclearExhausted { .. } => "unclear_exhausted",
+            GiveUpReason::AdviceTooLong { .. } => "advice_too_long",
+            GiveUpReason::DeadlineWouldPass { .. } => "deadline_would_pass",
+            GiveUpReason::BudgetExhausted => "budget_exhausted",
+        }
+    }
+}
+
+/// Seconds with millisecond precision, for messages: `2.180s`.
+pub fn secs(d: Duration) -> String {
+    let ms = d.as_millis();
+    format!("{}.{:03}s", ms / 1000, ms % 1000)
+}
+
+impl fmt::Display for GiveUpReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GiveUpReason::Terminal { status, code } => {
+                let code = code.as_deref().unwrap_or("");
+                let next = match code {
+                    "QUOTA_EXCEEDED" | "insufficient_quota" => "the quota is spent: tell a person or raise the quota",
+                    "SIGNUP_REQUIRED" | "signup_required" => "the anonymous cap is reached: use an API key",
+                    "INSUFFICIENT_CREDITS" | "insufficient_credits" => "the balance is empty: top up",
+                    "IDEMPOTENCY_KEY_REUSED" => "this key was used with another body: use a new key for a new operation",
+                    _ => "retrying cannot help: fix the request",
+                };
+                write!(f, "terminal answer {status} {code}: {next}")
+            }
+            GiveUpReason::NotReplayable => f.write_str(
+                "the request may have reached the server and the operation is not safe to replay: send POSTs with an Idempotency-Key",
+            ),
+            GiveUpReason::Cancelled => f.write_str("cancelled by the caller"),
+            GiveUpReason::AttemptsExhausted { attempts } => {
+                write!(f, "attempts exhausted after {attempts} attempts: raise max_retries or queue the work")
+            }
+            GiveUpReason::UnclearExhausted { unclear } => write!(
+                f,
+                "{unclear} 429s with no known error code: keep the body for investigation (raise unclear_max_retries to try more)"
+            ),
+            GiveUpReason::AdviceTooLong { advised, max_single_wait } => write!(
+                f,
+                "advice too long: the server asks for {} but max_single_wait is {}: queue the work under the same key and retry later",
+                secs(*advised),
+                secs(*max_single_wait)
+            ),
+            GiveUpReason::DeadlineWouldPass { wait, remaining } => write!(
+                f,
+                "deadline would pass: waiting {} and then attempting needs more than the {} left: queue the work under the same key",
+                secs(*wait),
+                secs(*remaining)
+            ),
+            GiveUpReason::BudgetExhausted => {
+                f.write_str("budget exhausted: the shared retry budget is spent; lower concurrency or raise the budget")
+            }
+        }
+    }
+}
+
+/// The core's answer after one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// A success: return it.
+    Done,
+    /// Sleep `wait`, then try again.
+    Retry { wait: Duration, why: WaitWhy },
+    /// Stop, and return the last outcome with this reason.
+    GiveUp { reason: GiveUpReason },
+}
+
+fn give_up(reason: GiveUpReason) -> Decision {
+    Decision::GiveUp { reason }
+}
+
+/// Decides what to do after an attempt, in the documented order.
+///
+/// `now` is the monotonic time (only a shared budget reads it); `budget` is
+/// asked last, so a refused retry never costs a token it did not need.
+pub fn decide(
+    policy: &Policy,
+    a: &Attempted<'_>,
+    draws: Draws,
+    budget: Option<&dyn RetryBudget>,
+    now: Duration,
+) -> Decision {
+    let sab = policy.sabotage;
+    match a.class {
+        Class::Success => return Decision::Done,
+        Class::Terminal if !sab.retry_terminal => {
+            return give_up(GiveUpReason::Terminal {
+                status: a.status.unwrap_or(0),
+                code: a.code.map(str::to_owned),
+            });
+        }
+        Class::Transient | Class::Ambiguous if !a.operation.replayable() && !sab.replay_unsafe => {
+            // A request that never left may always be sent; one that may have
+            // arrived, or that the server answered with a 5xx, only if replayable.
+            let never_left = a.class == Class::Transient && a.status.is_none();
+            if !never_left {
+                return give_up(GiveUpReason::NotReplayable);
+            }
+        }
+        _ => {}
+    }
+    if a.cancelled {
+        return give_up(GiveUpReason::Cancelled);
+    }
+    let max_attempts = policy.max_retries.saturating_add(1).saturating_add(sab.extra_attempt as u32);
+    if a.attempts >= max_attempts {
+        return give_up(GiveUpReason::AttemptsExhausted { attempts: a.attempts });
+    }
+    if a.class == Class::Unclear && a.unclear > policy.unclear_max_retries {
+        return give_up(GiveUpReason::UnclearExhausted { unclear: a.unclear });
+    }
+
+    let retry_index = a.attempts.saturating_sub(1);
+    let backoff = policy.backoff.wait(retry_index, a.previous_wait, draws.backoff);
+    let window = Some(policy.backoff.window(retry_index));
+    let advised = a.advice.wait.filter(|_| policy.use_advice && !sab.ignore_retry_after);
+    let why = match advised {
+        None => WaitWhy { basis: WaitBasis::Backoff, advised: None, base: backoff, jitter: Duration::ZERO, window },
+        Some(adv) => {
+            if adv > policy.max_single_wait {
+                return give_up(GiveUpReason::AdviceTooLong { advised: adv, max_single_wait: policy.max_single_wait });
+            }
+            let jitter = policy.spread.draw(adv, draws.spread);
+            match policy.advice_mode {
+                AdviceMode::MaxOfAdviceAndBackoff if backoff > adv => {
+                    WaitWhy { basis: WaitBasis::BackoffOverAdvice, advised: Some(adv), base: backoff, jitter, window }
+                }
+                AdviceMode::MaxOfAdviceAndBackoff | AdviceMode::AdvicePlusSpread => {
+                    WaitWhy { basis: WaitBasis::Advice(a.advice.source), advised: Some(adv), base: adv, jitter, window: None }
+                }
+            }
+        }
+    };
+    let wait = why.base.saturating_add(why.jitter);
+    let remaining = policy.deadline.saturating_sub(a.elapsed);
+    if wait.saturating_add(policy.min_attempt_time) > remaining && !sab.ignore_deadline {
+        return give_up(GiveUpReason::DeadlineWouldPass { wait, remaining });
+    }
+    if let Some(b) = budget
+        && !b.withdraw(now)
+    {
+        return give_up(GiveUpReason::BudgetExhausted);
+    }
+    Decision::Retry { wait, why }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::budget::TokenBucketBudget;
+    use crate::core::retry_after::HeaderState;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+    const HALF: u64 = 1 << 63;
+
+    fn advice(secs: u64) -> Advice {
+        Advice { source: AdviceSource::HeaderSeconds, wait: Some(S(secs)), header: HeaderState::Valid, server_date_used: false }
+    }
+
+    fn attempted<'a>(class: Class, advice: &'a Advice, attempts: u32, elapsed: Duration) -> Attempted<'a> {
+        Attempted {
+            operation: Operation::Keyed,
+            class,
+            status: Some(429),
+            code: Some("RATE_LIMITED"),
+            advice,
+            attempts,
+            unclear: 0,
+            elapsed,
+            previous_wait: None,
+            cancelled: false,
+        }
+    }
+
+    fn draws(x: u64) -> Draws {
+        Draws { backoff: x, spread: x }
+    }
+
+    fn run(p: &Policy, a: &Attempted<'_>) -> Decision {
+        decide(p, a, draws(HALF), None, Duration::ZERO)
+    }
+
+    #[test]
+    fn success_is_done_and_terminal_stops_with_the_code() {
+        let none = Advice::none();
+        assert_eq!(run(&Policy::batch(), &attempted(Class::Success, &none, 1, S(0))), Decision::Done);
+        let mut a = attempted(Class::Terminal, &none, 1, S(0));
+        a.code = Some("QUOTA_EXCEEDED");
+        let d = run(&Policy::batch(), &a);
+        assert_eq!(d, give_up(GiveUpReason::Terminal { status: 429, code: Some("QUOTA_EXCEEDED".into()) }));
+    }
+
+    #[test]
+    fn advice_plus_spread() {
+        let adv = advice(2);
+        let d = run(&Policy::standard(), &attempted(Class::Throttled, &adv, 1, S(0)));
+        // Spread cap for 2 s is 400 ms; a half draw gives 200 ms.
+        let Decision::Retry { wait, why } = d else { panic!("{d:?}") };
+        assert_eq!(wait, Duration::from_millis(2200));
+        assert_eq!(why.basis, WaitBasis::Advice(AdviceSource::HeaderSeconds));
+        assert_eq!((why.base, why.jitter), (S(2), Duration::from_millis(200)));
+    }
+
+    #[test]
+    fn zero_advice_still_gets_jitter() {
+        let adv = advice(0);
+        let d = decide(&Policy::standard(), &attempted(Class::Throttled, &adv, 1, S(0)), draws(u64::MAX), None, S(0));
+        assert!(matches!(d, Decision::Retry { wait, .. } if wait == Duration::from_millis(100)), "{d:?}");
+    }
+
+    #[test]
+    fn batch_mode_takes_the_larger_of_advice_and_backoff() {
+        let adv = advice(1);
+        // Retry index 3: window 8 s, full draw 8 s > 1 s advice.
+        let d = decide(&Policy::batch(), &attempted(Class::Throttled, &adv, 4, S(0)), draws(u64::MAX), None, S(0));
+        let Decision::Retry { why, .. } = d else { panic!("{d:?}") };
+        assert_eq!((why.basis, why.base), (WaitBasis::BackoffOverAdvice, S(8)));
+        // A 40 s advice is never truncated to the 30 s cap.
+        let adv = advice(40);
+        let d = decide(&Policy::batch(), &attempted(Class::Throttled, &adv, 1, S(0)), draws(u64::MAX), None, S(0));
+        let Decision::Retry { why, .. } = d else { panic!("{d:?}") };
+        assert_eq!(why.base, S(40));
+    }
+
+    #[test]
+    fn no_advice_uses_backoff() {
+        let none = Advice::none();
+        let d = decide(&Policy::batch(), &attempted(Class::Throttled, &none, 3, S(0)), draws(u64::MAX), None, S(0));
+        let Decision::Retry { wait, why } = d else { panic!("{d:?}") };
+        assert_eq!((wait, why.basis, why.window), (S(4), WaitBasis::Backoff, Some(S(4))));
+    }
+
+    #[test]
+    fn n_retries_means_n_plus_one_attempts() {
+        let adv = advice(1);
+        let p = Policy::batch();
+        for attempts in 1..=5 {
+            assert!(matches!(run(&p, &attempted(Class::Throttled, &adv, attempts, S(0))), Decision::Retry { .. }));
+        }
+        assert_eq!(
+            run(&p, &attempted(Class::Throttled, &adv, 6, S(0))),
+            give_up(GiveUpReason::AttemptsExhausted { attempts: 6 })
+        );
+    }
+
+    #[test]
+    fn too_long_advice_gives_up_before_the_deadline_check() {
+        let adv = advice(30);
+        let mut p = Policy::interactive();
+        p.max_single_wait = S(5);
+        let d = run(&p, &attempted(Class::Throttled, &adv, 1, S(0)));
+        assert_eq!(d, give_up(GiveUpReason::AdviceTooLong { advised: S(30), max_single_wait: S(5) }));
+    }
+
+    #[test]
+    fn seed_000_thirty_seconds_against_a_ten_second_budget() {
+        let adv = advice(30);
+        let d = run(&Policy::interactive(), &attempted(Class::Throttled, &adv, 1, Duration::from_millis(20)));
+        // max_single_wait is 10 s: too long at once.
+        assert!(matches!(d, Decision::GiveUp { reason: GiveUpReason::AdviceTooLong { .. } }), "{d:?}");
+        let adv = advice(9);
+        let d = run(&Policy::interactive(), &attempted(Class::Throttled, &adv, 1, S(1)));
+        let Decision::GiveUp { reason: GiveUpReason::DeadlineWouldPass { wait, remaining } } = d else { panic!("{d:?}") };
+        assert_eq!((wait, remaining), (Duration::from_millis(9_500), S(9)));
+    }
+
+    #[test]
+    fn deadline_reserves_time_for_the_next_attempt() {
+        let adv = advice(8);
+        let p = Policy::interactive(); // 10 s deadline, 500 ms reserved, spread up to 1 s
+        let d = decide(&p, &attempted(Class::Throttled, &adv, 1, S(0)), draws(0), None, S(0));
+        assert!(matches!(d, Decision::Retry { wait, .. } if wait == S(8)));
+        let d = decide(&p, &attempted(Class::Throttled, &adv, 1, Duration::from_millis(1_501)), draws(0), None, S(0));
+        assert!(matches!(d, Decision::GiveUp { reason: GiveUpReason::DeadlineWouldPass { .. } }), "{d:?}");
+    }
+
+    #[test]
+    fn unsafe_post_after_429_but_not_after_ambiguous() {
+        let adv = advice(1);
+        let none = Advice::none();
+        let mut a = attempted(Class::Throttled, &adv, 1, S(0));
+        a.operation = Operation::Unsafe;
+        assert!(matches!(run(&Policy::standard(), &a), Decision::Retry { .. }));
+        let mut a = attempted(Class::Ambiguous, &none, 1, S(0));
+        a.operation = Operation::Unsafe;
+        a.status = None;
+        assert_eq!(run(&Policy::standard(), &a), give_up(GiveUpReason::NotReplayable));
+        // A request that never left may be sent again even when unsafe.
+        a.class = Class::Transient;
+        assert!(matches!(run(&Policy::standard(), &a), Decision::Retry { .. }));
+        // A 503 to an unsafe POST is not replayed; to a keyed one it is.
+        a.status = Some(503);
+        assert_eq!(run(&Policy::standard(), &a), give_up(GiveUpReason::NotReplayable));
+        a.operation = Operation::Keyed;
+        assert!(matches!(run(&Policy::standard(), &a), Decision::Retry { .. }));
+    }
+
+    #[test]
+    fn unclear_429s_are_bounded() {
+        let none = Advice::none();
+        let p = Policy::standard(); // 2 unclear retries
+        let mut a = attempted(Class::Unclear, &none, 1, S(0));
+        a.code = None;
+        for unclear in 1..=2 {
+            a.unclear = unclear;
+            a.attempts = unclear;
+            assert!(matches!(run(&p, &a), Decision::Retry { .. }));
+        }
+        a.unclear = 3;
+        a.attempts = 3;
+        assert_eq!(run(&p, &a), give_up(GiveUpReason::UnclearExhausted { unclear: 3 }));
+    }
+
+    #[test]
+    fn cancellation_comes_before_waiting() {
+        let adv = advice(1);
+        let mut a = attempted(Class::Throttled, &adv, 1, S(0));
+        a.cancelled = true;
+        assert_eq!(run(&Policy::standard(), &a), give_up(GiveUpReason::Cancelled));
+    }
+
+    #[test]
+    fn budget_is_asked_last() {
+        let adv = advice(1);
+        let b = TokenBucketBudget::new(2, 100);
+        let a = attempted(Class::Throttled, &adv, 1, S(0));
+        let d = decide(&Policy::standard(), &a, draws(HALF), Some(&b), S(0));
+        assert_eq!(d, give_up(GiveUpReason::BudgetExhausted));
+        // A give-up earlier in the order does not touch the budget.
+        let b = TokenBucketBudget::new(10, 100);
+        let far = advice(600);
+        let _ = decide(&Policy::standard(), &attempted(Class::Throttled, &far, 1, S(0)), draws(HALF), Some(&b), S(0));
+        assert_eq!(b.tokens_milli(), 10_000);
+    }
+
+    #[test]
+    fn in_progress_backs_off() {
+        let none = Advice::none();
+        let mut a = attempted(Class::InProgress, &none, 1, S(0));
+        a.status = Some(409);
+        let d = run(&Policy::standard(), &a);
+        assert!(matches!(d, Decision::Retry { why: WaitWhy { basis: WaitBasis::Backoff, .. }, .. }), "{d:?}");
+    }
+
+    #[test]
+    fn presets_have_their_documented_numbers() {
+        let b = Policy::batch();
+        assert_eq!((b.max_retries, b.deadline, b.backoff.base, b.backoff.cap), (5, S(90), S(1), S(30)));
+        assert_eq!(b.backoff.jitter, Jitter::Full);
+        assert_eq!(Policy::interactive().deadline, S(10));
+        assert_eq!(Policy::background().deadline, S(120));
+        for name in Policy::PRESETS {
+            assert_eq!(Policy::preset(name).unwrap().name, name);
+        }
+        assert_eq!(Policy::preset("nope"), None);
+    }
+
+    #[test]
+    fn policy_round_trips_through_toml() {
+        let p = Policy::batch();
+        let text = toml::to_string(&p).unwrap();
+        assert!(text.contains("deadline = \"1m 30s\""), "{text}");
+        let back: Policy = toml::from_str(&text).unwrap();
+        assert_eq!(back, p);
+        let err = toml::from_str::<Policy>("deadline = 90").unwrap_err().to_string();
+        assert!(err.contains("deadline"), "{err}");
+        let err = toml::from_str::<Policy>("deadlin = \"9s\"").unwrap_err().to_string();
+        assert!(err.contains("unknown field"), "{err}");
+    }
+}

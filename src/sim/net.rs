@@ -1,0 +1,186 @@
+//! The simulated network: a [`Transport`] that speaks HTTP/1.1 with hyper
+//! over turmoil TCP, the API served the same way, and the faults that the
+//! runner switches on and off at scheduled virtual times.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use rand_pcg::Pcg64;
+use serde::{Deserialize, Serialize};
+
+use crate::core::classify::TransportFailure;
+use crate::core::duration_text;
+use crate::env::{Rng, Transport, TransportError, exchange, seeded_rng};
+use crate::sim::api::{Api, Begin};
+
+/// The API's host name in the simulated network.
+pub const API_HOST: &str = "api";
+/// The API's port.
+pub const API_PORT: u16 = 80;
+
+/// Virtual time since the simulation started (zero outside a simulation).
+pub fn sim_now() -> Duration {
+    turmoil::sim_elapsed().unwrap_or_default()
+}
+
+/// A fault at a scheduled virtual time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Fault {
+    /// The next answer the API produces after `at` is lost after the handler
+    /// ran (and charged): the connection is cut before the answer leaves.
+    LoseAnswer,
+    /// Every message between the fleet and the API takes `latency` until `until`.
+    LatencySpike {
+        #[serde(with = "duration_text")]
+        latency: Duration,
+        #[serde(with = "duration_text")]
+        until: Duration,
+    },
+    /// The fleet and the API cannot reach each other until `until`.
+    Partition {
+        #[serde(with = "duration_text")]
+        until: Duration,
+    },
+    /// Messages between the fleet and the API are held (not lost) until `until`.
+    Hold {
+        #[serde(with = "duration_text")]
+        until: Duration,
+    },
+    /// The API process restarts: open connections break; its state (the
+    /// limiter, the idempotency store) lives on, as a real database would.
+    Bounce,
+}
+
+impl Fault {
+    /// When the fault heals, for faults that last.
+    pub fn until(&self) -> Option<Duration> {
+        match self {
+            Fault::LatencySpike { until, .. } | Fault::Partition { until } | Fault::Hold { until } => Some(*until),
+            Fault::LoseAnswer | Fault::Bounce => None,
+        }
+    }
+}
+
+/// A fault and the virtual time it starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledFault {
+    #[serde(with = "duration_text")]
+    pub at: Duration,
+    #[serde(flatten)]
+    pub fault: Fault,
+}
+
+/// What the server side reads about faults while it runs.
+#[derive(Debug)]
+pub struct ServerFaults {
+    /// Answers to lose after the handler ran, per mille, drawn from `rng`.
+    pub lost_per_mille: u32,
+    /// Scheduled single losses not yet spent.
+    pub lose_next: u32,
+    rng: Pcg64,
+}
+
+impl ServerFaults {
+    /// Loss decisions drawn from a generator seeded with `seed`.
+    pub fn new(lost_per_mille: u32, seed: u64) -> ServerFaults {
+        ServerFaults { lost_per_mille, lose_next: 0, rng: seeded_rng(seed) }
+    }
+
+    /// Whether to lose the answer just produced. Draws once per answer, so
+    /// the sequence of draws does not depend on the outcome.
+    fn lose(&mut self) -> bool {
+        let draw = self.rng.draw() % 1000;
+        if self.lose_next > 0 {
+            self.lose_next -= 1;
+            return true;
+        }
+        draw < self.lost_per_mille as u64
+    }
+}
+
+/// The API's state, shared by every connection and kept across bounces.
+pub struct Server {
+    pub api: Mutex<Api>,
+    pub faults: Mutex<ServerFaults>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The answer was cut off on purpose; hyper then drops the connection.
+#[derive(Debug)]
+struct AnswerLost;
+
+impl std::fmt::Display for AnswerLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("answer lost (fault)")
+    }
+}
+
+impl std::error::Error for AnswerLost {}
+
+async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, AnswerLost> {
+    let (parts, body) = req.into_parts();
+    // A body that breaks mid-way is a client that went away: no answer needed.
+    let body = body.collect().await.map_err(|_| AnswerLost)?.to_bytes();
+    let req = Request::from_parts(parts, body);
+    let begin = lock(&server.api).begin(&req, sim_now());
+    let res = match begin {
+        Begin::Answer(res) => res,
+        Begin::Run(ticket) => {
+            let processing = Duration::from_millis(lock(&server.api).config().processing_ms);
+            tokio::time::sleep(processing).await;
+            lock(&server.api).complete(ticket, sim_now())
+        }
+    };
+    if lock(&server.faults).lose() {
+        if let Some(i) = res.headers().get("x-retrysim-arrival").and_then(|v| v.to_str().ok()?.parse().ok()) {
+            lock(&server.api).answer_lost(i);
+        }
+        return Err(AnswerLost);
+    }
+    let (parts, body) = res.into_parts();
+    Ok(Response::from_parts(parts, Full::new(body)))
+}
+
+/// The API host's program: accept connections and serve each with hyper.
+/// `Date` comes from the model's (simulated, possibly skewed) clock, never
+/// from hyper's, which reads the real one.
+pub async fn serve(server: Arc<Server>) -> turmoil::Result {
+    let listener = turmoil::net::TcpListener::bind((IpAddr::V4(Ipv4Addr::UNSPECIFIED), API_PORT)).await?;
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let server = server.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| handle(server.clone(), req));
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.auto_date_header(false).keep_alive(false).header_read_timeout(None);
+            // Errors here are connections the client or a fault cut: the
+            // client's side records them.
+            let _ = http.serve_connection(TokioIo::new(stream), service).await;
+        });
+    }
+}
+
+/// A [`Transport`] over turmoil TCP to the API host, one connection per attempt.
+#[derive(Debug, Clone, Default)]
+pub struct SimTransport;
+
+impl Transport for SimTransport {
+    async fn send(&self, req: Request<Bytes>) -> Result<Response<Bytes>, TransportError> {
+        let stream = turmoil::net::TcpStream::connect((API_HOST, API_PORT)).await.map_err(|e| TransportError {
+            failure: TransportFailure::NotSent,
+            message: format!("connect to the API failed: {e}"),
+        })?;
+        exchange(stream, req).await
+    }
+}

@@ -1,0 +1,391 @@
+//! Runs a scenario in a turmoil simulation and reports what happened.
+//!
+//! The API is one host, the fleet another (its workers are tasks: one host
+//! per worker would multiply turmoil's per-tick cost for no behaviour the
+//! checks need). The runner steps the simulation itself so it can switch
+//! scheduled faults on and off at exact virtual times.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::Request;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{NoIdempotencyKey, RetryClient};
+use crate::core::classify::Operation;
+use crate::env::{Rng, TokioClock, seeded_rng};
+use crate::sim::api::{Api, Ledger};
+use crate::sim::net::{API_HOST, Fault, Server, ServerFaults, SimTransport, serve};
+use crate::sim::scenario::Scenario;
+use crate::sim::seed::derive;
+use crate::trace::{EventKind, Trace, ms};
+
+/// The fleet's host name.
+pub const FLEET_HOST: &str = "fleet";
+
+/// Secrets planted in every request, so the checks can prove none leaks.
+pub const PLANTED_SECRETS: [&str; 2] = ["sk-live-PLANTED-SECRET", "session=PLANTED-COOKIE"];
+
+/// The kind of operation a job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    Keyed,
+    Unsafe,
+    Safe,
+}
+
+/// How one job ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobOutcome {
+    Succeeded { status: u16 },
+    GaveUp { reason: String },
+}
+
+/// One job, start to end, with its trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobRecord {
+    pub job: u32,
+    pub worker: u32,
+    pub kind: JobKind,
+    pub operation: Operation,
+    pub started_ms: u64,
+    pub finished_ms: u64,
+    pub attempts: u32,
+    pub waited_ms: u64,
+    pub outcome: JobOutcome,
+    /// The full key, for the checkers only: never rendered or serialised.
+    #[serde(skip)]
+    pub key: Option<String>,
+    /// Every key the job's attempts carried, in order (checkers only).
+    #[serde(skip)]
+    pub attempt_keys: Vec<Option<String>>,
+    pub trace: Trace,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub seed: u64,
+    pub policy: String,
+    /// Virtual time until the last job ended.
+    pub virtual_ms: u64,
+    /// Requests that reached the API.
+    pub requests: u64,
+    /// Answers with status 429.
+    pub limited: u64,
+    /// Requests the API charged for (ran and billed).
+    pub charged: u64,
+    pub jobs: u64,
+    pub succeeded: u64,
+    /// Give-ups by reason.
+    pub gave_up: BTreeMap<String, u64>,
+    pub gave_up_total: u64,
+    /// Attempts beyond each job's first.
+    pub retries: u64,
+    /// Total time slept between attempts, over all jobs.
+    pub slept_ms: u64,
+    pub max_attempts_per_job: u32,
+    /// Share of jobs whose first attempt was answered 429.
+    pub first_attempt_429_rate: f64,
+    pub p50_latency_ms: u64,
+    pub p99_latency_ms: u64,
+    /// Every job, by job number.
+    #[serde(skip)]
+    pub records: Vec<JobRecord>,
+    /// The server's ledger.
+    #[serde(skip)]
+    pub ledger: Ledger,
+    /// The scenario that ran (with the seed's policy and faults).
+    #[serde(skip)]
+    pub scenario_config: Scenario,
+}
+
+/// Why a run could not finish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunError {
+    pub scenario: String,
+    pub seed: u64,
+    pub message: String,
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "scenario {} seed {} did not finish: {}\nreplay: retrysim run --scenario {} --seed {}",
+            self.scenario, self.seed, self.message, self.scenario, self.seed
+        )
+    }
+}
+
+impl std::error::Error for RunError {}
+
+/// The simulation's fixed epoch: the scenario's API epoch.
+pub fn epoch(s: &Scenario) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(s.api.epoch_unix_s)
+}
+
+fn kind_of(s: &Scenario, seed: u64, job: u32) -> JobKind {
+    let m = s.fleet.mix;
+    let total = (m.keyed + m.unsafe_post + m.safe) as u64;
+    let pick = derive(seed, "mix", job as u64) % total;
+    if pick < m.keyed as u64 {
+        JobKind::Keyed
+    } else if pick < (m.keyed + m.unsafe_post) as u64 {
+        JobKind::Unsafe
+    } else {
+        JobKind::Safe
+    }
+}
+
+fn request(s: &Scenario, kind: JobKind, job: u32, worker: u32) -> Request<Bytes> {
+    let b = match kind {
+        JobKind::Safe => Request::get(format!("http://{API_HOST}/v1/jobs/job_{job}")),
+        JobKind::Keyed | JobKind::Unsafe => Request::post(format!("http://{API_HOST}/v1/jobs")),
+    };
+    let mut b = b
+        .header("x-retrysim-client", format!("w{worker}"))
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {}", PLANTED_SECRETS[0]))
+        .header("cookie", PLANTED_SECRETS[1]);
+    if !s.fleet.anonymous {
+        let keys = &s.api.accounts.first().map(|a| a.keys.clone()).unwrap_or_default();
+        if !keys.is_empty() {
+            b = b.header("x-api-key", keys[worker as usize % keys.len()].as_str());
+        }
+    }
+    if kind == JobKind::Unsafe {
+        b = b.extension(NoIdempotencyKey);
+    }
+    let body = match kind {
+        JobKind::Safe => Bytes::new(),
+        _ => Bytes::from(format!(r#"{{"uploadId":"u{job}","options":{{"op":"{}"}}}}"#, s.fleet.op)),
+    };
+    b.body(body).expect("the request parts are valid")
+}
+
+fn percentile(sorted: &[u64], p: u64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (sorted.len() as u64 * p).div_ceil(100).max(1) as usize;
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+/// Runs a scenario with a seed. The same scenario and seed give the same
+/// report and the same traces, byte for byte.
+pub fn run(s: &Scenario, seed: u64) -> Result<Report, RunError> {
+    let fail = |message: String| RunError { scenario: s.name.clone(), seed, message };
+    s.validate().map_err(|e| fail(e.0))?;
+    let mut sim = turmoil::Builder::new()
+        .epoch(epoch(s))
+        .rng_seed(derive(seed, "turmoil", 0))
+        .tick_duration(s.net.tick)
+        .min_message_latency(s.net.min_latency)
+        .max_message_latency(s.net.max_latency)
+        .simulation_duration(s.time_limit)
+        .build();
+
+    let server = Arc::new(Server {
+        api: Mutex::new(Api::new(s.api.clone())),
+        faults: Mutex::new(ServerFaults::new(s.faults.lost_answers_per_mille, derive(seed, "server", 0))),
+    });
+    let host_server = server.clone();
+    sim.host(API_HOST, move || serve(host_server.clone()));
+
+    let queue: VecDeque<u32> = (1..=s.fleet.jobs).collect();
+    let queue = Arc::new(Mutex::new(queue));
+    let records: Arc<Mutex<Vec<JobRecord>>> = Arc::new(Mutex::new(Vec::new()));
+    {
+        let (scenario, queue, records) = (s.clone(), queue.clone(), records.clone());
+        let epoch = epoch(s);
+        sim.client(FLEET_HOST, async move {
+            let clock = TokioClock::from_epoch(epoch);
+            let client = Arc::new(RetryClient::new(clock, SimTransport, scenario.policy.clone()));
+            let scenario = Arc::new(scenario);
+            let mut tasks = tokio::task::JoinSet::new();
+            for w in 0..scenario.fleet.workers {
+                let (client, scenario, queue, records) = (client.clone(), scenario.clone(), queue.clone(), records.clone());
+                tasks.spawn(async move {
+                    let mut rng = seeded_rng(derive(seed, "worker", w as u64));
+                    loop {
+                        let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+                        let Some(job) = next else { break };
+                        let record = run_job(&client, &scenario, seed, job, w, &mut rng).await;
+                        records.lock().unwrap_or_else(|e| e.into_inner()).push(record);
+                    }
+                });
+            }
+            while tasks.join_next().await.is_some() {}
+            Ok(())
+        });
+    }
+
+    let mut schedule: Vec<(Duration, usize, bool)> = Vec::new();
+    for (i, f) in s.faults.schedule.iter().enumerate() {
+        schedule.push((f.at, i, true));
+        if let Some(until) = f.fault.until() {
+            schedule.push((until.max(f.at), i, false));
+        }
+    }
+    schedule.sort();
+    let mut next = 0;
+    loop {
+        while next < schedule.len() && schedule[next].0 <= sim.elapsed() {
+            let (_, i, start) = schedule[next];
+            apply(&mut sim, &server, &s.faults.schedule[i].fault, start, s);
+            next += 1;
+        }
+        match sim.step() {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(e) => return Err(fail(e.to_string())),
+        }
+    }
+
+    let mut records = std::mem::take(&mut *records.lock().unwrap_or_else(|e| e.into_inner()));
+    records.sort_by_key(|r| r.job);
+    let ledger = server.api.lock().unwrap_or_else(|e| e.into_inner()).ledger().clone();
+    Ok(report(s, seed, records, ledger))
+}
+
+fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, fault: &Fault, start: bool, s: &Scenario) {
+    match (fault, start) {
+        (Fault::LoseAnswer, _) => server.faults.lock().unwrap_or_else(|e| e.into_inner()).lose_next += 1,
+        (Fault::LatencySpike { latency, .. }, true) => sim.set_max_message_latency(*latency),
+        (Fault::LatencySpike { .. }, false) => sim.set_max_message_latency(s.net.max_latency),
+        (Fault::Partition { .. }, true) => sim.partition(FLEET_HOST, API_HOST),
+        (Fault::Partition { .. }, false) => sim.repair(FLEET_HOST, API_HOST),
+        (Fault::Hold { .. }, true) => sim.hold(FLEET_HOST, API_HOST),
+        (Fault::Hold { .. }, false) => sim.release(FLEET_HOST, API_HOST),
+        (Fault::Bounce, _) => sim.bounce(API_HOST),
+    }
+}
+
+async fn run_job(
+    client: &RetryClient<TokioClock, SimTransport>,
+    s: &Scenario,
+    seed: u64,
+    job: u32,
+    worker: u32,
+    rng: &mut dyn Rng,
+) -> JobRecord {
+    use crate::env::Clock;
+    let kind = kind_of(s, seed, job);
+    let req = request(s, kind, job, worker);
+    let has_key = kind == JobKind::Keyed && s.policy.idempotency_keys;
+    let operation = Operation::of(req.method(), has_key);
+    let mut trace = Trace::new(format!("w{worker} job-{job}"));
+    let started = client.clock().now();
+    let mut attempt_keys = Vec::new();
+    let result = client.execute_recording_keys(req, rng, &CancellationToken::new(), &mut trace, &mut attempt_keys).await;
+    let finished = client.clock().now();
+    let (outcome, attempts, waited, key) = match result {
+        Ok(res) => {
+            let attempts = trace.events.iter().filter(|e| matches!(e.kind, EventKind::Attempt { .. })).count() as u32;
+            let waited = trace.events.iter().find_map(|e| match e.kind {
+                EventKind::Done { waited_ms, .. } => Some(waited_ms),
+                _ => None,
+            });
+            let key = attempt_keys.last().cloned().flatten();
+            (JobOutcome::Succeeded { status: res.status().as_u16() }, attempts, waited.unwrap_or(0), key)
+        }
+        Err(e) => {
+            (JobOutcome::GaveUp { reason: e.reason.kind().to_owned() }, e.attempts, ms(e.waited), e.idempotency_key)
+        }
+    };
+    JobRecord {
+        job,
+        worker,
+        kind,
+        operation,
+        started_ms: ms(started),
+        finished_ms: ms(finished),
+        attempts,
+        waited_ms: waited,
+        outcome,
+        key,
+        attempt_keys,
+        trace,
+    }
+}
+
+fn report(s: &Scenario, seed: u64, records: Vec<JobRecord>, ledger: Ledger) -> Report {
+    let mut gave_up = BTreeMap::new();
+    let mut succeeded = 0;
+    for r in &records {
+        match &r.outcome {
+            JobOutcome::Succeeded { .. } => succeeded += 1,
+            JobOutcome::GaveUp { reason } => *gave_up.entry(reason.clone()).or_insert(0) += 1,
+        }
+    }
+    let first_429 = records
+        .iter()
+        .filter(|r| {
+            r.trace.events.iter().find_map(|e| match e.kind {
+                EventKind::Answer { n: 1, status, .. } => Some(status == 429),
+                _ => None,
+            }) == Some(true)
+        })
+        .count();
+    let mut lat: Vec<u64> = records.iter().map(|r| r.finished_ms - r.started_ms).collect();
+    lat.sort_unstable();
+    let jobs = records.len() as u64;
+    Report {
+        scenario: s.name.clone(),
+        seed,
+        policy: s.policy.name.clone(),
+        virtual_ms: records.iter().map(|r| r.finished_ms).max().unwrap_or(0),
+        requests: ledger.arrivals.len() as u64,
+        limited: ledger.arrivals.iter().filter(|a| a.status == 429).count() as u64,
+        charged: ledger.charged,
+        jobs,
+        succeeded,
+        gave_up_total: gave_up.values().sum(),
+        gave_up,
+        retries: records.iter().map(|r| r.attempts.saturating_sub(1) as u64).sum(),
+        slept_ms: records.iter().map(|r| r.waited_ms).sum(),
+        max_attempts_per_job: records.iter().map(|r| r.attempts).max().unwrap_or(0),
+        first_attempt_429_rate: if jobs == 0 { 0.0 } else { first_429 as f64 / jobs as f64 },
+        p50_latency_ms: percentile(&lat, 50),
+        p99_latency_ms: percentile(&lat, 99),
+        records,
+        ledger,
+        scenario_config: s.clone(),
+    }
+}
+
+impl Report {
+    /// The report as aligned text, one figure per line.
+    pub fn render_text(&self) -> String {
+        let mut rows = vec![
+            ("scenario", self.scenario.clone()),
+            ("seed", self.seed.to_string()),
+            ("policy", self.policy.clone()),
+            ("virtual time", format!("{} ms", self.virtual_ms)),
+            ("jobs", self.jobs.to_string()),
+            ("succeeded", self.succeeded.to_string()),
+            ("gave up", self.gave_up_total.to_string()),
+        ];
+        for (reason, n) in &self.gave_up {
+            rows.push(("  by reason", format!("{reason}: {n}")));
+        }
+        rows.extend([
+            ("requests", self.requests.to_string()),
+            ("limited (429)", self.limited.to_string()),
+            ("charged", self.charged.to_string()),
+            ("retries", self.retries.to_string()),
+            ("slept", format!("{} ms", self.slept_ms)),
+            ("max attempts/job", self.max_attempts_per_job.to_string()),
+            ("first-attempt 429", format!("{:.1}%", self.first_attempt_429_rate * 100.0)),
+            ("latency p50 / p99", format!("{} ms / {} ms", self.p50_latency_ms, self.p99_latency_ms)),
+        ]);
+        rows.iter().map(|(k, v)| format!("{k:<18} {v}")).collect::<Vec<_>>().join("\n")
+    }
+}

@@ -1,0 +1,246 @@
+//! What the driver did, event by event, in a form a reviewer can read in a
+//! diff: one line per event, monotonic (virtual) milliseconds, and the reason
+//! for every wait and every stop.
+//!
+//! A trace never holds a secret: no header values except a shortened
+//! `Idempotency-Key`, no bodies, no query strings, only the error code of an
+//! answer.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::core::classify::{Class, TransportFailure};
+use crate::core::policy::{GiveUpReason, WaitBasis, WaitWhy, secs};
+use crate::core::retry_after::{Advice, AdviceSource, HeaderState};
+
+/// One event, at a monotonic time in milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// Milliseconds on the driver's monotonic clock.
+    pub at_ms: u64,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventKind {
+    /// An attempt went out.
+    Attempt {
+        n: u32,
+        method: String,
+        /// The path only: a query string may hold a secret.
+        path: String,
+        /// The shortened key ([`short_key`]).
+        key: Option<String>,
+        timeout_ms: u64,
+    },
+    /// An answer came back.
+    Answer { n: u32, status: u16, code: Option<String>, class: Class, advice: AdviceView, replayed: bool },
+    /// No answer came back.
+    NoAnswer { n: u32, failure: TransportFailure, class: Class },
+    /// The driver sleeps before the next attempt.
+    Wait {
+        ms: u64,
+        why: WaitWhy,
+    },
+    /// A success.
+    Done { status: u16, attempts: u32, waited_ms: u64 },
+    /// The driver stopped without success.
+    GaveUp { reason: GiveUpReason, attempts: u32, waited_ms: u64 },
+}
+
+/// The advice of an answer as it appears in a trace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AdviceView {
+    pub source: AdviceSource,
+    /// Whether the `Retry-After` header was valid (`None`: there was none).
+    pub header_valid: Option<bool>,
+    /// The advised wait before jitter.
+    pub wait_ms: Option<u64>,
+    /// Why the header was invalid.
+    pub error: Option<String>,
+    /// Whether a date was measured against the server's `Date`.
+    pub server_date: bool,
+}
+
+impl From<&Advice> for AdviceView {
+    fn from(a: &Advice) -> Self {
+        let (header_valid, error) = match &a.header {
+            HeaderState::Missing => (None, None),
+            HeaderState::Valid => (Some(true), None),
+            HeaderState::Invalid { reason } => (Some(false), Some(reason.clone())),
+        };
+        AdviceView { source: a.source, header_valid, wait_ms: a.wait.map(ms), error, server_date: a.server_date_used }
+    }
+}
+
+/// Whole milliseconds, saturating.
+pub fn ms(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
+}
+
+/// A key as traces show it: `k:` and six hex digits of a stable hash. Equal
+/// keys look equal, different keys almost surely differ, and the key itself
+/// (which a replay could abuse) never appears.
+pub fn short_key(key: &str) -> String {
+    // FNV-1a: stable across platforms and releases, unlike std's hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("k:{:06x}", h >> 40)
+}
+
+/// The events of one logical operation, with a label such as `w0 job-1`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Trace {
+    pub label: String,
+    pub events: Vec<Event>,
+}
+
+impl Trace {
+    /// An empty trace with a label.
+    pub fn new(label: impl Into<String>) -> Trace {
+        Trace { label: label.into(), events: Vec::new() }
+    }
+
+    /// Records an event at `at`.
+    pub fn push(&mut self, at: Duration, kind: EventKind) {
+        self.events.push(Event { at_ms: ms(at), kind });
+    }
+
+    /// One line per event; see [`render_event`].
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for e in &self.events {
+            out.push_str(&render_event(&self.label, e));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+fn advice_words(a: &AdviceView) -> String {
+    let source = match a.source {
+        AdviceSource::HeaderSeconds => "header seconds",
+        AdviceSource::HeaderDate if a.server_date => "header date (vs server Date)",
+        AdviceSource::HeaderDate => "header date (vs client clock)",
+        AdviceSource::BodySeconds => "body retry_after_seconds",
+        AdviceSource::BodyReset => "body resetAt",
+        AdviceSource::None => "none",
+    };
+    let mut s = format!("advice: {source}");
+    if let Some(w) = a.wait_ms {
+        let _ = write!(s, " {}", secs(Duration::from_millis(w)));
+    }
+    match (a.header_valid, &a.error) {
+        (Some(false), Some(e)) => {
+            let _ = write!(s, " (header invalid: {e})");
+        }
+        (Some(true), _) if !matches!(a.source, AdviceSource::HeaderSeconds | AdviceSource::HeaderDate) => {
+            s.push_str(" (header valid)");
+        }
+        _ => {}
+    }
+    s
+}
+
+fn wait_words(why: &WaitWhy) -> String {
+    let d = |x: Duration| secs(x);
+    match why.basis {
+        WaitBasis::Advice(_) => format!("advice {} + jitter {}", d(why.base), d(why.jitter)),
+        WaitBasis::Backoff => match why.window {
+            Some(w) => format!("backoff draw {} from window {}", d(why.base), d(w)),
+            None => format!("backoff {}", d(why.base)),
+        },
+        WaitBasis::BackoffOverAdvice => format!(
+            "backoff draw {} (over advice {}) + jitter {}",
+            d(why.base),
+            d(why.advised.unwrap_or_default()),
+            d(why.jitter)
+        ),
+    }
+}
+
+/// One event as one line: time right-aligned, the label, then what happened
+/// and why.
+pub fn render_event(label: &str, e: &Event) -> String {
+    let what = match &e.kind {
+        EventKind::Attempt { n, method, path, key, timeout_ms } => {
+            let key = key.as_deref().map(|k| format!("  key={k}")).unwrap_or_default();
+            format!("attempt {n}  {method} {path}{key}  timeout {}", secs(Duration::from_millis(*timeout_ms)))
+        }
+        EventKind::Answer { status, code, class, advice, replayed, .. } => {
+            let code = code.as_deref().map(|c| format!(" {c}")).unwrap_or_default();
+            let replayed = if *replayed { " (idempotent replay)" } else { "" };
+            let class = format!("{class:?}").to_lowercase();
+            if advice.source == AdviceSource::None && advice.header_valid.is_none() {
+                format!("<- {status}{code}{replayed}  [{class}]")
+            } else {
+                format!("<- {status}{code}{replayed}  [{class}]  {}", advice_words(advice))
+            }
+        }
+        EventKind::NoAnswer { failure, class, .. } => {
+            let f = match failure {
+                TransportFailure::NotSent => "not sent",
+                TransportFailure::MaybeArrived => "may have arrived",
+            };
+            format!("<- no answer ({f})  [{}]", format!("{class:?}").to_lowercase())
+        }
+        EventKind::Wait { ms, why } => format!("wait {} = {}", secs(Duration::from_millis(*ms)), wait_words(why)),
+        EventKind::Done { status, attempts, waited_ms } => format!(
+            "done: {status} after {attempts} attempt{}, waited {}",
+            if *attempts == 1 { "" } else { "s" },
+            secs(Duration::from_millis(*waited_ms))
+        ),
+        EventKind::GaveUp { reason, attempts, waited_ms } => format!(
+            "gave up after {attempts} attempt{}, waited {}: {reason}",
+            if *attempts == 1 { "" } else { "s" },
+            secs(Duration::from_millis(*waited_ms))
+        ),
+    };
+    format!("{:>8}ms  {label}  {what}", e.at_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_keys_are_stable_and_hide_the_key() {
+        assert_eq!(short_key("abc"), short_key("abc"));
+        assert_ne!(short_key("abc"), short_key("abd"));
+        assert!(!short_key("secret-key-123").contains("secret"));
+        assert_eq!(short_key("abc").len(), 8);
+    }
+
+    #[test]
+    fn lines_read_like_the_issue_example() {
+        let mut t = Trace::new("w0 job-1");
+        t.push(
+            Duration::ZERO,
+            EventKind::Attempt { n: 1, method: "POST".into(), path: "/v1/jobs".into(), key: Some("k:3f2a11".into()), timeout_ms: 30_000 },
+        );
+        let why = WaitWhy {
+            basis: WaitBasis::Advice(AdviceSource::HeaderSeconds),
+            advised: Some(Duration::from_secs(2)),
+            base: Duration::from_secs(2),
+            jitter: Duration::from_millis(180),
+            window: None,
+        };
+        t.push(Duration::from_millis(21), EventKind::Wait { ms: 2180, why });
+        t.push(Duration::from_millis(4512), EventKind::Done { status: 201, attempts: 3, waited_ms: 4512 });
+        let text = t.render();
+        assert_eq!(
+            text,
+            "       0ms  w0 job-1  attempt 1  POST /v1/jobs  key=k:3f2a11  timeout 30.000s\n\
+            \x20     21ms  w0 job-1  wait 2.180s = advice 2.000s + jitter 0.180s\n\
+            \x20   4512ms  w0 job-1  done: 201 after 3 attempts, waited 4.512s\n"
+        );
+    }
+}

@@ -1,0 +1,250 @@
+//! The async driver against a scripted transport, on paused tokio time.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use retrysim::client::{IDEMPOTENCY_KEY, RetryClient};
+use retrysim::core::classify::TransportFailure;
+use retrysim::core::policy::{GiveUpReason, Policy};
+use retrysim::env::{Clock, TokioClock, Transport, TransportError, seeded_rng};
+use retrysim::trace::{EventKind, Trace};
+use tokio_util::sync::CancellationToken;
+
+type Answer = Result<Response<Bytes>, TransportError>;
+
+/// Answers from a list, in order; records every request it was sent.
+struct Script {
+    answers: Mutex<VecDeque<Answer>>,
+    seen: Mutex<Vec<Request<Bytes>>>,
+    /// When set, an empty script never answers (to exercise timeouts).
+    hang_when_empty: bool,
+}
+
+impl Script {
+    fn new(answers: Vec<Answer>) -> Script {
+        Script { answers: Mutex::new(answers.into()), seen: Mutex::new(Vec::new()), hang_when_empty: false }
+    }
+
+    fn keys(&self) -> Vec<Option<String>> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter().map(|r| r.headers().get(IDEMPOTENCY_KEY).map(|v| v.to_str().unwrap().to_owned())).collect()
+    }
+
+    fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+}
+
+impl Transport for Script {
+    async fn send(&self, req: Request<Bytes>) -> Answer {
+        self.seen.lock().unwrap().push(req);
+        let next = self.answers.lock().unwrap().pop_front();
+        match next {
+            Some(a) => a,
+            None if self.hang_when_empty => std::future::pending().await,
+            None => panic!("the script ran out of answers"),
+        }
+    }
+}
+
+fn answer(status: u16, headers: &[(&str, &str)], body: &str) -> Answer {
+    let mut b = Response::builder().status(status);
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    Ok(b.body(Bytes::from(body.to_owned())).unwrap())
+}
+
+fn rate_limited(secs: u64) -> Answer {
+    answer(429, &[("retry-after", &secs.to_string())], r#"{"error":{"code":"RATE_LIMITED"}}"#)
+}
+
+fn ok() -> Answer {
+    answer(201, &[], r#"{"id":"job_1"}"#)
+}
+
+fn post() -> Request<Bytes> {
+    Request::post("http://api.test/v1/jobs")
+        .header("authorization", "Bearer sk-SECRET-123")
+        .header("x-api-key", "SECRET-KEY-456")
+        .body(Bytes::from_static(br#"{"uploadId":"u1"}"#))
+        .unwrap()
+}
+
+fn epoch() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_791_450_000)
+}
+
+struct Run {
+    result: Result<Response<Bytes>, retrysim::client::RetryError>,
+    trace: Trace,
+    elapsed: Duration,
+}
+
+async fn run(policy: Policy, script: &Script, req: Request<Bytes>) -> Run {
+    let clock = TokioClock::from_epoch(epoch());
+    let client = RetryClient::new(clock.clone(), script, policy);
+    let mut trace = Trace::new("t");
+    let result = client.execute(req, &mut seeded_rng(7), &CancellationToken::new(), &mut trace).await;
+    Run { result, trace, elapsed: clock.now() }
+}
+
+fn waits(t: &Trace) -> Vec<u64> {
+    t.events.iter().filter_map(|e| if let EventKind::Wait { ms, .. } = e.kind { Some(ms) } else { None }).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn once_429_then_200_succeeds_after_one_wait() {
+    let s = Script::new(vec![rate_limited(1), ok()]);
+    let r = run(Policy::standard(), &s, post()).await;
+    assert_eq!(r.result.unwrap().status(), 201);
+    let w = waits(&r.trace);
+    assert_eq!(w.len(), 1);
+    // Advice 1 s plus a spread of at most 200 ms; never earlier than advised.
+    assert!((1000..=1200).contains(&w[0]), "{w:?}");
+    assert_eq!(r.elapsed, Duration::from_millis(w[0]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_429s_then_success_under_the_batch_preset() {
+    let s = Script::new(vec![rate_limited(2), rate_limited(2), ok()]);
+    let r = run(Policy::batch(), &s, post()).await;
+    assert_eq!(r.result.unwrap().status(), 201);
+    assert_eq!(s.count(), 3);
+    assert!(waits(&r.trace).iter().all(|&w| w >= 2000), "{:?}", waits(&r.trace));
+}
+
+#[tokio::test(start_paused = true)]
+async fn five_retries_means_six_attempts() {
+    let s = Script::new((0..6).map(|_| rate_limited(1)).collect());
+    let r = run(Policy::batch(), &s, post()).await;
+    let e = r.result.unwrap_err();
+    assert_eq!(e.reason, GiveUpReason::AttemptsExhausted { attempts: 6 });
+    assert_eq!((e.attempts, s.count()), (6, 6));
+    assert_eq!(e.last.unwrap().status, 429);
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_second_advice_against_ten_second_budget_gives_up_at_once() {
+    let s = Script::new(vec![answer(429, &[("retry-after", "30")], r#"{"error":{"type":"queue_full"}}"#)]);
+    let r = run(Policy::interactive(), &s, post()).await;
+    let e = r.result.unwrap_err();
+    assert!(matches!(e.reason, GiveUpReason::AdviceTooLong { .. }), "{:?}", e.reason);
+    assert_eq!((e.attempts, e.waited, r.elapsed), (1, Duration::ZERO, Duration::ZERO));
+    // The original answer comes back, and the key to queue the work under.
+    assert_eq!(e.last.as_ref().unwrap().code.as_deref(), Some("queue_full"));
+    assert_eq!(e.idempotency_key, s.keys()[0]);
+    assert!(waits(&r.trace).is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_key_per_operation_reused_on_every_attempt() {
+    let s = Script::new(vec![rate_limited(1), rate_limited(1), ok(), ok()]);
+    let clock = TokioClock::from_epoch(epoch());
+    let client = RetryClient::new(clock, &s, Policy::standard());
+    let mut rng = seeded_rng(1);
+    let cancel = CancellationToken::new();
+    client.execute(post(), &mut rng, &cancel, &mut Trace::new("a")).await.unwrap();
+    client.execute(post(), &mut rng, &cancel, &mut Trace::new("b")).await.unwrap();
+    let keys = s.keys();
+    assert!(keys.iter().all(Option::is_some));
+    assert_eq!(keys[0], keys[1]);
+    assert_eq!(keys[1], keys[2]);
+    assert_ne!(keys[2], keys[3], "a new operation gets a new key");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_callers_key_is_kept() {
+    let s = Script::new(vec![rate_limited(1), ok()]);
+    let mut req = post();
+    req.headers_mut().insert(IDEMPOTENCY_KEY, "my-key-1".parse().unwrap());
+    run(Policy::standard(), &s, req).await.result.unwrap();
+    assert_eq!(s.keys(), [Some("my-key-1".into()), Some("my-key-1".into())]);
+}
+
+fn unkeyed() -> Policy {
+    Policy { idempotency_keys: false, ..Policy::standard() }
+}
+
+fn reset() -> Answer {
+    Err(TransportError { failure: TransportFailure::MaybeArrived, message: "connection reset".into() })
+}
+
+#[tokio::test(start_paused = true)]
+async fn unsafe_post_is_retried_after_a_429_but_not_after_an_ambiguous_error() {
+    let s = Script::new(vec![rate_limited(1), ok()]);
+    assert!(run(unkeyed(), &s, post()).await.result.is_ok());
+    assert_eq!(s.keys(), [None, None]);
+
+    let s = Script::new(vec![reset()]);
+    let e = run(unkeyed(), &s, post()).await.result.unwrap_err();
+    assert_eq!((e.reason, e.attempts), (GiveUpReason::NotReplayable, 1));
+
+    // The same failure on a keyed POST is replayed under the same key.
+    let s = Script::new(vec![reset(), ok()]);
+    assert!(run(Policy::standard(), &s, post()).await.result.is_ok());
+    assert_eq!(s.keys()[0], s.keys()[1]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancellation_stops_a_wait() {
+    let s = Script::new(vec![rate_limited(5), ok()]);
+    let clock = TokioClock::from_epoch(epoch());
+    let client = RetryClient::new(clock.clone(), &s, Policy::standard());
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    let mut trace = Trace::new("c");
+    let mut rng = seeded_rng(3);
+    let (result, ()) = tokio::join!(client.execute(post(), &mut rng, &cancel, &mut trace), async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        c2.cancel();
+    });
+    let e = result.unwrap_err();
+    assert_eq!(e.reason, GiveUpReason::Cancelled);
+    assert_eq!((e.attempts, e.waited, clock.now()), (1, Duration::from_secs(1), Duration::from_secs(1)));
+    assert_eq!(s.count(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_is_bounded_by_its_timeout() {
+    let mut s = Script::new(vec![]);
+    s.hang_when_empty = true;
+    let p = Policy { max_retries: 1, ..Policy::interactive() };
+    let r = run(p, &s, post()).await;
+    let e = r.result.unwrap_err();
+    assert_eq!(e.attempts, 2);
+    assert_eq!(e.last_failure.unwrap().failure, TransportFailure::MaybeArrived);
+    // Two 5 s attempt timeouts plus one backoff wait, all inside the 10 s deadline.
+    assert!(r.elapsed <= Duration::from_secs(10), "{:?}", r.elapsed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn terminal_answers_stop_with_the_body() {
+    let s = Script::new(vec![answer(
+        429,
+        &[("retry-after", "2592000")],
+        r#"{"error":{"code":"QUOTA_EXCEEDED","message":"monthly cap"}}"#,
+    )]);
+    let e = run(Policy::batch(), &s, post()).await.result.unwrap_err();
+    assert_eq!(e.reason, GiveUpReason::Terminal { status: 429, code: Some("QUOTA_EXCEEDED".into()) });
+    assert!(String::from_utf8_lossy(&e.last.unwrap().body).contains("monthly cap"));
+    assert!(e.reason.to_string().contains("raise the quota"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn secrets_never_reach_the_trace() {
+    let s = Script::new(vec![rate_limited(1), ok()]);
+    let mut req = post();
+    req.headers_mut().insert("cookie", "session=SECRET-COOKIE-789".parse().unwrap());
+    *req.uri_mut() = "http://api.test/v1/jobs?api_key=SECRET-QUERY".parse().unwrap();
+    let r = run(Policy::standard(), &s, req).await;
+    let text = r.trace.render() + &serde_json::to_string(&r.trace).unwrap();
+    for secret in ["SECRET", "sk-", "uploadId"] {
+        assert!(!text.contains(secret), "{secret} leaked into:\n{text}");
+    }
+    let key = s.keys()[0].clone().unwrap();
+    assert!(!text.contains(&key), "the raw key leaked");
+}

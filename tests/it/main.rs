@@ -1,0 +1,2 @@
+//! Integration tests, compiled as one binary (faster to build and link).
+mod driver;
