@@ -1,5 +1,6 @@
 //! The deterministic simulation harness.
 pub mod api;
+pub mod check;
 pub mod net;
 pub mod render;
 pub mod runner;

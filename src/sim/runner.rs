@@ -150,7 +150,7 @@ fn request(s: &Scenario, kind: JobKind, job: u32, worker: u32) -> Request<Bytes>
         JobKind::Keyed | JobKind::Unsafe => Request::post(format!("http://{API_HOST}/v1/jobs")),
     };
     let mut b = b
-        .header("x-retrysim-client", format!("w{worker}"))
+        .header("x-retrysim-client", format!("w{worker} job-{job}"))
         .header("content-type", "application/json")
         .header("authorization", format!("Bearer {}", PLANTED_SECRETS[0]))
         .header("cookie", PLANTED_SECRETS[1]);
