@@ -1,1 +1,293 @@
-//! Simulated APIs.
+//! Simulated rate-limited APIs: pure state machines that answer HTTP requests
+//! and keep a ledger of what happened.
+//!
+//! The model is the reference the retry core is checked against, so it copies
+//! the real APIs of seeds 000 (Sume) and 002 (Blinkimg) where their behaviour
+//! shapes a retry policy: @fastify/rate-limit's fixed window, `queue_full`,
+//! monthly quotas, credits, and the idempotency store.
+//!
+//! It is sans-IO: no clock, no randomness, no network, no hash-ordered state.
+//! Virtual time since the simulation's start is an argument, and the server's
+//! wall clock is derived from it (`epoch + now + skew`). A request has two
+//! phases so the network layer can model a request that runs while others
+//! arrive: [`Api::begin`] either answers at once or returns a [`Ticket`], and
+//! [`Api::complete`] finishes that ticket, charging and storing its answer.
+//!
+//! A request passes these checks in order, and the first that objects answers:
+//! the script, the route (404), the key (401), the request-rate limiter (429,
+//! refused requests count), the concurrency cap (429 `queue_full`), the
+//! idempotency store (replay, or 409), the request itself (400, unknown job
+//! 404), the monthly quota (429) and the credits (402). So a rate-limited
+//! repeat of a stored key gets a 429, and a replay never meets the quota or
+//! credit check (seed 002).
+
+mod account;
+mod admission;
+mod config;
+mod endpoint;
+mod envelope;
+mod idempotency;
+mod ledger;
+mod limiter;
+mod response;
+mod wallclock;
+
+#[cfg(test)]
+mod flow_tests;
+#[cfg(test)]
+mod testkit;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::{Request, Response};
+
+pub use config::{
+    AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Envelope, LimiterConfig, LimiterKind, ScriptStep,
+};
+pub use ledger::{Arrival, ArrivalOutcome, Ledger, NO_KEY};
+
+use account::{Account, HourlyCap};
+use endpoint::{BudgetKind, Endpoint};
+use idempotency::{IdempotencyStore, StoredAnswer};
+use ledger::Settled;
+use response::Answer;
+use wallclock::WallClock;
+
+/// Response header: the answer's index into [`Ledger::arrivals`].
+pub const ARRIVAL_HEADER: &str = "x-retrysim-arrival";
+/// Request header: which simulated worker sent the request (ledger only).
+pub const CLIENT_HEADER: &str = "x-retrysim-client";
+/// Request header: the API key; absent means anonymous.
+pub const API_KEY_HEADER: &str = "x-api-key";
+/// Request header: the client's idempotency key for a POST.
+pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+/// Response header on a replayed idempotent answer.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+
+/// The arrival index an answer carries in [`ARRIVAL_HEADER`].
+pub fn arrival_index(response: &Response<Bytes>) -> Option<usize> {
+    response.headers().get(ARRIVAL_HEADER)?.to_str().ok()?.parse().ok()
+}
+
+/// What [`Api::begin`] decided.
+#[derive(Debug)]
+pub enum Begin {
+    /// Answered at once (a refusal, a replay, a scripted answer).
+    Answer(Response<Bytes>),
+    /// Accepted: it runs until [`Ticket::ready_at`], then call [`Api::complete`].
+    Run(Ticket),
+}
+
+/// An accepted request that is running. Not `Clone`: it completes once.
+#[derive(Debug)]
+pub struct Ticket {
+    arrival: usize,
+    ready_at: Duration,
+}
+
+impl Ticket {
+    /// The request's index into [`Ledger::arrivals`].
+    pub fn arrival(&self) -> usize {
+        self.arrival
+    }
+
+    /// When the request finishes running: arrival + `processing_ms`.
+    pub fn ready_at(&self) -> Duration {
+        self.ready_at
+    }
+}
+
+/// Who is asking: an account (by index), or a caller without a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Caller {
+    Account(usize),
+    Anonymous,
+}
+
+/// Whose budget an answer's `RateLimit-*` headers describe; `None` before the limiter.
+type Meter = Option<(Caller, BudgetKind)>;
+
+/// What a running request holds until it completes or is aborted.
+#[derive(Debug, Clone)]
+struct Run {
+    caller: Caller,
+    endpoint: Endpoint,
+    /// (scope, key) in the idempotency store, when the request is keyed.
+    idempotency: Option<(String, String)>,
+    /// Credits (and quota) reserved for it.
+    cost: u64,
+}
+
+/// One simulated API: its configuration, its state, and its ledger.
+#[derive(Debug, Clone)]
+pub struct Api {
+    config: ApiConfig,
+    clock: WallClock,
+    accounts: Vec<Account>,
+    anonymous: Option<HourlyCap>,
+    idempotency: IdempotencyStore,
+    /// Requests between `begin` and `complete`, by arrival index.
+    running: BTreeMap<usize, Run>,
+    jobs: BTreeSet<String>,
+    jobs_created: u64,
+    uploads_created: u64,
+    script_next: usize,
+    ledger: Ledger,
+}
+
+impl Api {
+    /// A fresh API at virtual time zero. A key listed by two accounts belongs
+    /// to the first ([`ApiConfig::validate`] reports it).
+    pub fn new(config: ApiConfig) -> Api {
+        Api {
+            clock: WallClock::new(config.epoch_unix_s, config.clock_skew_ms),
+            accounts: config.accounts.iter().map(|a| Account::new(a, &config.limiter)).collect(),
+            anonymous: config.anonymous_cap.map(HourlyCap::new),
+            idempotency: IdempotencyStore::default(),
+            running: BTreeMap::new(),
+            jobs: BTreeSet::new(),
+            jobs_created: 0,
+            uploads_created: 0,
+            script_next: 0,
+            ledger: Ledger::default(),
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &ApiConfig {
+        &self.config
+    }
+
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// The server's wall clock at virtual time `now` (what its `Date` says).
+    pub fn server_time(&self, now: Duration) -> SystemTime {
+        self.clock.at(now).system_time()
+    }
+
+    /// How many requests are between `begin` and `complete`.
+    pub fn in_flight(&self) -> usize {
+        self.running.len()
+    }
+
+    /// An account's credits not yet charged or reserved; `None` when unlimited or unknown.
+    pub fn credits_left(&self, account: &str) -> Option<u64> {
+        self.accounts.iter().find(|a| a.name == account)?.credits_left()
+    }
+
+    /// Phase 1: a request arrives at `now`. Either an immediate answer, or the
+    /// request is accepted and runs for `processing_ms` (then call [`Api::complete`]).
+    pub fn begin(&mut self, req: &Request<Bytes>, now: Duration) -> Begin {
+        let text = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let arrival = self.ledger.arrive(Arrival {
+            at: now,
+            client: text(CLIENT_HEADER).unwrap_or_else(|| "(unknown)".into()),
+            account: None,
+            method: req.method().to_string(),
+            path: req.uri().path().to_owned(),
+            idempotency_key: text(IDEMPOTENCY_KEY_HEADER),
+            status: 0,
+            code: None,
+            outcome: ArrivalOutcome::Running,
+            retry_after: None,
+            answered_at: None,
+            lost: false,
+        });
+        match self.admit(req, arrival, now) {
+            Ok(run) => {
+                self.running.insert(arrival, run);
+                Begin::Run(Ticket { arrival, ready_at: now + Duration::from_millis(self.config.processing_ms) })
+            }
+            Err(early) => {
+                let answer = self.early_answer(early, arrival, now);
+                Begin::Answer(self.send(arrival, answer, now))
+            }
+        }
+    }
+
+    /// Phase 2: the accepted request finishes at `now`. The job is created and
+    /// charged here, and a keyed answer is stored for replay.
+    ///
+    /// Panics if the ticket's run was aborted by [`Api::abort_running`]: the
+    /// network layer must not answer a request the server lost.
+    pub fn complete(&mut self, ticket: Ticket, now: Duration) -> Response<Bytes> {
+        let index = ticket.arrival;
+        let run = self.running.remove(&index).unwrap_or_else(|| panic!("arrival {index} was aborted, not running"));
+        let (status, body, outcome) = match &run.endpoint {
+            Endpoint::CreateJob => {
+                self.jobs_created += 1;
+                let id = format!("job_{}", self.jobs_created);
+                self.jobs.insert(id.clone());
+                let key = run.idempotency.as_ref().map(|(_, key)| key.as_str());
+                self.ledger.charge(key, run.cost);
+                (201, serde_json::json!({ "id": id, "status": "queued" }), ArrivalOutcome::Charged)
+            }
+            Endpoint::CreateUpload => {
+                self.uploads_created += 1;
+                let id = format!("upl_{}", self.uploads_created);
+                (201, serde_json::json!({ "id": id }), ArrivalOutcome::Accepted)
+            }
+            Endpoint::GetJob(id) => {
+                (200, serde_json::json!({ "id": id, "status": "completed" }), ArrivalOutcome::Accepted)
+            }
+        };
+        let body = Bytes::from(body.to_string());
+        if let (Some((scope, key)), Some(retention)) = (&run.idempotency, run.endpoint.retention()) {
+            let answer = StoredAnswer { status, body: body.clone() };
+            self.idempotency.finish(scope, key, answer, now + retention);
+        }
+        let settled = Settled { status, code: None, outcome, advised: None };
+        let meter = Some((run.caller, run.endpoint.budget()));
+        let answer = Answer { status, body, retry_after: None, replayed: false, meter, settled };
+        self.send(index, answer, now)
+    }
+
+    /// Convenience: `begin` and, if accepted, `complete` at the same instant.
+    pub fn handle(&mut self, req: &Request<Bytes>, now: Duration) -> Response<Bytes> {
+        match self.begin(req, now) {
+            Begin::Answer(response) => response,
+            Begin::Run(ticket) => self.complete(ticket, now),
+        }
+    }
+
+    /// One run dies without an answer: nothing is charged, and its credits,
+    /// concurrency slot and idempotency key are released so a retry can run.
+    pub fn abort(&mut self, ticket: Ticket, now: Duration) {
+        self.abort_arrival(ticket.arrival, now);
+    }
+
+    /// The server went down (e.g. a bounce): every running request dies as in
+    /// [`Api::abort`]. Limiter windows, balances and stored answers survive,
+    /// as they would in a shared store. Returns how many runs died.
+    pub fn abort_running(&mut self, now: Duration) -> usize {
+        let dead: Vec<usize> = self.running.keys().copied().collect();
+        for &index in &dead {
+            self.abort_arrival(index, now);
+        }
+        dead.len()
+    }
+
+    fn abort_arrival(&mut self, index: usize, now: Duration) {
+        let Some(run) = self.running.remove(&index) else { return };
+        if let Caller::Account(i) = run.caller {
+            self.accounts[i].release(run.cost);
+        }
+        if let Some((scope, key)) = &run.idempotency {
+            self.idempotency.abandon(scope, key);
+        }
+        let settled = Settled { status: 0, code: None, outcome: ArrivalOutcome::Aborted, advised: None };
+        self.ledger.settle(index, settled, now);
+    }
+
+    /// The network lost arrival `index`'s answer after the server produced it
+    /// (and, for a job, charged it). Panics on an index that never arrived.
+    pub fn answer_lost(&mut self, index: usize) {
+        let arrivals = self.ledger.arrivals.len();
+        let arrival = self.ledger.arrivals.get_mut(index);
+        arrival.unwrap_or_else(|| panic!("answer_lost({index}): only {arrivals} arrivals")).lost = true;
+    }
+}

@@ -1,0 +1,267 @@
+//! The knobs of a simulated API, as a user writes them in TOML.
+//!
+//! Every field has a default, and the defaults are seed 002's real Blinkimg API:
+//! a fixed 60 s window of 120 writes and 1,200 reads per account, the Blinkimg
+//! error envelope, `Retry-After` in seconds mirrored into the body's `resetAt`,
+//! a `Date` header, no clock skew. A scenario changes only what it tests.
+
+use serde::{Deserialize, Serialize};
+
+/// One simulated API. Unknown TOML keys are an error (a typo must not silently
+/// fall back to a default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiConfig {
+    /// The per-account request-rate limiter (separate read and write budgets).
+    pub limiter: LimiterConfig,
+    /// Accounts and their keys; keys of one account share its budgets.
+    pub accounts: Vec<AccountConfig>,
+    /// A server-wide cap on requests running at once (Sume's `queue_full`).
+    pub concurrency: Option<ConcurrencyConfig>,
+    /// Requests per wall-clock hour allowed without a key; `None` refuses
+    /// keyless requests with 401.
+    pub anonymous_cap: Option<u32>,
+    /// The JSON shape of every error answer.
+    pub envelope: Envelope,
+    /// How a refusal's wait is told to the client.
+    pub advice: AdviceForm,
+    /// The HTTP-date form used when `advice` is `HeaderDate`.
+    pub date_form: DateForm,
+    /// Send a `Date` header (IMF-fixdate of the server's wall clock).
+    pub send_date: bool,
+    /// The server's wall clock at virtual time zero, seconds since the Unix epoch.
+    pub epoch_unix_s: u64,
+    /// How far the server's wall clock is ahead of the true one (negative: behind).
+    pub clock_skew_ms: i64,
+    /// Send `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` on
+    /// every answer that passed authentication.
+    pub rate_limit_headers: bool,
+    /// How long an accepted request runs between `begin` and `complete`.
+    pub processing_ms: u64,
+    /// Answers handed to arriving requests, in order, before any other check.
+    pub script: Vec<ScriptStep>,
+    /// Start the script over when it runs out (instead of resuming normal handling).
+    pub script_repeat: bool,
+}
+
+impl Default for ApiConfig {
+    fn default() -> ApiConfig {
+        ApiConfig {
+            limiter: LimiterConfig::default(),
+            accounts: vec![AccountConfig {
+                name: "acme".into(),
+                keys: vec!["key-a".into(), "key-b".into()],
+                credits: None,
+                monthly_quota: None,
+            }],
+            concurrency: None,
+            anonymous_cap: None,
+            envelope: Envelope::Blinkimg,
+            advice: AdviceForm::Both,
+            date_form: DateForm::ImfFixdate,
+            send_date: true,
+            epoch_unix_s: 1_791_450_000,
+            clock_skew_ms: 0,
+            rate_limit_headers: false,
+            processing_ms: 0,
+            script: Vec::new(),
+            script_repeat: false,
+        }
+    }
+}
+
+impl ApiConfig {
+    /// Finds what would make the model behave surprisingly: a zero window,
+    /// an account without keys, a key claimed by two accounts (the first wins),
+    /// a scripted status outside 100..=999 (sent as 500).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.limiter.window_ms == 0 {
+            return Err("limiter.window_ms must be at least 1".into());
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for account in &self.accounts {
+            if account.keys.is_empty() {
+                return Err(format!("account {:?} has no keys", account.name));
+            }
+            for key in &account.keys {
+                if !seen.insert(key) {
+                    return Err(format!("key {key:?} belongs to more than one account"));
+                }
+            }
+        }
+        if let Some(step) = self.script.iter().find(|s| !(100..=999).contains(&s.status)) {
+            return Err(format!("script status {} is not an HTTP status", step.status));
+        }
+        Ok(())
+    }
+}
+
+/// Which algorithm counts requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimiterKind {
+    /// @fastify/rate-limit: a window per account starting at its first hit;
+    /// refused requests count too.
+    FixedWindow,
+    /// Capacity `limit`, refilled continuously at `limit` per window; refusals are free.
+    TokenBucket,
+    /// At most `limit` accepted requests in any trailing window; refusals are free.
+    SlidingWindow,
+}
+
+/// Request-rate budgets per account: `writes` and `reads` per `window_ms`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimiterConfig {
+    pub kind: LimiterKind,
+    pub writes: u32,
+    pub reads: u32,
+    pub window_ms: u64,
+}
+
+impl Default for LimiterConfig {
+    fn default() -> LimiterConfig {
+        LimiterConfig { kind: LimiterKind::FixedWindow, writes: 120, reads: 1_200, window_ms: 60_000 }
+    }
+}
+
+/// An account: its keys share one budget, one credit balance and one quota.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountConfig {
+    pub name: String,
+    pub keys: Vec<String>,
+    /// The starting balance; `None` is unlimited.
+    #[serde(default)]
+    pub credits: Option<u64>,
+    /// Credits the account may spend per calendar month (server wall clock).
+    #[serde(default)]
+    pub monthly_quota: Option<u64>,
+}
+
+/// A cap on requests running at once, refused with 429 `queue_full`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConcurrencyConfig {
+    pub max_in_flight: u32,
+    /// The advised wait on `queue_full`; Sume's server default is 30 s (seed 000).
+    #[serde(default = "default_queue_full_wait")]
+    pub retry_after_s: u64,
+}
+
+fn default_queue_full_wait() -> u64 {
+    30
+}
+
+/// The error body's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Envelope {
+    /// `{"error":{"code","message","requestId","resetAt"}}` (seed 002).
+    Blinkimg,
+    /// `{"error":{"type","message","retry_after_seconds"}}` (seed 000).
+    Sume,
+}
+
+/// How a refusal's wait reaches the client. The body hint is `resetAt` for
+/// Blinkimg and `retry_after_seconds` for Sume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdviceForm {
+    /// `Retry-After: N` only; the body has no wait hint.
+    HeaderSeconds,
+    /// `Retry-After: <HTTP-date>` in `date_form` only; the body has no wait hint.
+    HeaderDate,
+    /// No header; the wait only in the body.
+    BodyOnly,
+    /// `Retry-After: N` and the body hint (the real Blinkimg API).
+    Both,
+    /// No advice anywhere.
+    None,
+    /// `Retry-After: soon` and no body hint.
+    Malformed,
+}
+
+/// RFC 9110's three HTTP-date forms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DateForm {
+    /// `Sun, 06 Nov 1994 08:49:37 GMT`
+    ImfFixdate,
+    /// `Sunday, 06-Nov-94 08:49:37 GMT`
+    Rfc850,
+    /// `Sun Nov  6 08:49:37 1994`
+    Asctime,
+}
+
+/// One scripted answer, e.g. "429 once, then normal" or "always 429, wait 30 s".
+/// A scripted answer never charges; its advice follows `advice` and `envelope`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptStep {
+    pub status: u16,
+    /// The error code, written verbatim in either envelope; `None` omits it.
+    #[serde(default)]
+    pub code: Option<String>,
+    #[serde(default)]
+    pub retry_after_s: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_seed_002s_real_api() {
+        let c = ApiConfig::default();
+        assert_eq!(
+            c.limiter,
+            LimiterConfig { kind: LimiterKind::FixedWindow, writes: 120, reads: 1_200, window_ms: 60_000 }
+        );
+        assert_eq!(c.accounts[0].keys, ["key-a", "key-b"]);
+        assert_eq!((c.envelope, c.advice, c.send_date), (Envelope::Blinkimg, AdviceForm::Both, true));
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn toml_overrides_only_what_it_names() {
+        let c: ApiConfig = toml::from_str(
+            r#"
+            envelope = "sume"
+            advice = "header_date"
+            date_form = "rfc850"
+            concurrency = { max_in_flight = 2 }
+            [limiter]
+            kind = "token_bucket"
+            writes = 30
+            window_ms = 1000
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.limiter.kind, LimiterKind::TokenBucket);
+        assert_eq!((c.limiter.writes, c.limiter.reads), (30, 1_200));
+        assert_eq!(c.concurrency, Some(ConcurrencyConfig { max_in_flight: 2, retry_after_s: 30 }));
+        assert_eq!(c.date_form, DateForm::Rfc850);
+        assert_eq!(c.accounts, ApiConfig::default().accounts);
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        assert!(toml::from_str::<ApiConfig>("windw_ms = 5").is_err());
+        assert!(toml::from_str::<ApiConfig>("[limiter]\nwindw_ms = 5").is_err());
+    }
+
+    #[test]
+    fn validate_names_the_problem() {
+        let mut c = ApiConfig::default();
+        c.accounts.push(AccountConfig {
+            name: "b".into(),
+            keys: vec!["key-a".into()],
+            credits: None,
+            monthly_quota: None,
+        });
+        assert_eq!(c.validate(), Err("key \"key-a\" belongs to more than one account".into()));
+        c.limiter.window_ms = 0;
+        assert!(c.validate().unwrap_err().contains("window_ms"));
+    }
+}

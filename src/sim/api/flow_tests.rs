@@ -1,0 +1,292 @@
+//! Whole-request tests of [`Api`]: the order of checks, the limiter as a client
+//! sees it, concurrency, headers, the script and the ledger.
+
+use super::testkit::*;
+use super::*;
+
+#[test]
+fn a_burst_past_the_fixed_window_is_refused_with_whole_seconds() {
+    let mut api = Api::new(small());
+    let statuses: Vec<_> = (0..5).map(|i| api.handle(&job(None, "compress"), ms(400 + i)).status()).collect();
+    assert_eq!(statuses, [201, 201, 201, 429, 429]);
+    // The window opened at 400 ms: at 1100 ms, 300 ms are left -> 1 s.
+    let r = api.handle(&job(None, "compress"), ms(1_100));
+    assert_eq!((header(&r, "retry-after"), code(&r).as_str()), (Some("1"), "RATE_LIMITED"));
+    // Refused requests counted, so nothing frees up before 1400 ms.
+    assert_eq!(api.handle(&job(None, "compress"), ms(1_399)).status(), 429);
+    assert_eq!(api.handle(&job(None, "compress"), ms(1_400)).status(), 201);
+    let l = api.ledger();
+    assert_eq!((l.charged, l.count(ArrivalOutcome::Refused)), (4, 4));
+}
+
+#[test]
+fn retry_after_rounds_the_time_left_up() {
+    let mut cfg = small();
+    cfg.limiter.window_ms = 2_000;
+    let mut api = Api::new(cfg);
+    for _ in 0..3 {
+        api.handle(&job(None, "compress"), ms(0));
+    }
+    // 1.2 s left -> 2.
+    let r = api.handle(&job(None, "compress"), ms(800));
+    assert_eq!(header(&r, "retry-after"), Some("2"));
+    assert_eq!(api.ledger().arrivals[3].retry_after, Some(secs(2)));
+}
+
+#[test]
+fn reads_and_writes_have_separate_budgets() {
+    let mut api = Api::new(small());
+    for _ in 0..3 {
+        api.handle(&job(None, "compress"), ms(0));
+    }
+    assert_eq!(api.handle(&job(None, "compress"), ms(1)).status(), 429);
+    // Writes are exhausted; polling still works, five times.
+    let polls: Vec<_> = (0..6).map(|_| api.handle(&get("key-a", "/v1/jobs/job_1"), ms(2)).status()).collect();
+    assert_eq!(polls, [200, 200, 200, 200, 200, 429]);
+}
+
+#[test]
+fn two_keys_of_one_account_share_a_budget() {
+    let mut cfg = small();
+    cfg.accounts.push(AccountConfig {
+        name: "other".into(),
+        keys: vec!["key-z".into()],
+        credits: None,
+        monthly_quota: None,
+    });
+    let mut api = Api::new(cfg);
+    let with = |key: &str| request("POST", "/v1/uploads", &[("x-api-key", key)], "{}");
+    for key in ["key-a", "key-b", "key-a"] {
+        assert_eq!(api.handle(&with(key), ms(0)).status(), 201);
+    }
+    assert_eq!(api.handle(&with("key-b"), ms(1)).status(), 429);
+    assert_eq!(api.handle(&with("key-z"), ms(1)).status(), 201, "another account has its own budget");
+    assert_eq!(api.ledger().arrivals[4].account.as_deref(), Some("other"));
+}
+
+#[test]
+fn token_bucket_and_sliding_window_through_the_api() {
+    for (kind, expected) in [(LimiterKind::TokenBucket, "1"), (LimiterKind::SlidingWindow, "1")] {
+        let mut cfg = small();
+        cfg.limiter.kind = kind;
+        let mut api = Api::new(cfg);
+        for t in [0, 100, 200] {
+            assert_eq!(api.handle(&upload(None), ms(t)).status(), 201, "{kind:?}");
+        }
+        let r = api.handle(&upload(None), ms(300));
+        assert_eq!((r.status().as_u16(), header(&r, "retry-after")), (429, Some(expected)), "{kind:?}");
+    }
+    // The sliding window frees a slot when the 0 ms request is a second old.
+    let mut cfg = small();
+    cfg.limiter.kind = LimiterKind::SlidingWindow;
+    let mut api = Api::new(cfg);
+    for t in [0, 100, 200] {
+        api.handle(&upload(None), ms(t));
+    }
+    assert_eq!(api.handle(&upload(None), ms(999)).status(), 429);
+    assert_eq!(api.handle(&upload(None), ms(1_000)).status(), 201);
+}
+
+#[test]
+fn unknown_routes_and_keys_are_rejected_before_the_limiter() {
+    let mut api = Api::new(small());
+    let r = api.handle(&request("POST", "/v1/nope", &[("x-api-key", "key-a")], ""), ms(0));
+    assert_eq!((r.status().as_u16(), code(&r).as_str()), (404, "NOT_FOUND"));
+    let r = api.handle(&request("POST", "/v1/jobs", &[("x-api-key", "stolen")], &job_body("compress")), ms(0));
+    assert_eq!((r.status().as_u16(), code(&r).as_str()), (401, "UNAUTHORIZED"));
+    let r = api.handle(&request("POST", "/v1/jobs", &[], &job_body("compress")), ms(0));
+    assert_eq!(r.status(), 401, "anonymous access is off by default");
+    let r = api.handle(&request("POST", "/v1/jobs", &[("x-api-key", "key-a")], "{}"), ms(0));
+    assert_eq!((r.status().as_u16(), code(&r).as_str()), (400, "BAD_REQUEST"));
+    assert_eq!(api.handle(&get("key-a", "/v1/jobs/job_9"), ms(0)).status(), 404);
+    assert_eq!(api.ledger().count(ArrivalOutcome::Rejected), 5);
+}
+
+#[test]
+fn queue_full_when_too_many_requests_run() {
+    let mut cfg = small();
+    cfg.concurrency = Some(ConcurrencyConfig { max_in_flight: 2, retry_after_s: 30 });
+    cfg.processing_ms = 500;
+    let mut api = Api::new(cfg);
+    let Begin::Run(first) = api.begin(&upload(None), ms(0)) else { panic!("first runs") };
+    assert_eq!(first.ready_at(), ms(500));
+    let Begin::Run(_second) = api.begin(&upload(None), ms(10)) else { panic!("second runs") };
+    let Begin::Answer(r) = api.begin(&get("key-a", "/v1/jobs/x"), ms(20)) else { panic!("third is refused") };
+    assert_eq!((r.status().as_u16(), code(&r).as_str()), (429, "queue_full"));
+    assert_eq!(header(&r, "retry-after"), Some("30"));
+    api.complete(first, ms(500));
+    assert_eq!(api.in_flight(), 1);
+    assert!(matches!(api.begin(&upload(None), ms(501)), Begin::Run(_)));
+}
+
+#[test]
+fn every_answer_is_json_and_names_its_arrival() {
+    let mut api = Api::new(small());
+    for (i, req) in [upload(None), get("key-a", "/nope"), job(None, "convert")].iter().enumerate() {
+        let r = api.handle(req, ms(0));
+        assert_eq!(header(&r, "content-type"), Some("application/json"));
+        assert_eq!(arrival_index(&r), Some(i));
+        assert_eq!(r.headers().get("ratelimit-limit"), None, "off by default");
+    }
+}
+
+#[test]
+fn date_header_is_the_skewed_server_clock() {
+    let mut cfg = small();
+    cfg.epoch_unix_s = 784_111_777; // Sun, 06 Nov 1994 08:49:37 GMT
+    cfg.clock_skew_ms = 90_000;
+    let mut api = Api::new(cfg.clone());
+    let r = api.handle(&upload(None), ms(1_999));
+    assert_eq!(header(&r, "date"), Some("Sun, 06 Nov 1994 08:51:08 GMT"));
+    cfg.send_date = false;
+    let r = Api::new(cfg).handle(&upload(None), ms(0));
+    assert_eq!(header(&r, "date"), None);
+}
+
+#[test]
+fn rate_limit_headers_describe_the_callers_budget() {
+    let mut cfg = small();
+    cfg.rate_limit_headers = true;
+    let mut api = Api::new(cfg);
+    let triple = |r: &Response<Bytes>| {
+        ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"].map(|h| header(r, h).unwrap().to_owned())
+    };
+    assert_eq!(triple(&api.handle(&upload(None), ms(400))), ["3", "2", "1"]);
+    api.handle(&upload(None), ms(500));
+    api.handle(&upload(None), ms(600));
+    assert_eq!(triple(&api.handle(&upload(None), ms(700))), ["3", "0", "1"]);
+    assert_eq!(triple(&api.handle(&get("key-a", "/v1/jobs/x"), ms(700))), ["5", "4", "1"], "the read budget");
+}
+
+#[test]
+fn script_answers_first_then_normal_handling_resumes() {
+    let mut cfg = small();
+    cfg.script = vec![ScriptStep { status: 429, code: Some("RATE_LIMITED".into()), retry_after_s: Some(2) }];
+    let mut api = Api::new(cfg);
+    let r = api.handle(&job(Some("k"), "compress"), ms(0));
+    assert_eq!((r.status().as_u16(), header(&r, "retry-after")), (429, Some("2")));
+    assert_eq!(json(&r)["error"]["resetAt"], "2026-10-08T09:00:02.000Z");
+    assert_eq!(api.handle(&job(Some("k"), "compress"), ms(2_000)).status(), 201);
+    let l = api.ledger();
+    assert_eq!(l.arrivals[0].outcome, ArrivalOutcome::Scripted);
+    assert_eq!((l.charged, l.not_before["w1"]), (1, secs(2)));
+}
+
+#[test]
+fn a_repeating_script_always_refuses_and_never_charges() {
+    let mut cfg = small();
+    cfg.envelope = Envelope::Sume;
+    cfg.advice = AdviceForm::HeaderSeconds;
+    cfg.script_repeat = true;
+    cfg.script = vec![ScriptStep { status: 429, code: Some("rate_limited".into()), retry_after_s: Some(30) }];
+    let mut api = Api::new(cfg);
+    for t in 0..4 {
+        let r = api.handle(&job(Some("k"), "compress"), secs(30 * t));
+        assert_eq!(text(&r), r#"{"error":{"type":"rate_limited","message":"Scripted answer"}}"#);
+        assert_eq!(header(&r, "retry-after"), Some("30"));
+    }
+    assert_eq!(api.ledger().charged, 0);
+    assert_eq!(api.ledger().not_before["w1"], secs(120));
+}
+
+#[test]
+fn a_lost_answer_is_marked_after_the_charge() {
+    let mut api = Api::new(small());
+    let r = api.handle(&job(Some("k1"), "convert"), ms(0));
+    api.answer_lost(arrival_index(&r).unwrap());
+    let a = &api.ledger().arrivals[0];
+    assert!(a.lost);
+    assert_eq!((a.outcome, api.ledger().credits_spent), (ArrivalOutcome::Charged, 2));
+}
+
+#[test]
+fn an_aborted_run_charges_nothing_and_frees_its_key() {
+    let mut cfg = small();
+    cfg.accounts[0].credits = Some(1);
+    cfg.processing_ms = 100;
+    let mut api = Api::new(cfg);
+    let Begin::Run(t) = api.begin(&job(Some("k"), "compress"), ms(0)) else { panic!() };
+    assert_eq!(api.credits_left("acme"), Some(0), "reserved while running");
+    api.abort(t, ms(50));
+    assert_eq!((api.credits_left("acme"), api.in_flight()), (Some(1), 0));
+    assert_eq!(api.handle(&job(Some("k"), "compress"), ms(60)).status(), 201);
+    let l = api.ledger();
+    assert_eq!((l.arrivals[0].outcome, l.charges["k"]), (ArrivalOutcome::Aborted, 1));
+}
+
+#[test]
+fn the_ledger_counts_charges_per_key_and_unkeyed_together() {
+    let mut cfg = small();
+    cfg.limiter.writes = 100;
+    let mut api = Api::new(cfg);
+    api.handle(&job(Some("k1"), "compress"), ms(0));
+    api.handle(&job(Some("k1"), "compress"), ms(1));
+    api.handle(&job(None, "compress"), ms(2));
+    api.handle(&job(None, "convert"), ms(3));
+    let l = api.ledger();
+    assert_eq!((l.charges["k1"], l.charges[NO_KEY], l.charged, l.credits_spent), (1, 2, 3, 4));
+    let polled = api.handle(&get("key-a", "/v1/jobs/job_3"), ms(4));
+    assert_eq!(json(&polled), serde_json::json!({ "id": "job_3", "status": "completed" }));
+}
+
+#[test]
+fn a_date_advice_is_measured_from_the_skewed_server_clock() {
+    let mut cfg = small();
+    cfg.advice = AdviceForm::HeaderDate;
+    cfg.date_form = DateForm::Asctime;
+    cfg.clock_skew_ms = 3_250;
+    let mut api = Api::new(cfg);
+    for _ in 0..3 {
+        api.handle(&upload(None), ms(0));
+    }
+    // Server wall clock 09:00:03.250 + 1 s -> said as 09:00:05, 1.75 s away.
+    let r = api.handle(&upload(None), ms(0));
+    assert_eq!(header(&r, "retry-after"), Some("Thu Oct  8 09:00:05 2026"));
+    assert_eq!(header(&r, "date"), Some("Thu, 08 Oct 2026 09:00:03 GMT"));
+    assert!(!text(&r).contains("resetAt"));
+    assert_eq!(api.ledger().not_before["w1"], ms(1_750));
+}
+
+#[test]
+fn each_advice_form_through_the_api() {
+    let cases = [
+        (AdviceForm::HeaderSeconds, Some("1"), false, Some(1_000)),
+        (AdviceForm::BodyOnly, None, true, Some(1_000)),
+        (AdviceForm::Both, Some("1"), true, Some(1_000)),
+        (AdviceForm::None, None, false, None),
+        (AdviceForm::Malformed, Some("soon"), false, None),
+    ];
+    for (form, header_value, body_hint, advised) in cases {
+        let mut cfg = small();
+        cfg.advice = form;
+        let mut api = Api::new(cfg);
+        for _ in 0..3 {
+            api.handle(&upload(None), ms(0));
+        }
+        let r = api.handle(&upload(None), ms(0));
+        assert_eq!(header(&r, "retry-after"), header_value, "{form:?}");
+        assert_eq!(json(&r)["error"].get("resetAt").is_some(), body_hint, "{form:?}");
+        assert_eq!(api.ledger().arrivals[3].retry_after, advised.map(ms), "{form:?}");
+        assert_eq!(api.ledger().not_before.get("w1").copied(), advised.map(ms), "{form:?}");
+    }
+}
+
+#[test]
+fn a_server_crash_aborts_every_run_but_keeps_windows_and_stored_answers() {
+    let mut cfg = small();
+    cfg.processing_ms = 100;
+    cfg.concurrency = Some(ConcurrencyConfig { max_in_flight: 2, retry_after_s: 30 });
+    let mut api = Api::new(cfg);
+    let Begin::Run(done) = api.begin(&job(Some("k0"), "compress"), ms(0)) else { panic!() };
+    api.complete(done, ms(100));
+    let Begin::Run(_) = api.begin(&job(Some("k1"), "compress"), ms(100)) else { panic!() };
+    let Begin::Run(_) = api.begin(&upload(Some("u1")), ms(100)) else { panic!() };
+    assert_eq!(api.abort_running(ms(150)), 2);
+    assert_eq!(api.in_flight(), 0, "the concurrency slots are free again");
+    assert_eq!(api.ledger().count(ArrivalOutcome::Aborted), 2);
+    // The window survived (3 writes used), so the next write waits for it.
+    assert_eq!(api.handle(&job(Some("k1"), "compress"), ms(200)).status(), 429);
+    let r = api.handle(&job(Some("k0"), "compress"), ms(1_000));
+    assert_eq!(header(&r, "idempotent-replayed"), Some("true"), "a stored answer survived");
+    assert!(matches!(api.begin(&job(Some("k1"), "compress"), ms(1_001)), Begin::Run(_)), "k1 runs again");
+}
