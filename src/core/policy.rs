@@ -58,16 +58,17 @@ pub struct Policy {
     /// Whether the driver gives a POST an `Idempotency-Key` (generated once
     /// per logical operation). Off reproduces the unkeyed client of seed 002.
     pub idempotency_keys: bool,
-    /// Deliberate defects for negative controls; all off by default.
-    #[doc(hidden)]
-    #[serde(skip)]
+    /// Deliberate defects: naive behaviours reproduced for comparisons and
+    /// negative controls. All off by default, and absent from TOML unless set.
+    #[serde(skip_serializing_if = "Sabotage::is_off")]
     pub sabotage: Sabotage,
 }
 
-/// Deliberately broken behaviours, used only to show that the invariant
-/// checkers can fail. Never set these outside a negative-control test.
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Deliberately broken behaviours: the naive clients of the seed documents
+/// (for side-by-side comparisons) and the negative controls that show each
+/// invariant checker can fail. Never set these in production.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct Sabotage {
     /// A fresh Idempotency-Key on every attempt.
     pub fresh_key_each_attempt: bool,
@@ -81,6 +82,13 @@ pub struct Sabotage {
     pub replay_unsafe: bool,
     /// Allow one attempt more than `max_retries + 1`.
     pub extra_attempt: bool,
+}
+
+impl Sabotage {
+    /// Whether every defect is off.
+    pub fn is_off(&self) -> bool {
+        *self == Sabotage::default()
+    }
 }
 
 impl Default for Policy {
@@ -377,6 +385,11 @@ fn give_up(reason: GiveUpReason) -> Decision {
     Decision::GiveUp { reason }
 }
 
+fn ceil_ms(d: Duration) -> Duration {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    if ms > u64::MAX as u128 { Duration::MAX } else { Duration::from_millis(ms as u64) }
+}
+
 /// Decides what to do after an attempt, in the documented order.
 ///
 /// `now` is the monotonic time (only a shared budget reads it); `budget` is
@@ -439,6 +452,11 @@ pub fn decide(
             }
         }
     };
+    // Whole milliseconds: traces show what is slept, and rounding the base
+    // up never retries earlier than advised.
+    let mut why = why;
+    why.base = ceil_ms(why.base);
+    why.jitter = Duration::from_millis(why.jitter.as_millis() as u64);
     let wait = why.base.saturating_add(why.jitter);
     let remaining = policy.deadline.saturating_sub(a.elapsed);
     if wait.saturating_add(policy.min_attempt_time) > remaining && !sab.ignore_deadline {

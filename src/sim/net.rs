@@ -74,7 +74,7 @@ impl Fault {
 pub struct ScheduledFault {
     #[serde(with = "duration_text")]
     pub at: Duration,
-    #[serde(flatten)]
+    /// What happens then, e.g. `{ kind = "partition", until = "3s" }`.
     pub fault: Fault,
 }
 
@@ -137,9 +137,15 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
     let res = match begin {
         Begin::Answer(res) => res,
         Begin::Run(ticket) => {
+            // The work runs on its own task: a client that hangs up (an
+            // attempt timeout) does not stop it, as on a real server.
             let processing = Duration::from_millis(lock(&server.api).config().processing_ms);
-            tokio::time::sleep(processing).await;
-            lock(&server.api).complete(ticket, sim_now())
+            let worker = server.clone();
+            let run = tokio::spawn(async move {
+                tokio::time::sleep(processing).await;
+                lock(&worker.api).complete(ticket, sim_now())
+            });
+            run.await.map_err(|_| AnswerLost)?
         }
     };
     if lock(&server.faults).lose() {

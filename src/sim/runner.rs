@@ -264,7 +264,12 @@ fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, fault: &Fault, start: bool
         (Fault::Partition { .. }, false) => sim.repair(FLEET_HOST, API_HOST),
         (Fault::Hold { .. }, true) => sim.hold(FLEET_HOST, API_HOST),
         (Fault::Hold { .. }, false) => sim.release(FLEET_HOST, API_HOST),
-        (Fault::Bounce, _) => sim.bounce(API_HOST),
+        (Fault::Bounce, _) => {
+            sim.bounce(API_HOST);
+            // The restart kills the requests that were running: their keys
+            // must not stay "in progress" forever.
+            server.api.lock().unwrap_or_else(|e| e.into_inner()).abort_running(sim.elapsed());
+        }
     }
 }
 

@@ -220,10 +220,16 @@ fn lost_answers(name: &str, keys: bool) -> Scenario {
     s.name = name.into();
     s.faults.lost_answers_per_mille = 100;
     s.policy.idempotency_keys = keys;
+    if !keys {
+        // Seed 002's unkeyed client retried network errors like any other:
+        // exactly the replay the core refuses. Reproduce it to show the cost.
+        s.policy.name = "no-key-naive".into();
+        s.policy.sabotage.replay_unsafe = true;
+    }
     s.description = if keys {
         "seed 002: 10% of answers lost after charging; the Idempotency-Key keeps charges == jobs".into()
     } else {
-        "seed 002: 10% of answers lost after charging; without a key, retries charge twice".into()
+        "seed 002: 10% of answers lost after charging; a naive client without a key replays and charges twice".into()
     };
     s
 }
