@@ -18,6 +18,7 @@ use crate::core::classify::{Class, Classifier, DefaultTable, Operation, Outcome}
 use crate::core::policy::{Attempted, Decision, Draws, GiveUpReason, Policy, decide, secs};
 use crate::core::retry_after::{Advice, read_advice};
 use crate::env::{Clock, Rng, Transport, TransportError};
+use crate::gate::{Feedback, Gate};
 use crate::trace::{AdviceView, EventKind, Trace, ms, short_key};
 
 /// The header that makes a POST safe to replay.
@@ -82,6 +83,7 @@ pub struct RetryClient<C, T> {
     policy: Policy,
     classifier: Arc<dyn Classifier>,
     budget: Option<Arc<dyn RetryBudget>>,
+    gate: Option<Arc<dyn Gate>>,
 }
 
 fn copy_request(req: &Request<Bytes>) -> Request<Bytes> {
@@ -112,7 +114,7 @@ enum Sent {
 impl<C: Clock, T: Transport> RetryClient<C, T> {
     /// A client with the default classification table and no shared budget.
     pub fn new(clock: C, transport: T, policy: Policy) -> Self {
-        RetryClient { clock, transport, policy, classifier: Arc::new(DefaultTable::default()), budget: None }
+        RetryClient { clock, transport, policy, classifier: Arc::new(DefaultTable::default()), budget: None, gate: None }
     }
 
     /// Replaces the classification table.
@@ -124,6 +126,12 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
     /// Shares a retry budget with other clients.
     pub fn with_budget(mut self, budget: Arc<dyn RetryBudget>) -> Self {
         self.budget = Some(budget);
+        self
+    }
+
+    /// Sends every attempt, first or retry, through a gate shared by a fleet.
+    pub fn with_gate(mut self, gate: Arc<dyn Gate>) -> Self {
+        self.gate = Some(gate);
         self
     }
 
@@ -182,6 +190,33 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
                 let v = HeaderValue::from_str(k).expect("generated and caller keys are visible ASCII");
                 req.headers_mut().insert(IDEMPOTENCY_KEY, v);
             }
+            if let Some(gate) = &self.gate {
+                let queued_at = self.clock.now();
+                let admitted = tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => false,
+                    _ = gate.admit() => true,
+                };
+                let now = self.clock.now();
+                let queued = now.saturating_sub(queued_at);
+                if queued > Duration::ZERO {
+                    trace.push(now, EventKind::Admitted { queued_ms: ms(queued) });
+                }
+                let remaining = deadline.remaining(now);
+                let reason = if !admitted {
+                    Some(GiveUpReason::Cancelled)
+                } else if remaining < p.min_attempt_time {
+                    gate.done(&Feedback { now, status: None, class: Class::Transient, headers: None });
+                    Some(GiveUpReason::DeadlineWouldPass { wait: queued, remaining })
+                } else {
+                    None
+                };
+                if let Some(reason) = reason {
+                    let attempts = attempts - 1;
+                    trace.push(now, EventKind::GaveUp { reason: reason.clone(), attempts, waited_ms: ms(waited) });
+                    return Err(self.error(reason, attempts, waited, deadline.elapsed(now), None, None, key));
+                }
+            }
             keys.push(key.clone());
             let started = self.clock.now();
             let timeout = p.attempt_timeout.min(deadline.remaining(started));
@@ -208,6 +243,20 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
                 }),
             };
             let now = self.clock.now();
+            if let Some(gate) = &self.gate {
+                let (status, class, headers) = match &sent {
+                    Sent::Answer(res) => {
+                        let code = if res.status().is_success() { None } else { ErrorEnvelope::parse(res.body()) };
+                        let code = code.and_then(|e| e.code);
+                        let class =
+                            self.classifier.classify(Outcome::Answer { status: res.status(), code: code.as_deref() });
+                        (Some(res.status().as_u16()), class, Some(res.headers()))
+                    }
+                    Sent::Failed(e) => (None, self.classifier.classify(Outcome::Transport(e.failure)), None),
+                    Sent::Cancelled => (None, Class::Transient, None),
+                };
+                gate.done(&Feedback { now, status, class, headers });
+            }
             let (class, advice, last, failure) = match sent {
                 Sent::Cancelled => {
                     let reason = GiveUpReason::Cancelled;

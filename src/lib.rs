@@ -82,6 +82,7 @@
 pub mod client;
 pub mod core;
 pub mod env;
+pub mod gate;
 pub mod sim;
 pub mod trace;
 

@@ -2,341 +2,55 @@
 //! scenarios, compare policies, hunt for invariant violations.
 
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime};
 
+use clap::{Parser, Subcommand};
 
-use clap::{Parser, Subcommand, ValueEnum};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
-use retrysim::core::body::ErrorEnvelope;
-use retrysim::core::classify::{Class, Classifier, DefaultTable, Operation, Outcome, TransportFailure};
-use retrysim::core::policy::{Attempted, Decision, Draws, Policy, decide, secs};
-use retrysim::core::retry_after::{Advice, read_advice};
-use retrysim::env::{Rng, seeded_rng};
-use retrysim::sim::runner;
-use retrysim::sim::scenario::{self, Scenario};
-use retrysim::trace::AdviceView;
-use serde_json::json;
+mod cli;
 
 #[derive(Parser)]
-#[command(name = "retrysim", version, about = "HTTP 429 retries you can prove: explain a decision, run scenarios in a deterministic simulation")]
+#[command(
+    name = "retrysim",
+    version,
+    about = "HTTP 429 retries you can prove: explain a decision, run scenarios in a deterministic simulation"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-enum Format {
-    Text,
-    Json,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Failure {
-    NotSent,
-    MaybeArrived,
-}
-
 #[derive(Subcommand)]
 enum Command {
     /// One response in, the core's decision and why out.
-    Explain {
-        /// The answer's status (omit with --transport-error).
-        #[arg(long, required_unless_present = "transport_error", value_parser = clap::value_parser!(u16).range(100..=599))]
-        status: Option<u16>,
-        /// No answer came: whether the request may have reached the server.
-        #[arg(long, value_enum, conflicts_with = "status")]
-        transport_error: Option<Failure>,
-        /// A response header, `name: value`; repeat for several (several Retry-After lines too).
-        #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
-        headers: Vec<String>,
-        /// The response body (JSON error envelope); empty for none.
-        #[arg(long, default_value = "")]
-        body: String,
-        /// The client's wall clock at receipt, RFC 3339 (default: the Date header, else the system clock).
-        #[arg(long)]
-        now: Option<String>,
-        /// Time since the operation's first attempt, e.g. `3s`, `1500ms`.
-        #[arg(long, default_value = "0s")]
-        elapsed: String,
-        /// Which attempt this answer is for (1 = the first).
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-        attempt: u32,
-        /// Policy preset: interactive, background, batch, standard.
-        #[arg(long, default_value = "standard")]
-        policy: String,
-        /// Seed for the jitter draw.
-        #[arg(long, default_value_t = 7)]
-        seed: u64,
-        /// The request's method.
-        #[arg(long, default_value = "POST")]
-        method: String,
-        /// The POST carries no Idempotency-Key (an unsafe operation).
-        #[arg(long)]
-        no_key: bool,
-        #[arg(long, value_enum, default_value = "text")]
-        format: Format,
-    },
+    Explain(cli::explain::ExplainArgs),
     /// List the named scenarios, or print one as a TOML file to edit.
-    Scenarios {
-        /// Print this scenario as TOML (for `run --config`).
-        #[arg(long, value_name = "NAME")]
-        show: Option<String>,
-    },
+    Scenarios(cli::run::ScenariosArgs),
     /// Run one scenario with one seed and print the report.
-    Run {
-        /// A named scenario (see `retrysim scenarios`).
-        #[arg(long, required_unless_present = "config", conflicts_with = "config")]
-        scenario: Option<String>,
-        /// A scenario described in a TOML file.
-        #[arg(long, value_name = "FILE.toml")]
-        config: Option<std::path::PathBuf>,
-        #[arg(long, default_value_t = 7)]
-        seed: u64,
-        /// Replace the scenario's policy with a preset.
-        #[arg(long)]
-        policy: Option<String>,
-        #[arg(long, value_enum, default_value = "text")]
-        format: Format,
-    },
-}
-
-/// A user error: print it and exit 2.
-struct UserError(String);
-
-fn policy_named(name: &str) -> Result<Policy, UserError> {
-    Policy::preset(name).ok_or_else(|| {
-        UserError(format!("unknown policy {name:?}; the presets are: {}", Policy::PRESETS.join(", ")))
-    })
-}
-
-fn parse_header(line: &str) -> Result<(HeaderName, HeaderValue), UserError> {
-    let bad = |why: &str| UserError(format!("invalid header {line:?}: {why}; write it as 'name: value'"));
-    let (name, value) = line.split_once(':').ok_or_else(|| bad("no ':'"))?;
-    let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| bad("the name is not a valid header name"))?;
-    let value = HeaderValue::from_str(value.trim_start()).map_err(|_| bad("the value has characters a header cannot carry"))?;
-    Ok((name, value))
-}
-
-fn parse_instant(text: &str, flag: &str) -> Result<SystemTime, UserError> {
-    humantime::parse_rfc3339_weak(text)
-        .map_err(|e| UserError(format!("{flag} {text:?} is not an RFC 3339 time ({e}); e.g. 1994-11-06T08:49:37Z")))
-}
-
-#[allow(clippy::too_many_arguments)]
-fn explain(
-    status: Option<u16>,
-    transport_error: Option<Failure>,
-    headers: &[String],
-    body: &str,
-    now: Option<&str>,
-    elapsed: &str,
-    attempt: u32,
-    policy: &str,
-    seed: u64,
-    method: &str,
-    no_key: bool,
-    format: Format,
-) -> Result<String, UserError> {
-    let policy = policy_named(policy)?;
-    let method = Method::from_bytes(method.as_bytes()).map_err(|_| UserError(format!("invalid --method {method:?}")))?;
-    let elapsed = humantime::parse_duration(elapsed)
-        .map_err(|e| UserError(format!("--elapsed {elapsed:?} is not a duration ({e}); e.g. 3s or 1500ms")))?;
-    let mut map = HeaderMap::new();
-    for h in headers {
-        let (n, v) = parse_header(h)?;
-        map.append(n, v);
-    }
-    if !body.trim().is_empty() {
-        serde_json::from_str::<serde_json::Value>(body)
-            .map_err(|e| UserError(format!("--body is not valid JSON ({e}); pass the response body as sent, or omit it")))?;
-    }
-    let received_at = match now {
-        Some(t) => parse_instant(t, "--now")?,
-        None => match map.get(http::header::DATE).and_then(|v| httpdate::parse_http_date(v.to_str().ok()?).ok()) {
-            Some(d) => d,
-            None => SystemTime::now(),
-        },
-    };
-    let operation = Operation::of(&method, !no_key && matches!(method, Method::POST | Method::PATCH));
-    let envelope = ErrorEnvelope::parse(body.as_bytes());
-    let code = envelope.as_ref().and_then(|e| e.code.clone());
-    let table = DefaultTable::default();
-    let (class, advice, status) = match (status, transport_error) {
-        (Some(s), _) => {
-            let st = StatusCode::from_u16(s).map_err(|_| UserError(format!("invalid --status {s}")))?;
-            let class = table.classify(Outcome::Answer { status: st, code: code.as_deref() });
-            let advice = if class == Class::Success { Advice::none() } else { read_advice(&map, envelope.as_ref(), received_at) };
-            (class, advice, Some(s))
-        }
-        (None, Some(f)) => {
-            let f = match f {
-                Failure::NotSent => TransportFailure::NotSent,
-                Failure::MaybeArrived => TransportFailure::MaybeArrived,
-            };
-            (table.classify(Outcome::Transport(f)), Advice::none(), None)
-        }
-        (None, None) => return Err(UserError("give --status or --transport-error".into())),
-    };
-    let mut rng = seeded_rng(seed);
-    let draws = Draws { backoff: rng.draw(), spread: rng.draw() };
-    let attempted = Attempted {
-        operation,
-        class,
-        status,
-        code: code.as_deref(),
-        advice: &advice,
-        attempts: attempt,
-        unclear: if class == Class::Unclear { attempt } else { 0 },
-        elapsed,
-        previous_wait: None,
-        cancelled: false,
-    };
-    let decision = decide(&policy, &attempted, draws, None, elapsed);
-    let view = AdviceView::from(&advice);
-    let class_name = format!("{class:?}").to_lowercase();
-    if format == Format::Json {
-        let mut out = json!({
-            "class": class_name,
-            "operation": operation,
-            "policy": policy.name,
-            "advice": {
-                "source": view.source,
-                "valid": view.header_valid,
-                "wait_ms": view.wait_ms,
-                "error": view.error,
-                "server_date": view.server_date,
-            },
-        });
-        match &decision {
-            Decision::Done => out["decision"] = json!("done"),
-            Decision::Retry { wait, why } => {
-                out["decision"] = json!("retry");
-                out["wait_ms"] = json!(retrysim::trace::ms(*wait));
-                out["why"] = json!(why);
-            }
-            Decision::GiveUp { reason } => {
-                out["decision"] = json!("give_up");
-                out["reason"] = json!(reason.kind());
-                out["message"] = json!(reason.to_string());
-                out["detail"] = json!(reason);
-            }
-        }
-        return Ok(serde_json::to_string_pretty(&out).expect("JSON values serialise"));
-    }
-    let mut lines = Vec::new();
-    match &decision {
-        Decision::Done => lines.push("decision: done (success)".to_owned()),
-        Decision::Retry { wait, why } => {
-            lines.push(format!("decision: retry in {}", secs(*wait)));
-            let rendered = retrysim::trace::render_event(
-                "",
-                &retrysim::trace::Event { at_ms: 0, kind: retrysim::trace::EventKind::Wait { ms: retrysim::trace::ms(*wait), why: *why } },
-            );
-            let why_text = rendered.split_once(" = ").map(|(_, w)| w.to_owned()).unwrap_or_default();
-            lines.push(format!("why: {why_text}"));
-        }
-        Decision::GiveUp { reason } => {
-            lines.push(format!("decision: give up ({})", reason.kind()));
-            lines.push(format!("why: {reason}"));
-        }
-    }
-    let code_text = code.map(|c| format!(" {c}")).unwrap_or_default();
-    let answer = status.map(|s| format!("{s}{code_text}")).unwrap_or_else(|| "no answer".into());
-    lines.push(format!("class: {class_name} ({answer}), operation {operation:?}", operation = operation).to_lowercase());
-    let advice_line = match (view.wait_ms, &view.error) {
-        (Some(w), _) => format!("advice: {:?} {}", view.source, secs(Duration::from_millis(w))),
-        (None, _) => "advice: none".to_owned(),
-    };
-    lines.push(advice_line.to_lowercase());
-    if let Some(e) = &view.error {
-        lines.push(format!("header invalid: {e}"));
-    }
-    lines.push(format!("policy: {} (deadline {}, max_retries {})", policy.name, secs(policy.deadline), policy.max_retries));
-    Ok(lines.join("\n"))
-}
-
-fn load_scenario(name: Option<&str>, config: Option<&std::path::Path>) -> Result<Scenario, UserError> {
-    match (name, config) {
-        (Some(n), _) => scenario::named(n).ok_or_else(|| UserError(scenario::unknown(n))),
-        (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| UserError(format!("cannot read {}: {e}", path.display())))?;
-            Scenario::from_toml(&text).map_err(|e| UserError(format!("{}: {e}", path.display())))
-        }
-        (None, None) => Err(UserError("give --scenario NAME or --config FILE.toml".into())),
-    }
-}
-
-fn main_inner(cli: Cli) -> Result<(String, ExitCode), UserError> {
-    match cli.command {
-        Command::Explain {
-            status,
-            transport_error,
-            headers,
-            body,
-            now,
-            elapsed,
-            attempt,
-            policy,
-            seed,
-            method,
-            no_key,
-            format,
-        } => {
-            let out = explain(
-                status,
-                transport_error,
-                &headers,
-                &body,
-                now.as_deref(),
-                &elapsed,
-                attempt,
-                &policy,
-                seed,
-                &method,
-                no_key,
-                format,
-            )?;
-            Ok((out, ExitCode::SUCCESS))
-        }
-        Command::Scenarios { show: Some(name) } => {
-            let s = scenario::named(&name).ok_or_else(|| UserError(scenario::unknown(&name)))?;
-            Ok((s.to_toml(), ExitCode::SUCCESS))
-        }
-        Command::Scenarios { show: None } => {
-            let width = scenario::NAMES.iter().map(|n| n.len()).max().unwrap_or(0);
-            let lines: Vec<String> = scenario::NAMES
-                .iter()
-                .map(|n| format!("{n:width$}  {}", scenario::named(n).expect("listed").description))
-                .collect();
-            Ok((lines.join("\n"), ExitCode::SUCCESS))
-        }
-        Command::Run { scenario, config, seed, policy, format } => {
-            let mut s = load_scenario(scenario.as_deref(), config.as_deref())?;
-            if let Some(p) = policy {
-                s.policy = policy_named(&p)?;
-            }
-            let report = runner::run(&s, seed).map_err(|e| UserError(e.to_string()))?;
-            let out = match format {
-                Format::Json => serde_json::to_string_pretty(&report).expect("reports serialise"),
-                Format::Text => report.render_text(),
-            };
-            Ok((out, ExitCode::SUCCESS))
-        }
-    }
+    Run(cli::run::RunArgs),
+    /// Run one scenario with one seed and print its retry trace (what the snapshots hold).
+    Trace(cli::run::TraceArgs),
+    /// Run every policy of a preset on several seeds, side by side.
+    Compare(cli::compare::CompareArgs),
+    /// Run many random scenarios and check every invariant.
+    Hunt(cli::hunt::HuntArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match main_inner(cli) {
+    let outcome = match Cli::parse().command {
+        Command::Explain(a) => cli::explain::run(a),
+        Command::Scenarios(a) => cli::run::scenarios(a),
+        Command::Run(a) => cli::run::run(a),
+        Command::Trace(a) => cli::run::trace(a),
+        Command::Compare(a) => cli::compare::run(a),
+        Command::Hunt(a) => cli::hunt::run(a),
+    };
+    match outcome {
         Ok((out, code)) => {
             println!("{out}");
             code
         }
-        Err(UserError(msg)) => {
+        Err(cli::UserError(msg)) => {
             eprintln!("error: {msg}");
             ExitCode::from(2)
         }
     }
 }
-

@@ -28,6 +28,8 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum EventKind {
+    /// A fleet gate held the attempt before it went out.
+    Admitted { queued_ms: u64 },
     /// An attempt went out.
     Attempt {
         n: u32,
@@ -171,6 +173,9 @@ fn wait_words(why: &WaitWhy) -> String {
 /// and why.
 pub fn render_event(label: &str, e: &Event) -> String {
     let what = match &e.kind {
+        EventKind::Admitted { queued_ms } => {
+            format!("admitted after {} in the fleet queue", secs(Duration::from_millis(*queued_ms)))
+        }
         EventKind::Attempt { n, method, path, key, timeout_ms } => {
             let key = key.as_deref().map(|k| format!("  key={k}")).unwrap_or_default();
             format!("attempt {n}  {method} {path}{key}  timeout {}", secs(Duration::from_millis(*timeout_ms)))

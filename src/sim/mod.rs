@@ -2,6 +2,7 @@
 pub mod api;
 pub mod check;
 pub mod net;
+pub mod oracle;
 pub mod render;
 pub mod runner;
 pub mod scenario;

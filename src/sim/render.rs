@@ -73,3 +73,13 @@ pub fn render_run(r: &Report, show: Show) -> String {
     }
     out
 }
+
+/// The structured form of [`render_run`]: the report's numbers and the
+/// chosen jobs' events, for tools (`retrysim trace --format json`).
+pub fn trace_json(r: &Report, show: Show) -> serde_json::Value {
+    let jobs: Vec<_> = match show {
+        Show::FirstJobs(n) => r.records.iter().take(n).collect(),
+        Show::Client(w) => r.records.iter().filter(|j| j.worker == w).collect(),
+    };
+    serde_json::json!({ "report": r, "jobs": jobs })
+}

@@ -19,7 +19,12 @@ use crate::core::classify::Operation;
 use crate::env::{Rng, TokioClock, seeded_rng};
 use crate::sim::api::{Api, Ledger};
 use crate::sim::net::{API_HOST, Fault, Server, ServerFaults, SimTransport, serve};
-use crate::sim::scenario::Scenario;
+use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
+use crate::gate::Gate;
+use crate::gate::aimd::Aimd;
+use crate::gate::pacing::Pacing;
+use crate::sim::oracle::IdealGate;
+use crate::sim::scenario::{BudgetConfig, GateConfig, Scenario};
 use crate::sim::seed::derive;
 use crate::trace::{EventKind, Trace, ms};
 
@@ -207,7 +212,14 @@ pub fn run(s: &Scenario, seed: u64) -> Result<Report, RunError> {
         let epoch = epoch(s);
         sim.client(FLEET_HOST, async move {
             let clock = TokioClock::from_epoch(epoch);
-            let client = Arc::new(RetryClient::new(clock, SimTransport, scenario.policy.clone()));
+            let mut client = RetryClient::new(clock, SimTransport, scenario.policy.clone());
+            if let Some(gate) = build_gate(&scenario) {
+                client = client.with_gate(gate);
+            }
+            if let Some(budget) = build_budget(&scenario) {
+                client = client.with_budget(budget);
+            }
+            let client = Arc::new(client);
             let scenario = Arc::new(scenario);
             let mut tasks = tokio::task::JoinSet::new();
             for w in 0..scenario.fleet.workers {
@@ -253,6 +265,27 @@ pub fn run(s: &Scenario, seed: u64) -> Result<Report, RunError> {
     records.sort_by_key(|r| r.job);
     let ledger = server.api.lock().unwrap_or_else(|e| e.into_inner()).ledger().clone();
     Ok(report(s, seed, records, ledger))
+}
+
+/// The fleet's gate, built inside the simulation (it reads tokio's clock).
+fn build_gate(s: &Scenario) -> Option<Arc<dyn Gate>> {
+    match s.fleet.gate {
+        GateConfig::None => None,
+        GateConfig::Ideal => Some(Arc::new(IdealGate::new(&s.api))),
+        GateConfig::Pacing(c) => Some(Arc::new(Pacing::new(c))),
+        GateConfig::Aimd(c) => Some(Arc::new(Aimd::new(c))),
+    }
+}
+
+fn build_budget(s: &Scenario) -> Option<Arc<dyn RetryBudget>> {
+    match s.fleet.budget? {
+        BudgetConfig::TokenBucket { max_tokens, token_ratio_milli } => {
+            Some(Arc::new(TokenBucketBudget::new(max_tokens, token_ratio_milli)))
+        }
+        BudgetConfig::Percent { ttl, min_per_sec, per_mille } => {
+            Some(Arc::new(PercentBudget::new(ttl, min_per_sec, per_mille)))
+        }
+    }
 }
 
 fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, fault: &Fault, start: bool, s: &Scenario) {

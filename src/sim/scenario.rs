@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
 use crate::core::duration_text;
 use crate::core::policy::Policy;
+use crate::gate::aimd::AimdConfig;
+use crate::gate::pacing::PacingConfig;
 use crate::sim::api::{AdviceForm, ApiConfig, Envelope, LimiterConfig, LimiterKind, ScriptStep};
 use crate::sim::net::ScheduledFault;
 
@@ -47,6 +49,40 @@ pub struct Fleet {
     pub op: String,
     /// Send requests without an API key (anonymous caps apply).
     pub anonymous: bool,
+    /// The gate every attempt of the fleet passes (none by default).
+    pub gate: GateConfig,
+    /// A retry budget shared by the fleet (none by default).
+    pub budget: Option<BudgetConfig>,
+}
+
+/// Which fleet gate to run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum GateConfig {
+    /// Every worker sends when its policy says.
+    #[default]
+    None,
+    /// The oracle that knows the API's window (the comparison's "ideal" row).
+    Ideal,
+    /// Paces on the limiter's own headers.
+    Pacing(PacingConfig),
+    /// AIMD admission control.
+    Aimd(AimdConfig),
+}
+
+/// A shared retry budget and its numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum BudgetConfig {
+    /// gRPC retry throttling: `max_tokens`, refund `token_ratio_milli`/1000 per success.
+    TokenBucket { max_tokens: u32, token_ratio_milli: u32 },
+    /// Finagle/tower: `per_mille` of deposits over `ttl`, plus `min_per_sec`.
+    Percent {
+        #[serde(with = "duration_text")]
+        ttl: Duration,
+        min_per_sec: u32,
+        per_mille: u32,
+    },
 }
 
 /// Relative weights of the kinds of operation in a fleet's jobs.
@@ -70,7 +106,15 @@ impl Default for OpMix {
 
 impl Default for Fleet {
     fn default() -> Self {
-        Fleet { workers: 1, jobs: 1, mix: OpMix::default(), op: "compress".into(), anonymous: false }
+        Fleet {
+            workers: 1,
+            jobs: 1,
+            mix: OpMix::default(),
+            op: "compress".into(),
+            anonymous: false,
+            gate: GateConfig::None,
+            budget: None,
+        }
     }
 }
 

@@ -1,0 +1,119 @@
+//! `retrysim scenarios`, `retrysim run` and `retrysim trace`: one scenario,
+//! one seed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use retrysim::sim::render::{DEFAULT_JOBS, Show, render_run};
+use retrysim::sim::runner::{self, Report};
+use retrysim::sim::scenario::{self, Scenario};
+
+use super::{Format, Outcome, UserError, load_scenario, policy_named};
+
+/// Arguments of `retrysim scenarios`.
+#[derive(Debug, Args)]
+pub struct ScenariosArgs {
+    /// Print this scenario as TOML, to copy, edit and pass to `run --config`.
+    #[arg(long, value_name = "NAME")]
+    show: Option<String>,
+}
+
+/// Lists the named scenarios, or prints one as TOML.
+pub fn scenarios(args: ScenariosArgs) -> Outcome {
+    if let Some(name) = args.show {
+        let s = scenario::named(&name).ok_or_else(|| UserError(scenario::unknown(&name)))?;
+        return Ok((s.to_toml(), ExitCode::SUCCESS));
+    }
+    let width = scenario::NAMES.iter().map(|n| n.len()).max().unwrap_or(0);
+    let lines: Vec<String> = scenario::NAMES
+        .iter()
+        .map(|n| format!("{n:width$}  {}", scenario::named(n).expect("every listed name resolves").description))
+        .collect();
+    Ok((lines.join("\n"), ExitCode::SUCCESS))
+}
+
+/// Which scenario, seed and policy: shared by `run` and `trace`.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// A named scenario (see `retrysim scenarios`).
+    #[arg(long, required_unless_present = "config", conflicts_with = "config")]
+    scenario: Option<String>,
+    /// A scenario described in a TOML file (see `retrysim scenarios --show NAME`).
+    #[arg(long, value_name = "FILE.toml")]
+    config: Option<PathBuf>,
+    /// The master seed: the same seed gives the same run, byte for byte.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Replace the scenario's policy with a preset (interactive, background, batch, standard).
+    #[arg(long)]
+    policy: Option<String>,
+}
+
+impl Target {
+    /// The scenario to run, with the policy override applied.
+    pub fn scenario(&self) -> Result<Scenario, UserError> {
+        let mut s = load_scenario(self.scenario.as_deref(), self.config.as_deref())?;
+        if let Some(p) = &self.policy {
+            s.policy = policy_named(p)?;
+        }
+        Ok(s)
+    }
+
+    /// Runs it.
+    pub fn run(&self) -> Result<Report, UserError> {
+        runner::run(&self.scenario()?, self.seed).map_err(|e| UserError(e.to_string()))
+    }
+}
+
+/// Arguments of `retrysim run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    target: Target,
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+}
+
+/// Runs one scenario and prints its report.
+pub fn run(args: RunArgs) -> Outcome {
+    let report = args.target.run()?;
+    let out = match args.format {
+        Format::Json => serde_json::to_string_pretty(&report).expect("reports serialise"),
+        Format::Text => report.render_text(),
+    };
+    Ok((out, ExitCode::SUCCESS))
+}
+
+/// Arguments of `retrysim trace`.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Show every job of this worker (e.g. 0 for w0) instead of the first jobs.
+    #[arg(long, value_name = "ID")]
+    client: Option<u32>,
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+}
+
+/// Prints the run's trace: the same text the snapshots hold.
+pub fn trace(args: TraceArgs) -> Outcome {
+    let report = args.target.run()?;
+    let show = match args.client {
+        Some(w) if w >= report.scenario_config.fleet.workers => {
+            return Err(UserError(format!(
+                "--client {w}: this scenario has workers 0..={}",
+                report.scenario_config.fleet.workers - 1
+            )));
+        }
+        Some(w) => Show::Client(w),
+        None => Show::FirstJobs(DEFAULT_JOBS),
+    };
+    let out = match args.format {
+        Format::Text => render_run(&report, show).trim_end().to_owned(),
+        Format::Json => serde_json::to_string_pretty(&retrysim::sim::render::trace_json(&report, show))
+            .expect("traces serialise"),
+    };
+    Ok((out, ExitCode::SUCCESS))
+}
