@@ -1,6 +1,10 @@
 //! The deterministic simulation harness.
 pub mod api;
 pub mod check;
+pub mod deferral;
+pub mod fleet;
+pub mod fleet_check;
+pub mod limiter_service;
 pub mod net;
 pub mod oracle;
 pub mod render;

@@ -56,13 +56,22 @@ pub enum Fault {
     /// The API process restarts: open connections break; its state (the
     /// limiter, the idempotency store) lives on, as a real database would.
     Bounce,
+    /// The fleet's workers cannot reach the limiter service (per-worker
+    /// hosts with a coordinator) until `until`; the API stays reachable.
+    LimiterPartition {
+        #[serde(with = "duration_text")]
+        until: Duration,
+    },
 }
 
 impl Fault {
     /// When the fault heals, for faults that last.
     pub fn until(&self) -> Option<Duration> {
         match self {
-            Fault::LatencySpike { until, .. } | Fault::Partition { until } | Fault::Hold { until } => Some(*until),
+            Fault::LatencySpike { until, .. }
+            | Fault::Partition { until }
+            | Fault::Hold { until }
+            | Fault::LimiterPartition { until } => Some(*until),
             Fault::LoseAnswer | Fault::Bounce => None,
         }
     }

@@ -2,10 +2,12 @@
 //!
 //! The API is one host, the fleet another (its workers are tasks: one host
 //! per worker would multiply turmoil's per-tick cost for no behaviour the
-//! checks need). The runner steps the simulation itself so it can switch
-//! scheduled faults on and off at exact virtual times.
+//! checks need), unless `fleet.hosts = "per_worker"` asks for a host per
+//! worker to model separate processes (see [`fleet`](crate::sim::fleet)).
+//! The runner steps the simulation itself so it can switch scheduled faults
+//! on and off at exact virtual times.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -15,14 +17,16 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{NoIdempotencyKey, RetryClient};
-use crate::core::classify::Operation;
-use crate::env::{Rng, TokioClock, seeded_rng};
-use crate::sim::api::{Api, Ledger};
-use crate::sim::net::{API_HOST, Fault, Server, ServerFaults, SimTransport, serve};
 use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
+use crate::core::classify::Operation;
+use crate::env::{Rng, TokioClock};
 use crate::gate::Gate;
 use crate::gate::aimd::Aimd;
 use crate::gate::pacing::Pacing;
+use crate::sim::api::{Api, Ledger};
+use crate::sim::fleet::{FleetFacts, Hooks, Shared, fleet_hosts};
+use crate::sim::limiter_service::LIMITER_HOST;
+use crate::sim::net::{API_HOST, Fault, Server, ServerFaults, SimTransport, serve};
 use crate::sim::oracle::IdealGate;
 use crate::sim::scenario::{BudgetConfig, GateConfig, Scenario};
 use crate::sim::seed::derive;
@@ -100,9 +104,32 @@ pub struct Report {
     pub first_attempt_429_rate: f64,
     pub p50_latency_ms: u64,
     pub p99_latency_ms: u64,
+    /// The slowest job on the front end (first run, not a deferred one).
+    pub max_latency_ms: u64,
+    /// Share of jobs that finally failed (after deferral, if any).
+    pub failure_rate: f64,
+    /// Most attempts waiting at the fleet's admission gate at once.
+    pub max_queue_depth: u64,
+    /// The admission queue's depth over time: the largest in each virtual
+    /// second, from 0 to the last change (empty without a gate).
+    pub queue_depth: Vec<u32>,
+    /// Total time attempts waited at the gate before going out.
+    pub queued_ms: u64,
+    /// Most requests running at the API at once (from its ledger).
+    pub max_in_flight: u64,
+    /// Jobs the front end gave up on and deferred (answered 202).
+    pub deferred: u64,
+    /// Deferred jobs that a background worker completed.
+    pub completed_after_deferral: u64,
     /// Every job, by job number.
     #[serde(skip)]
     pub records: Vec<JobRecord>,
+    /// Background runs of deferred jobs, by job number then run.
+    #[serde(skip)]
+    pub deferred_records: Vec<JobRecord>,
+    /// What the fleet's gates did.
+    #[serde(skip)]
+    pub fleet_facts: FleetFacts,
     /// The server's ledger.
     #[serde(skip)]
     pub ledger: Ledger,
@@ -136,7 +163,7 @@ pub fn epoch(s: &Scenario) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(s.api.epoch_unix_s)
 }
 
-fn kind_of(s: &Scenario, seed: u64, job: u32) -> JobKind {
+pub(crate) fn kind_of(s: &Scenario, seed: u64, job: u32) -> JobKind {
     let m = s.fleet.mix;
     let total = (m.keyed + m.unsafe_post + m.safe) as u64;
     let pick = derive(seed, "mix", job as u64) % total;
@@ -149,7 +176,7 @@ fn kind_of(s: &Scenario, seed: u64, job: u32) -> JobKind {
     }
 }
 
-fn request(s: &Scenario, kind: JobKind, job: u32, worker: u32) -> Request<Bytes> {
+pub(crate) fn request(s: &Scenario, kind: JobKind, job: u32, worker: u32) -> Request<Bytes> {
     let b = match kind {
         JobKind::Safe => Request::get(format!("http://{API_HOST}/v1/jobs/job_{job}")),
         JobKind::Keyed | JobKind::Unsafe => Request::post(format!("http://{API_HOST}/v1/jobs")),
@@ -186,6 +213,12 @@ fn percentile(sorted: &[u64], p: u64) -> u64 {
 /// Runs a scenario with a seed. The same scenario and seed give the same
 /// report and the same traces, byte for byte.
 pub fn run(s: &Scenario, seed: u64) -> Result<Report, RunError> {
+    run_with(s, seed, Hooks::default())
+}
+
+/// [`run`], with what the fleet builds wrapped by `hooks` (tests use it to
+/// plant a deliberately broken gate or budget).
+pub fn run_with(s: &Scenario, seed: u64, hooks: Hooks) -> Result<Report, RunError> {
     let fail = |message: String| RunError { scenario: s.name.clone(), seed, message };
     s.validate().map_err(|e| fail(e.0))?;
     let mut sim = turmoil::Builder::new()
@@ -204,40 +237,8 @@ pub fn run(s: &Scenario, seed: u64) -> Result<Report, RunError> {
     let host_server = server.clone();
     sim.host(API_HOST, move || serve(host_server.clone()));
 
-    let queue: VecDeque<u32> = (1..=s.fleet.jobs).collect();
-    let queue = Arc::new(Mutex::new(queue));
-    let records: Arc<Mutex<Vec<JobRecord>>> = Arc::new(Mutex::new(Vec::new()));
-    {
-        let (scenario, queue, records) = (s.clone(), queue.clone(), records.clone());
-        let epoch = epoch(s);
-        sim.client(FLEET_HOST, async move {
-            let clock = TokioClock::from_epoch(epoch);
-            let mut client = RetryClient::new(clock, SimTransport, scenario.policy.clone());
-            if let Some(gate) = build_gate(&scenario) {
-                client = client.with_gate(gate);
-            }
-            if let Some(budget) = build_budget(&scenario) {
-                client = client.with_budget(budget);
-            }
-            let client = Arc::new(client);
-            let scenario = Arc::new(scenario);
-            let mut tasks = tokio::task::JoinSet::new();
-            for w in 0..scenario.fleet.workers {
-                let (client, scenario, queue, records) = (client.clone(), scenario.clone(), queue.clone(), records.clone());
-                tasks.spawn(async move {
-                    let mut rng = seeded_rng(derive(seed, "worker", w as u64));
-                    loop {
-                        let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
-                        let Some(job) = next else { break };
-                        let record = run_job(&client, &scenario, seed, job, w, &mut rng).await;
-                        records.lock().unwrap_or_else(|e| e.into_inner()).push(record);
-                    }
-                });
-            }
-            while tasks.join_next().await.is_some() {}
-            Ok(())
-        });
-    }
+    let shared = Arc::new(Shared::new(s));
+    crate::sim::fleet::spawn(&mut sim, s, seed, hooks, &shared);
 
     let mut schedule: Vec<(Duration, usize, bool)> = Vec::new();
     for (i, f) in s.faults.schedule.iter().enumerate() {
@@ -261,14 +262,17 @@ pub fn run(s: &Scenario, seed: u64) -> Result<Report, RunError> {
         }
     }
 
-    let mut records = std::mem::take(&mut *records.lock().unwrap_or_else(|e| e.into_inner()));
+    let (mut records, mut deferred_records, fleet_facts) = shared.take();
     records.sort_by_key(|r| r.job);
+    deferred_records.sort_by_key(|r| (r.job, r.started_ms));
     let ledger = server.api.lock().unwrap_or_else(|e| e.into_inner()).ledger().clone();
-    Ok(report(s, seed, records, ledger))
+    let mut report = report(s, seed, records, ledger);
+    report.add_fleet_figures(deferred_records, fleet_facts);
+    Ok(report)
 }
 
 /// The fleet's gate, built inside the simulation (it reads tokio's clock).
-fn build_gate(s: &Scenario) -> Option<Arc<dyn Gate>> {
+pub(crate) fn build_gate(s: &Scenario) -> Option<Arc<dyn Gate>> {
     match s.fleet.gate {
         GateConfig::None => None,
         GateConfig::Ideal => Some(Arc::new(IdealGate::new(&s.api))),
@@ -277,7 +281,8 @@ fn build_gate(s: &Scenario) -> Option<Arc<dyn Gate>> {
     }
 }
 
-fn build_budget(s: &Scenario) -> Option<Arc<dyn RetryBudget>> {
+/// The fleet's retry budget, if the scenario has one.
+pub(crate) fn build_budget(s: &Scenario) -> Option<Arc<dyn RetryBudget>> {
     match s.fleet.budget? {
         BudgetConfig::TokenBucket { max_tokens, token_ratio_milli } => {
             Some(Arc::new(TokenBucketBudget::new(max_tokens, token_ratio_milli)))
@@ -289,7 +294,21 @@ fn build_budget(s: &Scenario) -> Option<Arc<dyn RetryBudget>> {
 }
 
 fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, fault: &Fault, start: bool, s: &Scenario) {
+    let fleet = fleet_hosts(s);
     match (fault, start) {
+        (Fault::Partition { .. } | Fault::Hold { .. } | Fault::LimiterPartition { .. }, _) if fleet.len() > 1 => {
+            for host in &fleet {
+                let peer = if matches!(fault, Fault::LimiterPartition { .. }) { LIMITER_HOST } else { API_HOST };
+                match (fault, start) {
+                    (Fault::Hold { .. }, true) => sim.hold(host.as_str(), peer),
+                    (Fault::Hold { .. }, false) => sim.release(host.as_str(), peer),
+                    (_, true) => sim.partition(host.as_str(), peer),
+                    (_, false) => sim.repair(host.as_str(), peer),
+                }
+            }
+        }
+        (Fault::LimiterPartition { .. }, true) => sim.partition(fleet[0].as_str(), LIMITER_HOST),
+        (Fault::LimiterPartition { .. }, false) => sim.repair(fleet[0].as_str(), LIMITER_HOST),
         (Fault::LoseAnswer, _) => server.faults.lock().unwrap_or_else(|e| e.into_inner()).lose_next += 1,
         (Fault::LatencySpike { latency, .. }, true) => sim.set_max_message_latency(*latency),
         (Fault::LatencySpike { .. }, false) => sim.set_max_message_latency(s.net.max_latency),
@@ -306,7 +325,8 @@ fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, fault: &Fault, start: bool
     }
 }
 
-async fn run_job(
+/// Runs job `job` on worker `worker`: its request, under the client's policy.
+pub(crate) async fn run_job(
     client: &RetryClient<TokioClock, SimTransport>,
     s: &Scenario,
     seed: u64,
@@ -314,15 +334,31 @@ async fn run_job(
     worker: u32,
     rng: &mut dyn Rng,
 ) -> JobRecord {
-    use crate::env::Clock;
     let kind = kind_of(s, seed, job);
     let req = request(s, kind, job, worker);
-    let has_key = kind == JobKind::Keyed && s.policy.idempotency_keys;
+    execute_job(client, req, kind, job, worker, format!("w{worker} job-{job}"), rng).await
+}
+
+/// Runs one request to its end and records it. A request that already
+/// carries an `Idempotency-Key` (a deferred job) keeps it.
+pub(crate) async fn execute_job(
+    client: &RetryClient<TokioClock, SimTransport>,
+    req: Request<Bytes>,
+    kind: JobKind,
+    job: u32,
+    worker: u32,
+    label: String,
+    rng: &mut dyn Rng,
+) -> JobRecord {
+    use crate::env::Clock;
+    let has_key = kind == JobKind::Keyed
+        && (client.policy().idempotency_keys || req.headers().contains_key(crate::client::IDEMPOTENCY_KEY));
     let operation = Operation::of(req.method(), has_key);
-    let mut trace = Trace::new(format!("w{worker} job-{job}"));
+    let mut trace = Trace::new(label);
     let started = client.clock().now();
     let mut attempt_keys = Vec::new();
-    let result = client.execute_recording_keys(req, rng, &CancellationToken::new(), &mut trace, &mut attempt_keys).await;
+    let result =
+        client.execute_recording_keys(req, rng, &CancellationToken::new(), &mut trace, &mut attempt_keys).await;
     let finished = client.clock().now();
     let (outcome, attempts, waited, key) = match result {
         Ok(res) => {
@@ -393,10 +429,110 @@ fn report(s: &Scenario, seed: u64, records: Vec<JobRecord>, ledger: Ledger) -> R
         first_attempt_429_rate: if jobs == 0 { 0.0 } else { first_429 as f64 / jobs as f64 },
         p50_latency_ms: percentile(&lat, 50),
         p99_latency_ms: percentile(&lat, 99),
+        max_latency_ms: lat.last().copied().unwrap_or(0),
+        failure_rate: 0.0,
+        max_queue_depth: 0,
+        queue_depth: Vec::new(),
+        queued_ms: records.iter().map(queued_ms).sum(),
+        max_in_flight: max_in_flight(&ledger),
+        deferred: 0,
+        completed_after_deferral: 0,
         records,
+        deferred_records: Vec::new(),
+        fleet_facts: FleetFacts::default(),
         ledger,
         scenario_config: s.clone(),
     }
+}
+
+/// Time a job's attempts waited at the gate.
+fn queued_ms(r: &JobRecord) -> u64 {
+    r.trace
+        .events
+        .iter()
+        .map(|e| match e.kind {
+            EventKind::Admitted { queued_ms } => queued_ms,
+            _ => 0,
+        })
+        .sum()
+}
+
+/// The most requests running at the API at once: a request runs from its
+/// arrival until its answer (a refusal answers on arrival).
+fn max_in_flight(ledger: &Ledger) -> u64 {
+    let mut edges: Vec<(Duration, i64)> = Vec::new();
+    for a in &ledger.arrivals {
+        let end = a.answered_at.unwrap_or(Duration::MAX);
+        if end > a.at {
+            edges.push((a.at, 1));
+            edges.push((end, -1));
+        }
+    }
+    // Ends before starts at the same instant: a slot freed and taken again.
+    edges.sort();
+    let (mut now, mut max) = (0i64, 0i64);
+    for (_, d) in edges {
+        now += d;
+        max = max.max(now);
+    }
+    max as u64
+}
+
+impl Report {
+    /// Adds what only the fleet knows: deferred jobs' background runs (a
+    /// deferred job's final outcome is its last background run's), the gate's
+    /// queue depth, and the gates' facts.
+    fn add_fleet_figures(&mut self, deferred_records: Vec<JobRecord>, facts: FleetFacts) {
+        let mut last: BTreeMap<u32, &JobRecord> = BTreeMap::new();
+        for d in &deferred_records {
+            last.insert(d.job, d);
+        }
+        self.deferred = last.len() as u64;
+        if !last.is_empty() {
+            let mut gave_up = BTreeMap::new();
+            let mut succeeded = 0;
+            for r in &self.records {
+                match &last.get(&r.job).unwrap_or(&r).outcome {
+                    JobOutcome::Succeeded { .. } => succeeded += 1,
+                    JobOutcome::GaveUp { reason } => *gave_up.entry(reason.clone()).or_insert(0) += 1,
+                }
+            }
+            self.completed_after_deferral =
+                last.values().filter(|d| matches!(d.outcome, JobOutcome::Succeeded { .. })).count() as u64;
+            self.succeeded = succeeded;
+            self.gave_up_total = gave_up.values().sum();
+            self.gave_up = gave_up;
+            let background_attempts: u64 = deferred_records.iter().map(|d| d.attempts as u64).sum();
+            self.retries += background_attempts;
+            self.slept_ms += deferred_records.iter().map(|d| d.waited_ms).sum::<u64>();
+            self.queued_ms += deferred_records.iter().map(queued_ms).sum::<u64>();
+            self.virtual_ms = self.virtual_ms.max(deferred_records.iter().map(|d| d.finished_ms).max().unwrap_or(0));
+        }
+        self.failure_rate = if self.jobs == 0 { 0.0 } else { self.gave_up_total as f64 / self.jobs as f64 };
+        self.max_queue_depth = facts.depth.iter().map(|&(_, d)| d as u64).max().unwrap_or(0);
+        self.queue_depth = depth_per_second(&facts.depth);
+        self.deferred_records = deferred_records;
+        self.fleet_facts = facts;
+    }
+}
+
+/// The largest depth in each virtual second, from second 0 to the last change.
+fn depth_per_second(changes: &[(Duration, u32)]) -> Vec<u32> {
+    let Some(&(end, _)) = changes.last() else { return Vec::new() };
+    let mut out = vec![0u32; end.as_secs() as usize + 1];
+    let mut depth = 0;
+    let mut second = 0usize;
+    for &(at, d) in changes {
+        let s = at.as_secs() as usize;
+        // Seconds without a change keep the depth they started with.
+        while second < s {
+            second += 1;
+            out[second] = out[second].max(depth);
+        }
+        depth = d;
+        out[s] = out[s].max(d);
+    }
+    out
 }
 
 impl Report {
@@ -423,7 +559,22 @@ impl Report {
             ("max attempts/job", self.max_attempts_per_job.to_string()),
             ("first-attempt 429", format!("{:.1}%", self.first_attempt_429_rate * 100.0)),
             ("latency p50 / p99", format!("{} ms / {} ms", self.p50_latency_ms, self.p99_latency_ms)),
+            ("latency max", format!("{} ms", self.max_latency_ms)),
+            ("failure rate", format!("{:.1}%", self.failure_rate * 100.0)),
+            ("max in flight", self.max_in_flight.to_string()),
         ]);
+        if self.scenario_config.fleet.gate != crate::sim::scenario::GateConfig::None {
+            rows.extend([
+                ("max queue depth", self.max_queue_depth.to_string()),
+                ("queued at gate", format!("{} ms", self.queued_ms)),
+            ]);
+        }
+        if self.scenario_config.fleet.deferral.is_some() {
+            rows.extend([
+                ("deferred (202)", self.deferred.to_string()),
+                ("done after defer", self.completed_after_deferral.to_string()),
+            ]);
+        }
         rows.iter().map(|(k, v)| format!("{k:<18} {v}")).collect::<Vec<_>>().join("\n")
     }
 }

@@ -12,7 +12,7 @@ use crate::core::policy::Policy;
 use crate::gate::aimd::AimdConfig;
 use crate::gate::pacing::PacingConfig;
 use crate::sim::api::{AdviceForm, ApiConfig, Envelope, LimiterConfig, LimiterKind, ScriptStep};
-use crate::sim::net::ScheduledFault;
+use crate::sim::net::{Fault, ScheduledFault};
 
 /// Everything one simulation run needs except the seed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,8 +51,126 @@ pub struct Fleet {
     pub anonymous: bool,
     /// The gate every attempt of the fleet passes (none by default).
     pub gate: GateConfig,
-    /// A retry budget shared by the fleet (none by default).
+    /// A retry budget shared by the fleet (none by default). With
+    /// per-worker hosts each process has its own, as gRPC's and Finagle's are.
     pub budget: Option<BudgetConfig>,
+    /// Where the workers run: `shared` (one host, a task per worker: the
+    /// default) or `per_worker` (one host, i.e. one process, per worker).
+    #[serde(skip_serializing_if = "Hosts::is_shared")]
+    pub hosts: Hosts,
+    /// Per-worker hosts only: run `gate` in a limiter service on its own
+    /// host and make every worker ask it over the network (seed 003: "a
+    /// semaphore inside one worker cannot control twenty separate workers").
+    pub coordinator: Option<CoordinatorConfig>,
+    /// Seed 000's deferral: an interactive give-up on a too-long advice is
+    /// queued under its key (the caller answers 202) for background workers.
+    pub deferral: Option<DeferralConfig>,
+}
+
+/// Where a fleet's workers run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hosts {
+    /// One host; each worker is a task on it, and they share one gate and one budget.
+    #[default]
+    Shared,
+    /// One host per worker (`w0`, `w1`, ...): separate processes that share
+    /// nothing but the network. A gate is then local to each worker unless a
+    /// `coordinator` runs it as a service.
+    PerWorker,
+}
+
+impl Hosts {
+    /// Whether this is the default.
+    pub fn is_shared(&self) -> bool {
+        *self == Hosts::Shared
+    }
+}
+
+/// The limiter service that coordinates per-worker hosts, and what a worker
+/// does when it cannot reach it.
+///
+/// **Partitioned away, a worker fails open with local limits**: it keeps
+/// working, but only through its own `fallback` gate (by default one attempt
+/// in flight and at most one every 10 s), until it reaches the service
+/// again. Failing closed would turn an outage of a helper service into an
+/// outage of the whole batch, while the API's own limiter still protects
+/// the API; failing open *without* limits would let every worker send at
+/// will at the moment the fleet has lost its coordination. Set the fallback
+/// so that `workers × fallback rate` stays under the API's limit (Envoy's
+/// global rate limit filter fails open by default for the same reason).
+///
+/// # Default
+/// `fallback = { initial_limit = 1, rate 0.1/s, fixed }`, `silence = 2s`,
+/// `heartbeat = 500ms`, `connect_timeout = 500ms`, `retry_after = 5s`,
+/// `lease = 60s`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CoordinatorConfig {
+    /// Each worker's own limiter while the service is unreachable.
+    pub fallback: AimdConfig,
+    /// A worker that hears nothing from the service for this long while
+    /// waiting for a slot falls back (the service sends `WAIT` every `heartbeat`).
+    #[serde(with = "duration_text")]
+    pub silence: Duration,
+    /// How often the service tells a queued worker it is still there.
+    #[serde(with = "duration_text")]
+    pub heartbeat: Duration,
+    /// How long a connection attempt to the service may take.
+    #[serde(with = "duration_text")]
+    pub connect_timeout: Duration,
+    /// How long a worker stays on its fallback before trying the service again.
+    #[serde(with = "duration_text")]
+    pub retry_after: Duration,
+    /// The service reclaims a slot whose worker has not reported back for
+    /// this long (keep it above the policy's `attempt_timeout`).
+    #[serde(with = "duration_text")]
+    pub lease: Duration,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            fallback: AimdConfig::fixed(1, 100),
+            silence: Duration::from_secs(2),
+            heartbeat: Duration::from_millis(500),
+            connect_timeout: Duration::from_millis(500),
+            retry_after: Duration::from_secs(5),
+            lease: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Seed 000's deferral queue: "store the job request in your own queue with
+/// its idempotency key, and return 202 Accepted to your user. A worker can
+/// retry later with a longer budget."
+///
+/// The fleet's `policy` is the interactive front end's. When it gives up
+/// because the advice is too long (`advice_too_long`, `deadline_would_pass`),
+/// the job, its request and its key go to a FIFO queue and the front end
+/// answers 202 at once. `workers` background workers take jobs from the
+/// queue, wait out the advice the front end was given (never retrying
+/// earlier than advised), and run the job again under `policy` with the
+/// *same* `Idempotency-Key`. A background give-up of the same kind puts the
+/// job back at the end of the queue, at most `max_passes` runs in all.
+///
+/// # Default
+/// `workers = 1`, `policy` = the `background` preset (120 s), `max_passes = 3`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeferralConfig {
+    /// Background workers (tasks on the fleet host).
+    pub workers: u32,
+    /// The background policy.
+    pub policy: Policy,
+    /// Background runs per job, at most.
+    pub max_passes: u32,
+}
+
+impl Default for DeferralConfig {
+    fn default() -> Self {
+        DeferralConfig { workers: 1, policy: Policy::background(), max_passes: 3 }
+    }
 }
 
 /// Which fleet gate to run.
@@ -114,6 +232,9 @@ impl Default for Fleet {
             anonymous: false,
             gate: GateConfig::None,
             budget: None,
+            hosts: Hosts::Shared,
+            coordinator: None,
+            deferral: None,
         }
     }
 }
@@ -134,7 +255,11 @@ pub struct NetConfig {
 
 impl Default for NetConfig {
     fn default() -> Self {
-        NetConfig { min_latency: Duration::from_millis(1), max_latency: Duration::from_millis(3), tick: Duration::from_millis(1) }
+        NetConfig {
+            min_latency: Duration::from_millis(1),
+            max_latency: Duration::from_millis(3),
+            tick: Duration::from_millis(1),
+        }
     }
 }
 
@@ -198,20 +323,76 @@ impl Scenario {
         let f = &self.fleet;
         check((1..=1024).contains(&f.workers), || format!("fleet.workers = {} is out of range: 1..=1024", f.workers))?;
         check((1..=100_000).contains(&f.jobs), || format!("fleet.jobs = {} is out of range: 1..=100000", f.jobs))?;
-        check(f.mix.keyed + f.mix.unsafe_post + f.mix.safe > 0, || "fleet.mix: at least one weight must be above 0".into())?;
-        check(matches!(f.op.as_str(), "compress" | "convert"), || format!("fleet.op = {:?}: use \"compress\" or \"convert\"", f.op))?;
+        check(f.mix.keyed + f.mix.unsafe_post + f.mix.safe > 0, || {
+            "fleet.mix: at least one weight must be above 0".into()
+        })?;
+        check(matches!(f.op.as_str(), "compress" | "convert"), || {
+            format!("fleet.op = {:?}: use \"compress\" or \"convert\"", f.op)
+        })?;
         let n = &self.net;
         check(n.min_latency <= n.max_latency, || "net.min_latency must not exceed net.max_latency".into())?;
-        check(
-            (Duration::from_micros(100)..=Duration::from_secs(1)).contains(&n.tick),
-            || format!("net.tick = {:?} is out of range: 100us..=1s", n.tick),
-        )?;
+        check((Duration::from_micros(100)..=Duration::from_secs(1)).contains(&n.tick), || {
+            format!("net.tick = {:?} is out of range: 100us..=1s", n.tick)
+        })?;
         check(self.faults.lost_answers_per_mille <= 1000, || {
             format!("faults.lost_answers_per_mille = {} is out of range: 0..=1000", self.faults.lost_answers_per_mille)
         })?;
-        check(self.policy.backoff.base <= self.policy.backoff.cap, || "policy.backoff.base must not exceed policy.backoff.cap".into())?;
+        check(self.policy.backoff.base <= self.policy.backoff.cap, || {
+            "policy.backoff.base must not exceed policy.backoff.cap".into()
+        })?;
         check(self.time_limit >= Duration::from_secs(1), || "time_limit must be at least 1s".into())?;
         check(self.time_limit <= Duration::from_secs(90 * 24 * 3600), || "time_limit must be at most 90 days".into())?;
+        self.validate_fleet_controls()
+    }
+
+    /// The ranges of the fleet controls: budgets as gRPC and Finagle accept
+    /// them, gates, hosts, the coordinator and deferral.
+    fn validate_fleet_controls(&self) -> Result<(), InvalidScenario> {
+        let f = &self.fleet;
+        match f.budget {
+            Some(BudgetConfig::TokenBucket { max_tokens, token_ratio_milli }) => {
+                check((1..=1000).contains(&max_tokens), || {
+                    format!("fleet.budget.max_tokens = {max_tokens} is out of range: 1..=1000 (gRFC A6)")
+                })?;
+                check(token_ratio_milli >= 1, || "fleet.budget.token_ratio_milli must be at least 1 (0.001)".into())?;
+            }
+            Some(BudgetConfig::Percent { ttl, per_mille, .. }) => {
+                check((Duration::from_secs(1)..=Duration::from_secs(60)).contains(&ttl), || {
+                    format!("fleet.budget.ttl = {ttl:?} is out of range: 1s..=60s (Finagle, tower)")
+                })?;
+                check(per_mille <= 1_000_000, || {
+                    format!("fleet.budget.per_mille = {per_mille} is out of range: 0..=1000000 (0% to 100000%)")
+                })?;
+            }
+            None => {}
+        }
+        if let GateConfig::Aimd(c) = f.gate {
+            c.validate().map_err(|e| InvalidScenario(format!("fleet.gate: {e}")))?;
+        }
+        let per_worker = f.hosts == Hosts::PerWorker;
+        check(!per_worker || f.workers <= 256, || {
+            format!("fleet.workers = {} is out of range for per_worker hosts: 1..=256", f.workers)
+        })?;
+        if let Some(c) = &f.coordinator {
+            check(per_worker, || "fleet.coordinator needs fleet.hosts = \"per_worker\"".into())?;
+            check(f.gate != GateConfig::None, || {
+                "fleet.coordinator runs fleet.gate: set one (e.g. kind = \"aimd\")".into()
+            })?;
+            c.fallback.validate().map_err(|e| InvalidScenario(format!("fleet.coordinator.fallback: {e}")))?;
+            check(c.heartbeat < c.silence, || "fleet.coordinator.heartbeat must be shorter than silence".into())?;
+            check(c.lease >= c.silence, || "fleet.coordinator.lease must be at least silence".into())?;
+        }
+        let limiter_faults = self.faults.schedule.iter().any(|f| matches!(f.fault, Fault::LimiterPartition { .. }));
+        check(!limiter_faults || f.coordinator.is_some(), || {
+            "a limiter_partition fault needs fleet.coordinator".into()
+        })?;
+        if let Some(d) = &f.deferral {
+            check(!per_worker, || "fleet.deferral runs on the shared fleet host: use fleet.hosts = \"shared\"".into())?;
+            check((1..=64).contains(&d.workers), || {
+                format!("fleet.deferral.workers = {} is out of range: 1..=64", d.workers)
+            })?;
+            check(d.max_passes >= 1, || "fleet.deferral.max_passes must be at least 1".into())?;
+        }
         Ok(())
     }
 }
@@ -278,8 +459,50 @@ fn lost_answers(name: &str, keys: bool) -> Scenario {
     s
 }
 
+/// Seed 003's Berlin batch: AI summaries that take 2 s each, the batch
+/// preset (5 retries, 90 s deadline, full jitter 1 s..30 s) and an API that
+/// allows 2.5 summaries a second.
+///
+/// The limiter: a token bucket of 25 requests refilled at 25 per 10 s
+/// (2.5/s, bursts of 25), like the requests-per-minute limits of AI APIs
+/// that refill continuously. Four workers send at most 4 / 2 s = 2/s, under
+/// the limit: they pass. Forty send up to 20/s: the burst is gone in about
+/// two seconds and every worker meets 429s. 160 jobs: at 2.5/s the API
+/// can finish them in about 64 s, inside the 90 s deadline.
+pub fn berlin(name: &str, workers: u32) -> Scenario {
+    let mut s = Scenario { name: name.into(), policy: Policy::batch(), ..Scenario::default() };
+    s.description =
+        format!("seed 003: {workers} workers, 160 two-second AI summaries, 2.5/s token bucket, batch policy (90 s)");
+    s.api.limiter = LimiterConfig { kind: LimiterKind::TokenBucket, writes: 25, reads: 250, window_ms: 10_000 };
+    s.api.processing_ms = 2_000;
+    s.fleet.workers = workers;
+    s.fleet.jobs = 160;
+    s.time_limit = Duration::from_secs(600);
+    s
+}
+
+/// Seed 000's interactive front end over a `queue_full` API, with deferral.
+///
+/// The API runs two jobs at once (3 s each) and answers `queue_full` with a
+/// 30 s Retry-After beyond that. Six interactive workers (10 s budget) take
+/// 24 jobs: most meet `queue_full`, give up at once (advice too long) and
+/// are deferred with their key (202). One background worker (120 s budget)
+/// waits the 30 s out and runs them with the same key.
+pub fn deferral_queue_full() -> Scenario {
+    let mut s = Scenario { name: "deferral-queue-full".into(), policy: Policy::interactive(), ..Scenario::default() };
+    s.description =
+        "seed 000: interactive (10 s) front end defers queue_full (30 s advice) to a background worker (120 s), same key".into();
+    s.api.envelope = Envelope::Sume;
+    s.api.processing_ms = 3_000;
+    s.api.concurrency = Some(crate::sim::api::ConcurrencyConfig { max_in_flight: 2, retry_after_s: 30 });
+    s.fleet.workers = 6;
+    s.fleet.jobs = 24;
+    s.fleet.deferral = Some(DeferralConfig::default());
+    s
+}
+
 /// The names of the named scenarios, in the order `retrysim scenarios` lists them.
-pub const NAMES: [&str; 17] = [
+pub const NAMES: [&str; 25] = [
     "once-429-then-200",
     "always-429-30s-budget-10s",
     "queue-full-30s",
@@ -297,13 +520,23 @@ pub const NAMES: [&str; 17] = [
     "lost-answers-no-key",
     "blinkimg-1s",
     "malformed-advice",
+    "berlin-4-workers",
+    "berlin-40-workers",
+    "berlin-40-workers-admission",
+    "berlin-40-workers-budget",
+    "berlin-40-processes-local-gates",
+    "berlin-40-processes-coordinated",
+    "berlin-40-processes-limiter-partition",
+    "deferral-queue-full",
 ];
 
 /// A named scenario, or `None`.
 pub fn named(name: &str) -> Option<Scenario> {
     let rl = "RATE_LIMITED";
     let s = match name {
-        "once-429-then-200" => scripted(name, "seed 000: one 429 (Retry-After 1), then 201", &[(429, rl, 1)], false, Policy::standard()),
+        "once-429-then-200" => {
+            scripted(name, "seed 000: one 429 (Retry-After 1), then 201", &[(429, rl, 1)], false, Policy::standard())
+        }
         "always-429-30s-budget-10s" => scripted(
             name,
             "seed 000: always 429 queue_full with 30 s advice; a 10 s budget gives up at once, zero sleep",
@@ -318,12 +551,20 @@ pub fn named(name: &str) -> Option<Scenario> {
             false,
             Policy::interactive(),
         ),
-        "two-429-then-success" => {
-            scripted(name, "seed 003: two 429s, then success, under the batch preset", &[(429, rl, 2), (429, rl, 2)], false, Policy::batch())
-        }
-        "five-retries-six-attempts" => {
-            scripted(name, "seed 003: always 429; five retries means six attempts", &[(429, rl, 1)], true, Policy::batch())
-        }
+        "two-429-then-success" => scripted(
+            name,
+            "seed 003: two 429s, then success, under the batch preset",
+            &[(429, rl, 2), (429, rl, 2)],
+            false,
+            Policy::batch(),
+        ),
+        "five-retries-six-attempts" => scripted(
+            name,
+            "seed 003: always 429; five retries means six attempts",
+            &[(429, rl, 1)],
+            true,
+            Policy::batch(),
+        ),
         "deadline-wins" => scripted(
             name,
             "seed 003: always 429 with 20 s advice against a 90 s deadline: the deadline wins",
@@ -333,7 +574,8 @@ pub fn named(name: &str) -> Option<Scenario> {
         ),
         "quota-exceeded" => {
             let mut s = Scenario { name: name.into(), policy: Policy::batch(), ..Scenario::default() };
-            s.description = "seed 002: a monthly quota of 2 credits and 3 jobs: the third stops at QUOTA_EXCEEDED".into();
+            s.description =
+                "seed 002: a monthly quota of 2 credits and 3 jobs: the third stops at QUOTA_EXCEEDED".into();
             s.api.accounts[0].monthly_quota = Some(2);
             s.fleet.jobs = 3;
             s
@@ -348,14 +590,21 @@ pub fn named(name: &str) -> Option<Scenario> {
         }
         "signup-required" => {
             let mut s = Scenario { name: name.into(), policy: Policy::batch(), ..Scenario::default() };
-            s.description = "seed 002: anonymous callers capped at 2 an hour: the third stops at SIGNUP_REQUIRED".into();
+            s.description =
+                "seed 002: anonymous callers capped at 2 an hour: the third stops at SIGNUP_REQUIRED".into();
             s.api.anonymous_cap = Some(2);
             s.fleet.anonymous = true;
             s.fleet.jobs = 3;
             s
         }
         "http-date-advice" => {
-            let mut s = scripted(name, "seed 001: Retry-After as an HTTP-date, 3 s ahead", &[(429, rl, 3)], false, Policy::standard());
+            let mut s = scripted(
+                name,
+                "seed 001: Retry-After as an HTTP-date, 3 s ahead",
+                &[(429, rl, 3)],
+                false,
+                Policy::standard(),
+            );
             s.api.advice = AdviceForm::HeaderDate;
             s
         }
@@ -367,13 +616,20 @@ pub fn named(name: &str) -> Option<Scenario> {
             s
         }
         "malformed-advice" => {
-            let mut s = scripted(name, "seed 001: Retry-After: soon is invalid: fall back to the backoff", &[(429, rl, 2)], false, Policy::standard());
+            let mut s = scripted(
+                name,
+                "seed 001: Retry-After: soon is invalid: fall back to the backoff",
+                &[(429, rl, 2)],
+                false,
+                Policy::standard(),
+            );
             s.api.advice = AdviceForm::Malformed;
             s
         }
         "in-progress-409" => {
             let mut s = Scenario { name: name.into(), policy: Policy::standard(), ..Scenario::default() };
-            s.description = "seed 002: a 3 s job, a 1 s attempt timeout: the retry meets 409 IN_PROGRESS, then the replay".into();
+            s.description =
+                "seed 002: a 3 s job, a 1 s attempt timeout: the retry meets 409 IN_PROGRESS, then the replay".into();
             s.api.processing_ms = 3000;
             s.policy.attempt_timeout = Duration::from_secs(1);
             s
@@ -388,6 +644,55 @@ pub fn named(name: &str) -> Option<Scenario> {
         "lost-answers-with-key" => lost_answers(name, true),
         "lost-answers-no-key" => lost_answers(name, false),
         "blinkimg-1s" => blinkimg_1s(),
+        "berlin-4-workers" => berlin(name, 4),
+        "berlin-40-workers" => berlin(name, 40),
+        "berlin-40-workers-admission" => {
+            let mut s = berlin(name, 40);
+            s.description =
+                "seed 003: the 40-worker batch through one AIMD admission queue (starts at 4 in flight)".into();
+            s.fleet.gate = GateConfig::Aimd(AimdConfig::default());
+            s
+        }
+        "berlin-40-workers-budget" => {
+            let mut s = berlin(name, 40);
+            s.description = "seed 001: the 40-worker batch with a shared gRPC retry budget (10 tokens, 0.1): retries stop, budget exhausted".into();
+            s.fleet.budget = Some(BudgetConfig::TokenBucket { max_tokens: 10, token_ratio_milli: 100 });
+            s
+        }
+        "berlin-40-processes-local-gates" => {
+            let mut s = berlin(name, 40);
+            s.description = "seed 003: 40 workers as separate hosts, each with its own AIMD gate: a local limiter cannot control the fleet".into();
+            s.fleet.hosts = Hosts::PerWorker;
+            s.fleet.gate = GateConfig::Aimd(AimdConfig::default());
+            // 42 hosts: a 10 ms tick keeps the run fast (latencies round up to it).
+            s.net.tick = Duration::from_millis(10);
+            s
+        }
+        "berlin-40-processes-coordinated" => {
+            let mut s = berlin(name, 40);
+            s.description =
+                "seed 003: 40 workers as separate hosts, coordinated by an AIMD limiter service over the network"
+                    .into();
+            s.fleet.hosts = Hosts::PerWorker;
+            s.net.tick = Duration::from_millis(10);
+            s.fleet.gate = GateConfig::Aimd(AimdConfig::default());
+            s.fleet.coordinator =
+                Some(CoordinatorConfig { fallback: AimdConfig::fixed(1, 50), ..CoordinatorConfig::default() });
+            s
+        }
+        "berlin-40-processes-limiter-partition" => {
+            let mut s = named("berlin-40-processes-coordinated").expect("named");
+            s.name = name.into();
+            s.description =
+                "seed 003: the limiter service is partitioned away from 10 s to 40 s: workers fail open to 1 in flight, 1 per 20 s"
+                    .into();
+            s.faults.schedule.push(ScheduledFault {
+                at: Duration::from_secs(10),
+                fault: Fault::LimiterPartition { until: Duration::from_secs(40) },
+            });
+            s
+        }
+        "deferral-queue-full" => deferral_queue_full(),
         _ => return None,
     };
     let _ = Envelope::Blinkimg;
@@ -434,5 +739,44 @@ mod tests {
         assert!(e.contains("fleet.workers") && e.contains("1..=1024"), "{e}");
         let e = Scenario::from_toml("[policy]\ndeadline = \"soon\"\n").unwrap_err().0;
         assert!(e.contains("deadline") && e.contains("90s"), "{e}");
+    }
+
+    #[test]
+    fn fleet_controls_read_from_toml_and_name_their_key() {
+        let s = Scenario::from_toml(
+            r#"
+            [fleet]
+            workers = 3
+            hosts = "per_worker"
+            gate = { kind = "aimd", initial_limit = 2, rate = "cubic" }
+            coordinator = { silence = "3s", fallback = { initial_limit = 1, min_limit = 1, max_limit = 1 } }
+            [[faults.schedule]]
+            at = "1s"
+            fault = { kind = "limiter_partition", until = "2s" }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(s.fleet.hosts, Hosts::PerWorker);
+        assert_eq!(s.fleet.coordinator.unwrap().silence, Duration::from_secs(3));
+        let GateConfig::Aimd(c) = s.fleet.gate else { panic!("{:?}", s.fleet.gate) };
+        assert_eq!((c.initial_limit, c.rate), (2, crate::gate::aimd::RateControl::Cubic));
+
+        let bad = |text: &str| Scenario::from_toml(text).unwrap_err().0;
+        let e = bad("[fleet]\ncoordinator = {}\ngate = { kind = \"aimd\" }\n");
+        assert!(e.contains("per_worker"), "{e}");
+        let e = bad("[fleet]\nhosts = \"per_worker\"\ncoordinator = {}\n");
+        assert!(e.contains("fleet.gate"), "{e}");
+        let e = bad("[fleet]\nbudget = { kind = \"token_bucket\", max_tokens = 2000, token_ratio_milli = 100 }\n");
+        assert!(e.contains("max_tokens") && e.contains("1..=1000"), "{e}");
+        let e = bad("[fleet]\nbudget = { kind = \"percent\", ttl = \"500ms\", min_per_sec = 1, per_mille = 200 }\n");
+        assert!(e.contains("ttl") && e.contains("1s..=60s"), "{e}");
+        let e = bad("[fleet]\ngate = { kind = \"aimd\", initial_limit = 0 }\n");
+        assert!(e.contains("fleet.gate"), "{e}");
+        let e = bad("[[faults.schedule]]\nat = \"1s\"\nfault = { kind = \"limiter_partition\", until = \"2s\" }\n");
+        assert!(e.contains("coordinator"), "{e}");
+        let e = bad("[fleet]\nhosts = \"per_worker\"\ndeferral = {}\n");
+        assert!(e.contains("deferral"), "{e}");
+        // Scenarios without fleet controls keep their TOML as it was.
+        assert!(!named("blinkimg-1s").unwrap().to_toml().contains("hosts"));
     }
 }

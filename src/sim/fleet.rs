@@ -1,0 +1,334 @@
+//! The fleet's hosts: where workers run, which gate and budget they share,
+//! and what the runner measures about them.
+//!
+//! - `hosts = "shared"`: one host ([`FLEET_HOST`]), one task per worker; the
+//!   gate and the budget are single objects shared in memory.
+//! - `hosts = "per_worker"`: one host per worker (`w0`, `w1`, ...), which
+//!   share nothing but the network. Each builds its own budget and its own
+//!   gate, unless `fleet.coordinator` runs the gate on the `limiter` host
+//!   (see [`limiter_service`](crate::sim::limiter_service)).
+//!
+//! The jobs themselves are handed out by the harness (a stand-in for the
+//! batch's job queue, which is not what is under test).
+//!
+//! Everything the checkers need is recorded as facts here, outside the
+//! gates' decisions: the gates' own [`GateFact`]s, the workers' route
+//! switches, and the admission queue's depth as seen from outside the gate.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::client::RetryClient;
+use crate::core::budget::RetryBudget;
+use crate::env::{TokioClock, seeded_rng};
+use crate::gate::aimd::{Aimd, GateFact, GateLog};
+use crate::gate::{Admission, Feedback, Gate};
+use crate::sim::deferral::{self, DeferralQueue};
+use crate::sim::limiter_service::{LIMITER_HOST, RemoteGate, RouteFact, RouteLog, serve_limiter};
+use crate::sim::net::{SimTransport, sim_now};
+use crate::sim::runner::{FLEET_HOST, JobRecord, build_budget, build_gate, epoch, run_job};
+use crate::sim::scenario::{GateConfig, Hosts, Scenario};
+use crate::sim::seed::derive;
+
+/// Wraps a retry budget (see [`Hooks`]).
+pub type WrapBudget = fn(Arc<dyn RetryBudget>) -> Arc<dyn RetryBudget>;
+/// Wraps a gate (see [`Hooks`]).
+pub type WrapGate = fn(Arc<dyn Gate>) -> Arc<dyn Gate>;
+
+/// Test hooks: wrap what the fleet would use, e.g. with a deliberately
+/// leaky gate or budget, to show that a checker catches it (a negative
+/// control). The default wraps nothing.
+#[derive(Clone, Copy, Default)]
+pub struct Hooks {
+    /// Wraps each retry budget the fleet builds.
+    pub budget: Option<WrapBudget>,
+    /// Wraps each gate the fleet builds: the shared one, each worker's
+    /// local one, or (with a coordinator) each worker's remote gate.
+    pub gate: Option<WrapGate>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks").field("budget", &self.budget.is_some()).field("gate", &self.gate.is_some()).finish()
+    }
+}
+
+/// What the fleet's gates did, for checkers and reports.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FleetFacts {
+    /// The fleet gate's facts: the shared one, or the limiter service's.
+    pub gate: Vec<GateFact>,
+    /// Per worker host: its own gate's facts (its local gate, or its
+    /// fallback while the limiter service is unreachable).
+    pub local: BTreeMap<u32, Vec<GateFact>>,
+    /// Per-worker hosts with a coordinator: every switch between the service
+    /// and the fallback.
+    pub routes: Vec<RouteFact>,
+    /// The fleet gate's queue depth, `(when, depth)` at every change.
+    #[serde(skip)]
+    pub depth: Vec<(Duration, u32)>,
+}
+
+/// The names of the hosts the fleet's workers run on.
+pub fn fleet_hosts(s: &Scenario) -> Vec<String> {
+    match s.fleet.hosts {
+        Hosts::Shared => vec![FLEET_HOST.to_owned()],
+        Hosts::PerWorker => (0..s.fleet.workers).map(worker_host).collect(),
+    }
+}
+
+/// Worker `w`'s host name with per-worker hosts.
+pub fn worker_host(w: u32) -> String {
+    format!("w{w}")
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the hosts and the runner share (turmoil runs every host on one thread).
+pub(crate) struct Shared {
+    jobs: Mutex<VecDeque<u32>>,
+    records: Mutex<Vec<JobRecord>>,
+    gate_log: GateLog,
+    local_logs: BTreeMap<u32, GateLog>,
+    routes: RouteLog,
+    depth: Arc<Mutex<Depth>>,
+    deferral: Arc<DeferralQueue>,
+}
+
+impl Shared {
+    pub(crate) fn new(s: &Scenario) -> Shared {
+        let local_logs = match s.fleet.hosts {
+            Hosts::PerWorker => (0..s.fleet.workers).map(|w| (w, GateLog::default())).collect(),
+            Hosts::Shared => BTreeMap::new(),
+        };
+        Shared {
+            jobs: Mutex::new((1..=s.fleet.jobs).collect()),
+            records: Mutex::default(),
+            gate_log: GateLog::default(),
+            local_logs,
+            routes: RouteLog::default(),
+            depth: Arc::default(),
+            deferral: Arc::new(DeferralQueue::new(s.fleet.workers)),
+        }
+    }
+
+    fn next_job(&self) -> Option<u32> {
+        lock(&self.jobs).pop_front()
+    }
+
+    fn push(&self, record: JobRecord) {
+        lock(&self.records).push(record);
+    }
+
+    /// The front-end records, the background records, and the facts.
+    pub(crate) fn take(&self) -> (Vec<JobRecord>, Vec<JobRecord>, FleetFacts) {
+        let records = std::mem::take(&mut *lock(&self.records));
+        let deferred = self.deferral.take_records();
+        let facts = FleetFacts {
+            gate: lock(&self.gate_log).clone(),
+            local: self.local_logs.iter().map(|(&w, log)| (w, lock(log).clone())).collect(),
+            routes: lock(&self.routes).clone(),
+            depth: lock(&self.depth).series.clone(),
+        };
+        (records, deferred, facts)
+    }
+}
+
+/// Builds a gate from the scenario, an AIMD one writing its facts to `log`,
+/// wrapped by the hook if there is one.
+fn gate_for(s: &Scenario, log: &GateLog, hooks: Hooks) -> Option<Arc<dyn Gate>> {
+    let gate: Arc<dyn Gate> = match s.fleet.gate {
+        GateConfig::Aimd(c) => Arc::new(Aimd::new(c).with_log(log.clone())),
+        _ => build_gate(s)?,
+    };
+    Some(match hooks.gate {
+        Some(wrap) => wrap(gate),
+        None => gate,
+    })
+}
+
+fn budget_for(s: &Scenario, hooks: Hooks) -> Option<Arc<dyn RetryBudget>> {
+    let budget = build_budget(s)?;
+    Some(match hooks.budget {
+        Some(wrap) => wrap(budget),
+        None => budget,
+    })
+}
+
+/// Registers the fleet's hosts (and the limiter service's) with the simulation.
+pub(crate) fn spawn(sim: &mut turmoil::Sim<'_>, s: &Scenario, seed: u64, hooks: Hooks, shared: &Arc<Shared>) {
+    match s.fleet.hosts {
+        Hosts::Shared => spawn_shared(sim, s, seed, hooks, shared),
+        Hosts::PerWorker => spawn_per_worker(sim, s, seed, hooks, shared),
+    }
+}
+
+fn spawn_shared(sim: &mut turmoil::Sim<'_>, s: &Scenario, seed: u64, hooks: Hooks, shared: &Arc<Shared>) {
+    let (scenario, shared) = (Arc::new(s.clone()), shared.clone());
+    sim.client(FLEET_HOST, async move {
+        let clock = TokioClock::from_epoch(epoch(&scenario));
+        let mut client = RetryClient::new(clock.clone(), SimTransport, scenario.policy.clone());
+        if let Some(gate) = gate_for(&scenario, &shared.gate_log, hooks) {
+            client = client.with_gate(Arc::new(MeteredGate { inner: gate, depth: shared.depth.clone() }));
+        }
+        if let Some(budget) = budget_for(&scenario, hooks) {
+            client = client.with_budget(budget);
+        }
+        let client = Arc::new(client);
+        let mut tasks = tokio::task::JoinSet::new();
+        for w in 0..scenario.fleet.workers {
+            let (client, scenario, shared) = (client.clone(), scenario.clone(), shared.clone());
+            tasks.spawn(async move {
+                let mut rng = seeded_rng(derive(seed, "worker", w as u64));
+                while let Some(job) = shared.next_job() {
+                    let record = run_job(&client, &scenario, seed, job, w, &mut rng).await;
+                    if scenario.fleet.deferral.is_some() {
+                        shared.deferral.offer(&record, &scenario);
+                    }
+                    shared.push(record);
+                }
+                shared.deferral.front_worker_done();
+            });
+        }
+        if let Some(d) = scenario.fleet.deferral.clone() {
+            let background = Arc::new(RetryClient::new(clock, SimTransport, d.policy.clone()));
+            for i in 0..d.workers {
+                let (client, scenario, queue) = (background.clone(), scenario.clone(), shared.deferral.clone());
+                tasks.spawn(async move { deferral::background_worker(i, &client, &scenario, seed, &queue).await });
+            }
+        }
+        while tasks.join_next().await.is_some() {}
+        Ok(())
+    });
+}
+
+fn spawn_per_worker(sim: &mut turmoil::Sim<'_>, s: &Scenario, seed: u64, hooks: Hooks, shared: &Arc<Shared>) {
+    let scenario = Arc::new(s.clone());
+    if let Some(config) = s.fleet.coordinator {
+        let (scenario, shared) = (scenario.clone(), shared.clone());
+        sim.host(LIMITER_HOST, move || {
+            let (scenario, shared) = (scenario.clone(), shared.clone());
+            async move {
+                // The hook wraps the workers' remote gates, not the service's.
+                let unhooked = Hooks { gate: None, ..hooks };
+                let gate =
+                    gate_for(&scenario, &shared.gate_log, unhooked).expect("validated: a coordinator has a gate");
+                let gate: Arc<dyn Gate> = Arc::new(MeteredGate { inner: gate, depth: shared.depth.clone() });
+                serve_limiter(gate, config).await
+            }
+        });
+    }
+    for w in 0..s.fleet.workers {
+        let (scenario, shared) = (scenario.clone(), shared.clone());
+        sim.client(worker_host(w), async move {
+            let clock = TokioClock::from_epoch(epoch(&scenario));
+            let mut client = RetryClient::new(clock, SimTransport, scenario.policy.clone());
+            let log = shared.local_logs[&w].clone();
+            let gate: Option<Arc<dyn Gate>> = match scenario.fleet.coordinator {
+                Some(c) => {
+                    let fallback = Aimd::new(c.fallback).with_log(log);
+                    let interval = Duration::from_micros(1_000_000_000 / c.fallback.max_rate_milli.max(1) as u64);
+                    let stagger = interval * w / scenario.fleet.workers;
+                    let remote = RemoteGate::start(w, c, fallback, stagger, shared.routes.clone());
+                    let remote: Arc<dyn Gate> = Arc::new(remote);
+                    Some(match hooks.gate {
+                        Some(wrap) => wrap(remote),
+                        None => remote,
+                    })
+                }
+                None => gate_for(&scenario, &log, hooks),
+            };
+            if let Some(gate) = gate {
+                client = client.with_gate(gate);
+            }
+            if let Some(budget) = budget_for(&scenario, hooks) {
+                client = client.with_budget(budget);
+            }
+            let mut rng = seeded_rng(derive(seed, "worker", w as u64));
+            while let Some(job) = shared.next_job() {
+                let record = run_job(&client, &scenario, seed, job, w, &mut rng).await;
+                shared.push(record);
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The admission queue's depth as seen from outside the gate.
+#[derive(Debug, Default)]
+struct Depth {
+    waiting: u32,
+    series: Vec<(Duration, u32)>,
+}
+
+impl Depth {
+    fn change(&mut self, up: bool) {
+        self.waiting = if up { self.waiting + 1 } else { self.waiting.saturating_sub(1) };
+        self.series.push((sim_now(), self.waiting));
+    }
+}
+
+/// Counts the attempts that wait at a gate: an attempt is waiting from the
+/// first time its admission is not granted at once until it is (or gives up).
+struct MeteredGate {
+    inner: Arc<dyn Gate>,
+    depth: Arc<Mutex<Depth>>,
+}
+
+impl Gate for MeteredGate {
+    fn admit(&self) -> Admission<'_> {
+        Box::pin(Metered { inner: self.inner.admit(), depth: &self.depth, waiting: false })
+    }
+
+    fn done(&self, feedback: &Feedback<'_>) {
+        self.inner.done(feedback);
+    }
+
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+}
+
+struct Metered<'a> {
+    inner: Admission<'a>,
+    depth: &'a Mutex<Depth>,
+    waiting: bool,
+}
+
+impl Future for Metered<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match self.inner.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                if std::mem::take(&mut self.waiting) {
+                    lock(self.depth).change(false);
+                }
+                Poll::Ready(())
+            }
+            Poll::Pending => {
+                if !self.waiting {
+                    self.waiting = true;
+                    lock(self.depth).change(true);
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for Metered<'_> {
+    fn drop(&mut self) {
+        if self.waiting {
+            lock(self.depth).change(false);
+        }
+    }
+}

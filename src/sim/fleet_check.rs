@@ -1,0 +1,428 @@
+//! Checkers for the fleet controls. Like `sim::check`, they read only what a
+//! run left behind: the jobs' traces, the server's ledger, and the facts the
+//! gates recorded. The gates and budgets never check themselves.
+//!
+//! | property | from |
+//! |---|---|
+//! | retries stay within the shared budget's allowance | traces (`wait` = a granted retry, `done` = a deposit) |
+//! | admissions leave the gate in FIFO order, never above the window | the gate's facts |
+//! | requests running at the API never exceed the gate's limit | the ledger, against the gate's limit over time |
+//! | partitioned from the limiter, no worker exceeds its fallback limit | the ledger and the route switches |
+//! | a deferred job is charged exactly once, under its one key | the ledger and the traces |
+//! | the interactive path never waits past its budget | the traces |
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::time::Duration;
+
+use crate::core::budget::TokenBucketBudget;
+use crate::gate::aimd::{GateEvent, GateFact};
+use crate::sim::api::Arrival;
+use crate::sim::deferral::deferrable;
+use crate::sim::limiter_service::Route;
+use crate::sim::runner::{JobOutcome, JobRecord, Report};
+use crate::sim::scenario::{BudgetConfig, GateConfig, Hosts};
+use crate::trace::EventKind;
+
+/// One broken fleet property.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetViolation {
+    /// A short name of the property, e.g. `budget-allowance`.
+    pub property: &'static str,
+    pub message: String,
+}
+
+impl fmt::Display for FleetViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.property, self.message)
+    }
+}
+
+fn v(property: &'static str, message: String) -> FleetViolation {
+    FleetViolation { property, message }
+}
+
+/// Every fleet checker that applies to this run's configuration.
+pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
+    let mut out = budget_allowance(r);
+    out.extend(gate_window(r));
+    out.extend(api_within_gate_limit(r));
+    out.extend(fallback_within_local_limit(r));
+    out.extend(deferred_charged_once(r));
+    out
+}
+
+/// The executions that share one budget: the whole fleet on a shared host,
+/// each worker on its own host.
+fn budget_groups(r: &Report) -> BTreeMap<u32, Vec<&JobRecord>> {
+    let mut groups: BTreeMap<u32, Vec<&JobRecord>> = BTreeMap::new();
+    for j in &r.records {
+        let group = if r.scenario_config.fleet.hosts == Hosts::PerWorker { j.worker } else { 0 };
+        groups.entry(group).or_default().push(j);
+    }
+    groups
+}
+
+/// The times (ms) of granted retries (`wait` events) and of deposits (`done` events).
+fn grants_and_deposits(jobs: &[&JobRecord]) -> (Vec<u64>, Vec<u64>) {
+    let (mut grants, mut deposits) = (Vec::new(), Vec::new());
+    for j in jobs {
+        for e in &j.trace.events {
+            match e.kind {
+                EventKind::Wait { .. } => grants.push(e.at_ms),
+                EventKind::Done { .. } => deposits.push(e.at_ms),
+                _ => {}
+            }
+        }
+    }
+    (grants, deposits)
+}
+
+/// Retries never exceed the shared budget's allowance (DESIGN invariant 10),
+/// using the bounds in `core::budget`'s module doc:
+/// - token bucket: `retries × 1000 < max × 1000 / 2 + ratio × successes`;
+/// - percent: in every `ttl`-aligned block, `retries × 1000 ≤ reserve +
+///   per_mille × (successes in this block and the one before)`.
+pub fn budget_allowance(r: &Report) -> Vec<FleetViolation> {
+    let Some(budget) = r.scenario_config.fleet.budget else { return Vec::new() };
+    let mut out = Vec::new();
+    for (group, jobs) in budget_groups(r) {
+        let (grants, deposits) = grants_and_deposits(&jobs);
+        let whose =
+            if r.scenario_config.fleet.hosts == Hosts::PerWorker { format!("w{group}") } else { "the fleet".into() };
+        match budget {
+            BudgetConfig::TokenBucket { max_tokens, token_ratio_milli } => {
+                let allowed = TokenBucketBudget::allowance(max_tokens, token_ratio_milli, deposits.len() as u64);
+                if grants.len() as u64 > allowed {
+                    out.push(v(
+                        "budget-allowance",
+                        format!(
+                            "{whose} retried {} times; a token bucket of {max_tokens} refunding {token_ratio_milli}/1000 per success allows {allowed} for {} successes",
+                            grants.len(),
+                            deposits.len()
+                        ),
+                    ));
+                }
+            }
+            BudgetConfig::Percent { ttl, min_per_sec, per_mille } => {
+                let ttl_ms = (ttl.as_millis() as u64).max(1);
+                let reserve = min_per_sec as u64 * ttl_ms / 1000 * 1000;
+                let mut g: BTreeMap<u64, u64> = BTreeMap::new();
+                let mut d: BTreeMap<u64, u64> = BTreeMap::new();
+                for t in grants {
+                    *g.entry(t / ttl_ms).or_default() += 1;
+                }
+                for t in deposits {
+                    *d.entry(t / ttl_ms).or_default() += 1;
+                }
+                for (&block, &n) in &g {
+                    let earned = d.get(&block).copied().unwrap_or(0)
+                        + block.checked_sub(1).and_then(|b| d.get(&b)).copied().unwrap_or(0);
+                    let allowed = (reserve + per_mille as u64 * earned) / 1000;
+                    if n > allowed {
+                        out.push(v(
+                            "budget-allowance",
+                            format!(
+                                "{whose} retried {n} times in {}..{} ms; {per_mille}/1000 of {earned} successes plus a reserve of {} allows {allowed}",
+                                block * ttl_ms,
+                                (block + 1) * ttl_ms,
+                                reserve / 1000
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn admitted(facts: &[GateFact]) -> impl Iterator<Item = (Duration, u64, u32, u32, Option<u64>)> + '_ {
+    facts.iter().filter_map(|f| match f.event {
+        GateEvent::Admitted { ticket, in_flight, limit, rate_milli } => {
+            Some((f.at, ticket, in_flight, limit, rate_milli))
+        }
+        _ => None,
+    })
+}
+
+/// From the gates' own facts: every admission leaves in ticket (FIFO) order,
+/// and never above the window it was admitted under.
+pub fn gate_window(r: &Report) -> Vec<FleetViolation> {
+    let facts = &r.fleet_facts;
+    let mut out = Vec::new();
+    let logs = std::iter::once(("the fleet gate".to_owned(), &facts.gate))
+        .chain(facts.local.iter().map(|(w, log)| (format!("w{w}'s gate"), log)));
+    for (whose, log) in logs {
+        let mut last_ticket = None;
+        for (at, ticket, in_flight, limit, _) in admitted(log) {
+            if in_flight > limit {
+                out.push(v(
+                    "gate-window",
+                    format!(
+                        "{whose} admitted ticket {ticket} at {} ms with {in_flight} in flight over a limit of {limit}",
+                        at.as_millis()
+                    ),
+                ));
+            }
+            if last_ticket.is_some_and(|t| ticket <= t) {
+                out.push(v(
+                    "gate-fifo",
+                    format!("{whose} admitted ticket {ticket} after ticket {}", last_ticket.unwrap_or(0)),
+                ));
+            }
+            last_ticket = Some(ticket);
+        }
+    }
+    out
+}
+
+/// The gate's limit over time: `(from, limit)` steps, from its facts.
+fn limit_steps(initial: u32, facts: &[GateFact]) -> Vec<(Duration, u32)> {
+    let mut steps = vec![(Duration::ZERO, initial)];
+    for f in facts {
+        let limit = match f.event {
+            GateEvent::Admitted { limit, .. } | GateEvent::Changed { limit, .. } => limit,
+            _ => continue,
+        };
+        if steps.last().is_some_and(|&(_, l)| l != limit) {
+            steps.push((f.at, limit));
+        }
+    }
+    steps
+}
+
+/// The largest limit in force at any time in `[from, to]`.
+fn max_limit_between(steps: &[(Duration, u32)], from: Duration, to: Duration) -> u32 {
+    let at_from = steps.iter().take_while(|(t, _)| *t <= from).last().map_or(0, |s| s.1);
+    steps.iter().filter(|(t, _)| *t > from && *t <= to).map(|s| s.1).fold(at_from, u32::max)
+}
+
+/// Requests running at the API at the instant of each arrival (the arrival included).
+fn running_at_arrivals(arrivals: &[Arrival]) -> Vec<(usize, u32)> {
+    arrivals
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let running = arrivals
+                .iter()
+                .enumerate()
+                .filter(|(j, b)| *j == i || (b.at <= a.at && b.answered_at.is_none_or(|end| end > a.at)))
+                .count();
+            (i, running as u32)
+        })
+        .collect()
+}
+
+/// From the server's ledger, independent of what the gate says about
+/// itself: at every arrival, the requests running at the API are no more
+/// than the gate's limit at some moment in the `slack` before (the last of
+/// them was admitted then, and the gate counted all of them in flight).
+///
+/// Applies to a fleet gate (shared, or the limiter service) when every
+/// attempt went through it: no fallback routes, and no attempt that timed
+/// out on the client while the server still ran it.
+pub fn api_within_gate_limit(r: &Report) -> Vec<FleetViolation> {
+    let s = &r.scenario_config;
+    let GateConfig::Aimd(config) = s.fleet.gate else { return Vec::new() };
+    if s.fleet.hosts == Hosts::PerWorker && s.fleet.coordinator.is_none() {
+        return Vec::new();
+    }
+    if r.fleet_facts.routes.iter().any(|f| f.route == Route::Fallback) {
+        return Vec::new();
+    }
+    let timed_out =
+        r.records.iter().any(|j| j.trace.events.iter().any(|e| matches!(e.kind, EventKind::NoAnswer { .. })));
+    if timed_out {
+        return Vec::new();
+    }
+    // Admission to arrival: at most the grant's trip (coordinated) and the
+    // request's trip, each a latency plus up to two ticks of delivery.
+    let slack = (s.net.max_latency + s.net.tick * 2) * 2;
+    let steps = limit_steps(config.initial_limit, &r.fleet_facts.gate);
+    let mut out = Vec::new();
+    for (i, running) in running_at_arrivals(&r.ledger.arrivals) {
+        let at = r.ledger.arrivals[i].at;
+        let limit = max_limit_between(&steps, at.saturating_sub(slack), at);
+        if running > limit {
+            out.push(v(
+                "api-within-gate-limit",
+                format!(
+                    "{running} requests running at the API at {} ms (arrival {i}), but the gate's limit was at most {limit} in the {} ms before",
+                    at.as_millis(),
+                    slack.as_millis()
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// Per worker, the spans it spent on its fallback: `[from, until)`.
+fn fallback_spans(r: &Report) -> BTreeMap<u32, Vec<(Duration, Duration)>> {
+    let mut spans: BTreeMap<u32, Vec<(Duration, Duration)>> = BTreeMap::new();
+    let mut open: BTreeMap<u32, Duration> = BTreeMap::new();
+    for f in &r.fleet_facts.routes {
+        match f.route {
+            Route::Fallback => {
+                open.entry(f.worker).or_insert(f.at);
+            }
+            Route::Service => {
+                if let Some(from) = open.remove(&f.worker) {
+                    spans.entry(f.worker).or_default().push((from, f.at));
+                }
+            }
+        }
+    }
+    for (w, from) in open {
+        spans.entry(w).or_default().push((from, Duration::MAX));
+    }
+    spans
+}
+
+/// While the limiter service is unreachable, no worker exceeds its local
+/// fallback limit: from the ledger, a worker's requests that arrived while
+/// it was on its fallback are spaced at least one fallback interval apart
+/// (less the network's jitter) and never overlap beyond the fallback's
+/// window; from its fallback gate's facts, the same exactly.
+pub fn fallback_within_local_limit(r: &Report) -> Vec<FleetViolation> {
+    let s = &r.scenario_config;
+    let Some(c) = s.fleet.coordinator else { return Vec::new() };
+    let (window, rate) = (c.fallback.max_limit, c.fallback.max_rate_milli as u64);
+    let interval = Duration::from_micros(1_000_000_000 / rate.max(1));
+    let jitter = s.net.max_latency + s.net.tick * 2;
+    let mut out = Vec::new();
+    for (w, log) in &r.fleet_facts.local {
+        let mut previous: Option<Duration> = None;
+        for (at, ticket, in_flight, _, _) in admitted(log) {
+            if in_flight > window {
+                out.push(v(
+                    "fallback-limit",
+                    format!("w{w}'s fallback admitted ticket {ticket} with {in_flight} in flight over {window}"),
+                ));
+            }
+            if rate > 0 && previous.is_some_and(|p| at < p + interval) {
+                out.push(v(
+                    "fallback-limit",
+                    format!(
+                        "w{w}'s fallback admitted at {} ms, less than {} ms after the previous",
+                        at.as_millis(),
+                        interval.as_millis()
+                    ),
+                ));
+            }
+            previous = Some(at);
+        }
+    }
+    for (w, spans) in fallback_spans(r) {
+        let prefix = format!("w{w} ");
+        let mine: Vec<&Arrival> = r.ledger.arrivals.iter().filter(|a| a.client.starts_with(&prefix)).collect();
+        for (from, until) in spans {
+            let inside: Vec<&Arrival> = mine.iter().copied().filter(|a| a.at >= from && a.at < until).collect();
+            for pair in inside.windows(2) {
+                let (a, b) = (pair[0], pair[1]);
+                if rate > 0 && b.at + jitter < a.at + interval {
+                    out.push(v(
+                        "fallback-limit",
+                        format!(
+                            "w{w} on its fallback: requests arrived at {} and {} ms, closer than its interval of {} ms",
+                            a.at.as_millis(),
+                            b.at.as_millis(),
+                            interval.as_millis()
+                        ),
+                    ));
+                }
+            }
+            for a in &inside {
+                let overlapping =
+                    inside.iter().filter(|b| b.at <= a.at && b.answered_at.is_none_or(|end| end > a.at)).count() as u32;
+                if overlapping > window {
+                    out.push(v(
+                        "fallback-limit",
+                        format!(
+                            "w{w} on its fallback had {overlapping} requests running at {} ms, over {window}",
+                            a.at.as_millis()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// With deferral: every deferred job was run again in the background under
+/// the one key its first attempt carried, every job that ended in success
+/// was charged exactly once, and no job waited on the interactive path
+/// longer than the interactive deadline.
+pub fn deferred_charged_once(r: &Report) -> Vec<FleetViolation> {
+    if r.scenario_config.fleet.deferral.is_none() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let budget = r.scenario_config.policy.deadline.as_millis() as u64;
+    let mut background: BTreeMap<u32, Vec<&JobRecord>> = BTreeMap::new();
+    for d in &r.deferred_records {
+        background.entry(d.job).or_default().push(d);
+    }
+    for j in &r.records {
+        let waited = j.finished_ms - j.started_ms;
+        if waited > budget + 1 {
+            out.push(v(
+                "interactive-budget",
+                format!("job {} waited {waited} ms on the interactive path, budget {budget} ms", j.job),
+            ));
+        }
+        let deferred = matches!(&j.outcome, JobOutcome::GaveUp { reason } if deferrable(reason));
+        let runs = background.get(&j.job).map_or(&[][..], Vec::as_slice);
+        if deferred && runs.is_empty() {
+            out.push(v("deferred-once", format!("job {} was deferred but never run again", j.job)));
+        }
+        let keys: BTreeSet<_> = j.attempt_keys.iter().chain(runs.iter().flat_map(|d| d.attempt_keys.iter())).collect();
+        if keys.len() > 1 {
+            out.push(v("deferred-once", format!("job {}'s attempts carried {} different keys", j.job, keys.len())));
+        }
+        let last = runs.last().map_or(&j.outcome, |d| &d.outcome);
+        if let (JobOutcome::Succeeded { .. }, Some(Some(key))) = (last, j.attempt_keys.first()) {
+            let charges = r.ledger.charges.get(key).copied().unwrap_or(0);
+            if charges != 1 {
+                out.push(v("deferred-once", format!("job {} succeeded and was charged {charges} times", j.job)));
+            }
+        }
+    }
+    for (key, &n) in &r.ledger.charges {
+        if key != crate::sim::api::NO_KEY && n > 1 {
+            out.push(v("deferred-once", format!("key {} was charged {n} times", crate::trace::short_key(key))));
+        }
+    }
+    // Per job, whatever keys it carried: each job creates at most one
+    // charge, so more charges than jobs means a job was charged twice
+    // (e.g. under a second key after a lost answer).
+    if r.ledger.charged > r.jobs {
+        out.push(v(
+            "deferred-once",
+            format!("{} charges for {} jobs: some job was charged twice", r.ledger.charged, r.jobs),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    #[test]
+    fn limit_steps_and_their_maximum() {
+        let facts = vec![
+            GateFact { at: MS(10), event: GateEvent::Changed { limit: 5, rate_milli: None, throttled: false } },
+            GateFact { at: MS(20), event: GateEvent::Changed { limit: 3, rate_milli: None, throttled: true } },
+        ];
+        let steps = limit_steps(4, &facts);
+        assert_eq!(steps, [(MS(0), 4), (MS(10), 5), (MS(20), 3)]);
+        assert_eq!(max_limit_between(&steps, MS(0), MS(9)), 4);
+        assert_eq!(max_limit_between(&steps, MS(15), MS(30)), 5);
+        assert_eq!(max_limit_between(&steps, MS(21), MS(30)), 3);
+    }
+}

@@ -1,0 +1,346 @@
+//! Fleet controls (issue 7): a shared retry budget, admission control, a
+//! limiter service across processes, deferral to a queue. Each property runs
+//! over a fixed set of seeds; each has a negative control that plants a
+//! deliberately leaky gate or budget and shows the checker catching it.
+//! Every failure prints the seed and the command that replays it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use retrysim::core::budget::RetryBudget;
+use retrysim::gate::{Admission, Feedback, Gate};
+use retrysim::sim::check::check_run;
+use retrysim::sim::fleet::Hooks;
+use retrysim::sim::fleet_check::{
+    FleetViolation, api_within_gate_limit, budget_allowance, check_fleet, deferred_charged_once,
+    fallback_within_local_limit, gate_window,
+};
+use retrysim::sim::limiter_service::Route;
+use retrysim::sim::render::{Show, render_run};
+use retrysim::sim::runner::{JobOutcome, Report, run, run_with};
+use retrysim::sim::scenario::{BudgetConfig, Scenario, named};
+use retrysim::trace::EventKind;
+
+fn scenario(name: &str) -> Scenario {
+    named(name).unwrap_or_else(|| panic!("{name} is a named scenario"))
+}
+
+fn replay(r: &Report) -> String {
+    format!("replay: retrysim run --scenario {} --seed {}", r.scenario, r.seed)
+}
+
+fn run_hooked(s: &Scenario, seed: u64, hooks: Hooks) -> Report {
+    run_with(s, seed, hooks).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn run_named(name: &str, seed: u64) -> Report {
+    run(&scenario(name), seed).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Fails with the seed and the replay command when a checker found something.
+fn assert_clean(r: &Report, found: Vec<FleetViolation>) {
+    if !found.is_empty() {
+        let lines: Vec<String> = found.iter().take(10).map(|v| format!("  {v}")).collect();
+        panic!("{} seed {}: {} violations\n{}\n{}", r.scenario, r.seed, found.len(), lines.join("\n"), replay(r));
+    }
+    let invariants = check_run(r);
+    assert!(invariants.is_empty(), "{} seed {}: {invariants:?}\n{}", r.scenario, r.seed, replay(r));
+}
+
+// ---- Seed 003: the Berlin batch -------------------------------------------
+
+#[test]
+fn berlin_four_workers_pass_and_forty_trigger_429s() {
+    for seed in [1, 2, 3] {
+        let four = run_named("berlin-4-workers", seed);
+        assert_eq!((four.limited, four.succeeded), (0, four.jobs), "{}", replay(&four));
+        let forty = run_named("berlin-40-workers", seed);
+        assert!(
+            forty.first_attempt_429_rate > 0.3,
+            "{}: {:.3}\n{}",
+            seed,
+            forty.first_attempt_429_rate,
+            replay(&forty)
+        );
+        assert!(forty.gave_up_total > 0, "forty workers exhaust retries\n{}", replay(&forty));
+        assert_clean(&four, check_fleet(&four));
+        assert_clean(&forty, check_fleet(&forty));
+    }
+}
+
+#[test]
+fn admission_control_cuts_429s_and_requests_and_meets_the_deadline() {
+    for seed in [1, 2, 3, 4] {
+        let open = run_named("berlin-40-workers", seed);
+        let gated = run_named("berlin-40-workers-admission", seed);
+        let why = format!("seed {seed}: without {:?}, with {:?}\n{}", figures(&open), figures(&gated), replay(&gated));
+        assert!(gated.first_attempt_429_rate * 4.0 <= open.first_attempt_429_rate, "first-attempt 429s: {why}");
+        assert!(gated.requests * 2 <= open.requests, "total requests: {why}");
+        assert_eq!(gated.succeeded, gated.jobs, "every job finishes: {why}");
+        // The whole batch, queueing included, inside its 90 s deadline.
+        assert!(gated.virtual_ms <= 90_000 && gated.max_latency_ms <= 90_000, "deadline: {why}");
+        assert!(gated.max_queue_depth > 0 && gated.queued_ms > 0, "the queue was used: {why}");
+        assert_clean(&gated, check_fleet(&gated));
+    }
+}
+
+fn figures(r: &Report) -> (f64, u64, u64, u64) {
+    (r.first_attempt_429_rate, r.requests, r.gave_up_total, r.virtual_ms)
+}
+
+#[test]
+fn the_report_and_its_json_carry_seed_003s_metrics() {
+    let r = run_named("berlin-40-workers-admission", 5);
+    let json = serde_json::to_value(&r).unwrap();
+    for key in [
+        "first_attempt_429_rate",
+        "retries",
+        "slept_ms",
+        "gave_up",
+        "max_queue_depth",
+        "queue_depth",
+        "queued_ms",
+        "failure_rate",
+    ] {
+        assert!(json.get(key).is_some(), "{key} missing from the JSON report");
+    }
+    assert_eq!(json["max_queue_depth"], r.max_queue_depth);
+    assert_eq!(r.queue_depth.iter().copied().max().unwrap_or(0) as u64, r.max_queue_depth);
+    let text = r.render_text();
+    assert!(text.contains("max queue depth") && text.contains("failure rate"), "{text}");
+}
+
+// ---- Admission control: the window ------------------------------------------
+
+#[test]
+fn in_flight_never_exceeds_the_gates_limit() {
+    for seed in [1, 2, 3, 4, 5] {
+        let r = run_named("berlin-40-workers-admission", seed);
+        assert_clean(&r, gate_window(&r));
+        assert_clean(&r, api_within_gate_limit(&r));
+        // Not vacuous: the limit moved, and the API saw the window filled.
+        let changes =
+            r.fleet_facts.gate.iter().filter(|f| matches!(f.event, retrysim::gate::aimd::GateEvent::Changed { .. }));
+        assert!(changes.count() > 2, "{}", replay(&r));
+        assert!(r.max_in_flight >= 4, "{}", replay(&r));
+    }
+}
+
+/// Lets every third attempt past the gate it wraps.
+struct LeakyGate {
+    inner: Arc<dyn Gate>,
+    admits: AtomicU64,
+    bypassed: AtomicU64,
+}
+
+impl Gate for LeakyGate {
+    fn admit(&self) -> Admission<'_> {
+        if self.admits.fetch_add(1, Ordering::Relaxed) % 3 == 2 {
+            self.bypassed.fetch_add(1, Ordering::Relaxed);
+            return Box::pin(async {});
+        }
+        self.inner.admit()
+    }
+
+    fn done(&self, feedback: &Feedback<'_>) {
+        let took = self.bypassed.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok();
+        if !took {
+            self.inner.done(feedback);
+        }
+    }
+
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+}
+
+fn leak_gate(inner: Arc<dyn Gate>) -> Arc<dyn Gate> {
+    Arc::new(LeakyGate { inner, admits: AtomicU64::new(0), bypassed: AtomicU64::new(0) })
+}
+
+#[test]
+fn negative_control_a_leaky_gate_is_caught_by_the_ledger() {
+    let s = scenario("berlin-40-workers-admission");
+    let r = run_hooked(&s, 1, Hooks { gate: Some(leak_gate), ..Hooks::default() });
+    let found = api_within_gate_limit(&r);
+    assert!(!found.is_empty(), "a gate that lets every third attempt past must be caught\n{}", replay(&r));
+    // The gate's own facts cannot see what went around it: only the ledger can.
+    assert!(gate_window(&r).is_empty());
+}
+
+// ---- The shared retry budget ------------------------------------------------
+
+fn gave_up_on_budget(r: &Report) -> usize {
+    r.records
+        .iter()
+        .filter(|j| matches!(&j.outcome, JobOutcome::GaveUp { reason } if reason == "budget_exhausted"))
+        .filter(|j| {
+            j.trace
+                .events
+                .iter()
+                .any(|e| matches!(&e.kind, EventKind::GaveUp { reason: retrysim::GiveUpReason::BudgetExhausted, .. }))
+        })
+        .count()
+}
+
+fn percent_budget(name: &str) -> Scenario {
+    let mut s = scenario(name);
+    s.name = name.into();
+    s.fleet.budget = Some(BudgetConfig::Percent { ttl: Duration::from_secs(10), min_per_sec: 1, per_mille: 333 });
+    s
+}
+
+#[test]
+fn retries_stay_within_the_shared_budget_and_stop_with_budget_exhausted() {
+    for seed in [1, 2, 3, 4, 5] {
+        let r = run_named("berlin-40-workers-budget", seed);
+        assert_clean(&r, budget_allowance(&r));
+        assert!(gave_up_on_budget(&r) > 0, "the budget ran out end to end\n{}", replay(&r));
+        assert_eq!(r.gave_up.get("budget_exhausted").copied().unwrap_or(0) as usize, gave_up_on_budget(&r));
+        let open = run_named("berlin-40-workers", seed);
+        assert!(
+            r.retries * 4 < open.retries,
+            "the budget cut retries: {} vs {}\n{}",
+            r.retries,
+            open.retries,
+            replay(&r)
+        );
+    }
+    // The Finagle/tower budget, at a fractional 33.3% (per_mille, not 1/x).
+    for seed in [1, 2, 3] {
+        let s = percent_budget("berlin-40-workers-budget");
+        let r = run(&s, seed).unwrap();
+        assert_clean(&r, budget_allowance(&r));
+        assert!(r.gave_up.contains_key("budget_exhausted"), "{:?}\n{}", r.gave_up, replay(&r));
+    }
+}
+
+/// Spends nothing: every retry is allowed, whatever the budget says.
+struct LeakyBudget(Arc<dyn RetryBudget>);
+
+impl RetryBudget for LeakyBudget {
+    fn deposit(&self, now: Duration) {
+        self.0.deposit(now);
+    }
+    fn withdraw(&self, now: Duration) -> bool {
+        let _ = self.0.withdraw(now);
+        true
+    }
+}
+
+fn leak_budget(inner: Arc<dyn RetryBudget>) -> Arc<dyn RetryBudget> {
+    Arc::new(LeakyBudget(inner))
+}
+
+#[test]
+fn negative_control_a_leaky_budget_is_caught() {
+    let hooks = Hooks { budget: Some(leak_budget), ..Hooks::default() };
+    let r = run_hooked(&scenario("berlin-40-workers-budget"), 1, hooks);
+    assert!(!budget_allowance(&r).is_empty(), "a budget that never refuses must be caught\n{}", replay(&r));
+    assert!(!r.gave_up.contains_key("budget_exhausted"));
+    let r = run_hooked(&percent_budget("berlin-40-workers-budget"), 1, hooks);
+    assert!(!budget_allowance(&r).is_empty(), "the percent bound catches it too\n{}", replay(&r));
+}
+
+// ---- Across processes -------------------------------------------------------
+
+#[test]
+fn a_limiter_service_coordinates_separate_processes_and_local_gates_do_not() {
+    let local = run_named("berlin-40-processes-local-gates", 1);
+    let coordinated = run_named("berlin-40-processes-coordinated", 1);
+    assert_clean(&coordinated, check_fleet(&coordinated));
+    assert_eq!(coordinated.succeeded, coordinated.jobs, "{}", replay(&coordinated));
+    assert!(coordinated.virtual_ms <= 90_000, "{}", replay(&coordinated));
+    assert!(
+        coordinated.first_attempt_429_rate * 4.0 <= local.first_attempt_429_rate,
+        "coordinated {:.3} vs local gates {:.3}\n{}",
+        coordinated.first_attempt_429_rate,
+        local.first_attempt_429_rate,
+        replay(&coordinated)
+    );
+    assert!(coordinated.requests * 2 <= local.requests, "{} vs {}", coordinated.requests, local.requests);
+    assert!(coordinated.fleet_facts.routes.iter().all(|f| f.route == Route::Service), "no fallback without a fault");
+}
+
+#[test]
+fn partitioned_from_the_limiter_workers_stay_within_their_fallback_limits() {
+    for seed in [1, 2] {
+        let r = run_named("berlin-40-processes-limiter-partition", seed);
+        let fell_back: std::collections::BTreeSet<u32> =
+            r.fleet_facts.routes.iter().filter(|f| f.route == Route::Fallback).map(|f| f.worker).collect();
+        assert!(fell_back.len() >= 20, "the partition was felt: {} workers fell back\n{}", fell_back.len(), replay(&r));
+        let back = r.fleet_facts.routes.iter().filter(|f| f.route == Route::Service && f.at > Duration::from_secs(40));
+        assert!(back.count() > 0, "workers return to the service once it heals\n{}", replay(&r));
+        let admitted_locally: usize = r
+            .fleet_facts
+            .local
+            .values()
+            .map(|log| {
+                log.iter().filter(|f| matches!(f.event, retrysim::gate::aimd::GateEvent::Admitted { .. })).count()
+            })
+            .sum();
+        assert!(admitted_locally > 0, "{}", replay(&r));
+        assert_clean(&r, fallback_within_local_limit(&r));
+        assert_clean(&r, gate_window(&r));
+        assert_eq!(r.succeeded, r.jobs, "fail open: the batch still completes\n{}", replay(&r));
+    }
+}
+
+#[test]
+fn negative_control_a_worker_that_ignores_its_fallback_limit_is_caught() {
+    let r = run_hooked(
+        &scenario("berlin-40-processes-limiter-partition"),
+        1,
+        Hooks { gate: Some(leak_gate), ..Hooks::default() },
+    );
+    assert!(!fallback_within_local_limit(&r).is_empty(), "every third attempt bypasses the fallback\n{}", replay(&r));
+}
+
+#[test]
+fn separate_processes_replay_byte_for_byte() {
+    let s = scenario("berlin-40-processes-limiter-partition");
+    let (a, b) = (run(&s, 3).unwrap(), run(&s, 3).unwrap());
+    let render = |r: &Report| render_run(r, Show::FirstJobs(usize::MAX));
+    assert!(render(&a) == render(&b), "two runs differ\n{}", replay(&a));
+    assert_eq!(serde_json::to_string(&a.ledger).unwrap(), serde_json::to_string(&b.ledger).unwrap());
+    assert_eq!(a.fleet_facts.routes, b.fleet_facts.routes);
+}
+
+// ---- Seed 000: deferral -----------------------------------------------------
+
+#[test]
+fn deferral_completes_every_job_once_without_waiting_on_the_interactive_path() {
+    for seed in [1, 2, 3, 4] {
+        let r = run_named("deferral-queue-full", seed);
+        assert_clean(&r, deferred_charged_once(&r));
+        assert!(r.deferred > 0, "queue_full deferred some jobs\n{}", replay(&r));
+        assert_eq!(r.completed_after_deferral, r.deferred, "{}", replay(&r));
+        assert_eq!((r.succeeded, r.charged), (r.jobs, r.jobs), "one charge per job\n{}", replay(&r));
+        assert!(r.max_latency_ms <= 10_000, "interactive latency {} ms\n{}", r.max_latency_ms, replay(&r));
+        for d in &r.deferred_records {
+            let first = d.trace.events.iter().find(|e| matches!(e.kind, EventKind::Attempt { .. }));
+            let front = &r.records[d.job as usize - 1];
+            assert!(
+                first.is_some_and(|e| e.at_ms >= front.finished_ms + 30_000),
+                "job {}: the background run waits the 30 s advice out\n{}",
+                d.job,
+                replay(&r)
+            );
+        }
+    }
+}
+
+#[test]
+fn negative_control_a_background_worker_with_a_fresh_key_is_caught() {
+    let mut s = scenario("deferral-queue-full");
+    // The background run forgets the key it was given.
+    let deferral = s.fleet.deferral.as_mut().unwrap();
+    deferral.policy.sabotage.fresh_key_each_attempt = true;
+    s.faults.lost_answers_per_mille = 300;
+    let double_charged = (1..=4).any(|seed| {
+        let found = deferred_charged_once(&run(&s, seed).unwrap());
+        found.iter().any(|v| v.message.contains("charged twice"))
+    });
+    assert!(double_charged, "fresh keys after lost answers charge a job twice, and the checker sees it");
+}
