@@ -114,7 +114,14 @@ enum Sent {
 impl<C: Clock, T: Transport> RetryClient<C, T> {
     /// A client with the default classification table and no shared budget.
     pub fn new(clock: C, transport: T, policy: Policy) -> Self {
-        RetryClient { clock, transport, policy, classifier: Arc::new(DefaultTable::default()), budget: None, gate: None }
+        RetryClient {
+            clock,
+            transport,
+            policy,
+            classifier: Arc::new(DefaultTable::default()),
+            budget: None,
+            gate: None,
+        }
     }
 
     /// Replaces the classification table.
@@ -264,10 +271,10 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
                     return Err(self.error(reason, attempts, waited, deadline.elapsed(now), None, None, key));
                 }
                 Sent::Answer(res) => {
-                    let envelope =
-                        if res.status().is_success() { None } else { ErrorEnvelope::parse(res.body()) };
+                    let envelope = if res.status().is_success() { None } else { ErrorEnvelope::parse(res.body()) };
                     let code = envelope.as_ref().and_then(|e| e.code.clone());
-                    let class = self.classifier.classify(Outcome::Answer { status: res.status(), code: code.as_deref() });
+                    let class =
+                        self.classifier.classify(Outcome::Answer { status: res.status(), code: code.as_deref() });
                     let advice = if class == Class::Success {
                         Advice::none()
                     } else {
@@ -289,7 +296,10 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
                         if let Some(b) = &self.budget {
                             b.deposit(now);
                         }
-                        trace.push(now, EventKind::Done { status: res.status().as_u16(), attempts, waited_ms: ms(waited) });
+                        trace.push(
+                            now,
+                            EventKind::Done { status: res.status().as_u16(), attempts, waited_ms: ms(waited) },
+                        );
                         return Ok(res);
                     }
                     let (parts, body) = res.into_parts();

@@ -130,7 +130,12 @@ impl PercentBudget {
     pub fn new(ttl: Duration, min_per_sec: u32, per_mille: u32) -> Self {
         let slot = (ttl / 10).max(Duration::from_millis(1));
         let reserve = (min_per_sec as u128 * ttl.as_millis() / 1000) as i64 * 1000;
-        PercentBudget { slot, per_mille: per_mille as u64, reserve, state: Mutex::new(Slots { units: [0; 10], current: 0 }) }
+        PercentBudget {
+            slot,
+            per_mille: per_mille as u64,
+            reserve,
+            state: Mutex::new(Slots { units: [0; 10], current: 0 }),
+        }
     }
 
     fn advance(&self, s: &mut Slots, now: Duration) {

@@ -15,14 +15,14 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{NoIdempotencyKey, RetryClient};
+use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
 use crate::core::classify::Operation;
 use crate::env::{Rng, TokioClock, seeded_rng};
-use crate::sim::api::{Api, Ledger};
-use crate::sim::net::{API_HOST, Fault, Server, ServerFaults, SimTransport, serve};
-use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
 use crate::gate::Gate;
 use crate::gate::aimd::Aimd;
 use crate::gate::pacing::Pacing;
+use crate::sim::api::{Api, Ledger};
+use crate::sim::net::{API_HOST, Fault, Server, ServerFaults, SimTransport, serve};
 use crate::sim::oracle::IdealGate;
 use crate::sim::scenario::{BudgetConfig, GateConfig, Scenario};
 use crate::sim::seed::derive;
@@ -223,7 +223,8 @@ pub fn run(s: &Scenario, seed: u64) -> Result<Report, RunError> {
             let scenario = Arc::new(scenario);
             let mut tasks = tokio::task::JoinSet::new();
             for w in 0..scenario.fleet.workers {
-                let (client, scenario, queue, records) = (client.clone(), scenario.clone(), queue.clone(), records.clone());
+                let (client, scenario, queue, records) =
+                    (client.clone(), scenario.clone(), queue.clone(), records.clone());
                 tasks.spawn(async move {
                     let mut rng = seeded_rng(derive(seed, "worker", w as u64));
                     loop {
@@ -322,7 +323,8 @@ async fn run_job(
     let mut trace = Trace::new(format!("w{worker} job-{job}"));
     let started = client.clock().now();
     let mut attempt_keys = Vec::new();
-    let result = client.execute_recording_keys(req, rng, &CancellationToken::new(), &mut trace, &mut attempt_keys).await;
+    let result =
+        client.execute_recording_keys(req, rng, &CancellationToken::new(), &mut trace, &mut attempt_keys).await;
     let finished = client.clock().now();
     let (outcome, attempts, waited, key) = match result {
         Ok(res) => {

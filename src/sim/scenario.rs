@@ -134,7 +134,11 @@ pub struct NetConfig {
 
 impl Default for NetConfig {
     fn default() -> Self {
-        NetConfig { min_latency: Duration::from_millis(1), max_latency: Duration::from_millis(3), tick: Duration::from_millis(1) }
+        NetConfig {
+            min_latency: Duration::from_millis(1),
+            max_latency: Duration::from_millis(3),
+            tick: Duration::from_millis(1),
+        }
     }
 }
 
@@ -198,18 +202,23 @@ impl Scenario {
         let f = &self.fleet;
         check((1..=1024).contains(&f.workers), || format!("fleet.workers = {} is out of range: 1..=1024", f.workers))?;
         check((1..=100_000).contains(&f.jobs), || format!("fleet.jobs = {} is out of range: 1..=100000", f.jobs))?;
-        check(f.mix.keyed + f.mix.unsafe_post + f.mix.safe > 0, || "fleet.mix: at least one weight must be above 0".into())?;
-        check(matches!(f.op.as_str(), "compress" | "convert"), || format!("fleet.op = {:?}: use \"compress\" or \"convert\"", f.op))?;
+        check(f.mix.keyed + f.mix.unsafe_post + f.mix.safe > 0, || {
+            "fleet.mix: at least one weight must be above 0".into()
+        })?;
+        check(matches!(f.op.as_str(), "compress" | "convert"), || {
+            format!("fleet.op = {:?}: use \"compress\" or \"convert\"", f.op)
+        })?;
         let n = &self.net;
         check(n.min_latency <= n.max_latency, || "net.min_latency must not exceed net.max_latency".into())?;
-        check(
-            (Duration::from_micros(100)..=Duration::from_secs(1)).contains(&n.tick),
-            || format!("net.tick = {:?} is out of range: 100us..=1s", n.tick),
-        )?;
+        check((Duration::from_micros(100)..=Duration::from_secs(1)).contains(&n.tick), || {
+            format!("net.tick = {:?} is out of range: 100us..=1s", n.tick)
+        })?;
         check(self.faults.lost_answers_per_mille <= 1000, || {
             format!("faults.lost_answers_per_mille = {} is out of range: 0..=1000", self.faults.lost_answers_per_mille)
         })?;
-        check(self.policy.backoff.base <= self.policy.backoff.cap, || "policy.backoff.base must not exceed policy.backoff.cap".into())?;
+        check(self.policy.backoff.base <= self.policy.backoff.cap, || {
+            "policy.backoff.base must not exceed policy.backoff.cap".into()
+        })?;
         check(self.time_limit >= Duration::from_secs(1), || "time_limit must be at least 1s".into())?;
         check(self.time_limit <= Duration::from_secs(90 * 24 * 3600), || "time_limit must be at most 90 days".into())?;
         Ok(())
@@ -303,7 +312,9 @@ pub const NAMES: [&str; 17] = [
 pub fn named(name: &str) -> Option<Scenario> {
     let rl = "RATE_LIMITED";
     let s = match name {
-        "once-429-then-200" => scripted(name, "seed 000: one 429 (Retry-After 1), then 201", &[(429, rl, 1)], false, Policy::standard()),
+        "once-429-then-200" => {
+            scripted(name, "seed 000: one 429 (Retry-After 1), then 201", &[(429, rl, 1)], false, Policy::standard())
+        }
         "always-429-30s-budget-10s" => scripted(
             name,
             "seed 000: always 429 queue_full with 30 s advice; a 10 s budget gives up at once, zero sleep",
@@ -318,12 +329,20 @@ pub fn named(name: &str) -> Option<Scenario> {
             false,
             Policy::interactive(),
         ),
-        "two-429-then-success" => {
-            scripted(name, "seed 003: two 429s, then success, under the batch preset", &[(429, rl, 2), (429, rl, 2)], false, Policy::batch())
-        }
-        "five-retries-six-attempts" => {
-            scripted(name, "seed 003: always 429; five retries means six attempts", &[(429, rl, 1)], true, Policy::batch())
-        }
+        "two-429-then-success" => scripted(
+            name,
+            "seed 003: two 429s, then success, under the batch preset",
+            &[(429, rl, 2), (429, rl, 2)],
+            false,
+            Policy::batch(),
+        ),
+        "five-retries-six-attempts" => scripted(
+            name,
+            "seed 003: always 429; five retries means six attempts",
+            &[(429, rl, 1)],
+            true,
+            Policy::batch(),
+        ),
         "deadline-wins" => scripted(
             name,
             "seed 003: always 429 with 20 s advice against a 90 s deadline: the deadline wins",
@@ -333,7 +352,8 @@ pub fn named(name: &str) -> Option<Scenario> {
         ),
         "quota-exceeded" => {
             let mut s = Scenario { name: name.into(), policy: Policy::batch(), ..Scenario::default() };
-            s.description = "seed 002: a monthly quota of 2 credits and 3 jobs: the third stops at QUOTA_EXCEEDED".into();
+            s.description =
+                "seed 002: a monthly quota of 2 credits and 3 jobs: the third stops at QUOTA_EXCEEDED".into();
             s.api.accounts[0].monthly_quota = Some(2);
             s.fleet.jobs = 3;
             s
@@ -348,14 +368,21 @@ pub fn named(name: &str) -> Option<Scenario> {
         }
         "signup-required" => {
             let mut s = Scenario { name: name.into(), policy: Policy::batch(), ..Scenario::default() };
-            s.description = "seed 002: anonymous callers capped at 2 an hour: the third stops at SIGNUP_REQUIRED".into();
+            s.description =
+                "seed 002: anonymous callers capped at 2 an hour: the third stops at SIGNUP_REQUIRED".into();
             s.api.anonymous_cap = Some(2);
             s.fleet.anonymous = true;
             s.fleet.jobs = 3;
             s
         }
         "http-date-advice" => {
-            let mut s = scripted(name, "seed 001: Retry-After as an HTTP-date, 3 s ahead", &[(429, rl, 3)], false, Policy::standard());
+            let mut s = scripted(
+                name,
+                "seed 001: Retry-After as an HTTP-date, 3 s ahead",
+                &[(429, rl, 3)],
+                false,
+                Policy::standard(),
+            );
             s.api.advice = AdviceForm::HeaderDate;
             s
         }
@@ -367,13 +394,20 @@ pub fn named(name: &str) -> Option<Scenario> {
             s
         }
         "malformed-advice" => {
-            let mut s = scripted(name, "seed 001: Retry-After: soon is invalid: fall back to the backoff", &[(429, rl, 2)], false, Policy::standard());
+            let mut s = scripted(
+                name,
+                "seed 001: Retry-After: soon is invalid: fall back to the backoff",
+                &[(429, rl, 2)],
+                false,
+                Policy::standard(),
+            );
             s.api.advice = AdviceForm::Malformed;
             s
         }
         "in-progress-409" => {
             let mut s = Scenario { name: name.into(), policy: Policy::standard(), ..Scenario::default() };
-            s.description = "seed 002: a 3 s job, a 1 s attempt timeout: the retry meets 409 IN_PROGRESS, then the replay".into();
+            s.description =
+                "seed 002: a 3 s job, a 1 s attempt timeout: the retry meets 409 IN_PROGRESS, then the replay".into();
             s.api.processing_ms = 3000;
             s.policy.attempt_timeout = Duration::from_secs(1);
             s

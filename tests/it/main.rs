@@ -1,2 +1,5 @@
 //! Integration tests, compiled as one binary (faster to build and link).
+mod cli;
 mod driver;
+mod scenarios;
+mod snapshots;
