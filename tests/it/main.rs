@@ -1,2 +1,3 @@
 //! Integration tests, compiled as one binary (faster to build and link).
+mod compare;
 mod driver;
