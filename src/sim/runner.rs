@@ -195,6 +195,9 @@ pub fn run(s: &Scenario, seed: u64) -> Result<Report, RunError> {
         .min_message_latency(s.net.min_latency)
         .max_message_latency(s.net.max_latency)
         .simulation_duration(s.time_limit)
+        // turmoil panics when more connections wait to be accepted than its
+        // socket capacity (64): every worker may be connecting at once.
+        .tcp_capacity((s.fleet.workers as usize).saturating_mul(2).max(64))
         .build();
 
     let server = Arc::new(Server {

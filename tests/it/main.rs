@@ -1,5 +1,6 @@
 //! Integration tests, compiled as one binary (faster to build and link).
 mod cli;
+mod compare;
 mod driver;
 mod scenarios;
 mod snapshots;
