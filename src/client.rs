@@ -114,7 +114,14 @@ enum Sent {
 impl<C: Clock, T: Transport> RetryClient<C, T> {
     /// A client with the default classification table and no shared budget.
     pub fn new(clock: C, transport: T, policy: Policy) -> Self {
-        RetryClient { clock, transport, policy, classifier: Arc::new(DefaultTable::default()), budget: None, gate: None }
+        RetryClient {
+            clock,
+            transport,
+            policy,
+            classifier: Arc::new(DefaultTable::default()),
+            budget: None,
+            gate: None,
+        }
     }
 
     /// Replaces the classification table.
@@ -243,36 +250,36 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
                 }),
             };
             let now = self.clock.now();
+            // Classify once: the gate, the trace and the decision all read it.
+            let (class, envelope) = match &sent {
+                Sent::Answer(res) => {
+                    let envelope = if res.status().is_success() { None } else { ErrorEnvelope::parse(res.body()) };
+                    let code = envelope.as_ref().and_then(|e| e.code.as_deref());
+                    (self.classifier.classify(Outcome::Answer { status: res.status(), code }), envelope)
+                }
+                Sent::Failed(e) => (self.classifier.classify(Outcome::Transport(e.failure)), None),
+                Sent::Cancelled => (Class::Transient, None),
+            };
             if let Some(gate) = &self.gate {
-                let (status, class, headers) = match &sent {
-                    Sent::Answer(res) => {
-                        let code = if res.status().is_success() { None } else { ErrorEnvelope::parse(res.body()) };
-                        let code = code.and_then(|e| e.code);
-                        let class =
-                            self.classifier.classify(Outcome::Answer { status: res.status(), code: code.as_deref() });
-                        (Some(res.status().as_u16()), class, Some(res.headers()))
-                    }
-                    Sent::Failed(e) => (None, self.classifier.classify(Outcome::Transport(e.failure)), None),
-                    Sent::Cancelled => (None, Class::Transient, None),
+                let (status, headers) = match &sent {
+                    Sent::Answer(res) => (Some(res.status().as_u16()), Some(res.headers())),
+                    Sent::Failed(_) | Sent::Cancelled => (None, None),
                 };
                 gate.done(&Feedback { now, status, class, headers });
             }
-            let (class, advice, last, failure) = match sent {
+            let (advice, last, failure) = match sent {
                 Sent::Cancelled => {
                     let reason = GiveUpReason::Cancelled;
                     trace.push(now, EventKind::GaveUp { reason: reason.clone(), attempts, waited_ms: ms(waited) });
                     return Err(self.error(reason, attempts, waited, deadline.elapsed(now), None, None, key));
                 }
                 Sent::Answer(res) => {
-                    let envelope =
-                        if res.status().is_success() { None } else { ErrorEnvelope::parse(res.body()) };
-                    let code = envelope.as_ref().and_then(|e| e.code.clone());
-                    let class = self.classifier.classify(Outcome::Answer { status: res.status(), code: code.as_deref() });
                     let advice = if class == Class::Success {
                         Advice::none()
                     } else {
                         read_advice(res.headers(), envelope.as_ref(), self.clock.wall())
                     };
+                    let code = envelope.and_then(|e| e.code);
                     let replayed = res.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
                     trace.push(
                         now,
@@ -289,16 +296,18 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
                         if let Some(b) = &self.budget {
                             b.deposit(now);
                         }
-                        trace.push(now, EventKind::Done { status: res.status().as_u16(), attempts, waited_ms: ms(waited) });
+                        trace.push(
+                            now,
+                            EventKind::Done { status: res.status().as_u16(), attempts, waited_ms: ms(waited) },
+                        );
                         return Ok(res);
                     }
                     let (parts, body) = res.into_parts();
-                    (class, advice, Some(LastAnswer { status: parts.status, code, headers: parts.headers, body }), None)
+                    (advice, Some(LastAnswer { status: parts.status, code, headers: parts.headers, body }), None)
                 }
                 Sent::Failed(e) => {
-                    let class = self.classifier.classify(Outcome::Transport(e.failure));
                     trace.push(now, EventKind::NoAnswer { n: attempts, failure: e.failure, class });
-                    (class, Advice::none(), None, Some(e))
+                    (Advice::none(), None, Some(e))
                 }
             };
             if class == Class::Unclear {

@@ -150,11 +150,7 @@ where
         .await
         .map_err(|e| maybe_arrived(format!("connection failed after sending: {e}")))?;
     let (parts, body) = res.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map_err(|e| maybe_arrived(format!("answer cut off: {e}")))?
-        .to_bytes();
+    let body = body.collect().await.map_err(|e| maybe_arrived(format!("answer cut off: {e}")))?.to_bytes();
     Ok(Response::from_parts(parts, body))
 }
 
@@ -166,11 +162,8 @@ pub struct HyperTransport;
 
 impl Transport for HyperTransport {
     async fn send(&self, req: Request<Bytes>) -> Result<Response<Bytes>, TransportError> {
-        let authority = req
-            .uri()
-            .authority()
-            .ok_or_else(|| not_sent(format!("the URI {} has no host", req.uri())))?
-            .clone();
+        let authority =
+            req.uri().authority().ok_or_else(|| not_sent(format!("the URI {} has no host", req.uri())))?.clone();
         let port = authority.port_u16().unwrap_or(80);
         let stream = tokio::net::TcpStream::connect((authority.host(), port))
             .await

@@ -45,10 +45,7 @@ pub enum EventKind {
     /// No answer came back.
     NoAnswer { n: u32, failure: TransportFailure, class: Class },
     /// The driver sleeps before the next attempt.
-    Wait {
-        ms: u64,
-        why: WaitWhy,
-    },
+    Wait { ms: u64, why: WaitWhy },
     /// A success.
     Done { status: u16, attempts: u32, waited_ms: u64 },
     /// The driver stopped without success.
@@ -229,7 +226,13 @@ mod tests {
         let mut t = Trace::new("w0 job-1");
         t.push(
             Duration::ZERO,
-            EventKind::Attempt { n: 1, method: "POST".into(), path: "/v1/jobs".into(), key: Some("k:3f2a11".into()), timeout_ms: 30_000 },
+            EventKind::Attempt {
+                n: 1,
+                method: "POST".into(),
+                path: "/v1/jobs".into(),
+                key: Some("k:3f2a11".into()),
+                timeout_ms: 30_000,
+            },
         );
         let why = WaitWhy {
             basis: WaitBasis::Advice(AdviceSource::HeaderSeconds),

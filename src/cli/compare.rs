@@ -1,13 +1,69 @@
-//! STUB (owned by the comparison work): `retrysim compare`.
-use clap::Args;
+//! `retrysim compare`: every policy row of a preset on several seeds, side by side.
+
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+use retrysim::sim::compare::{self, DEFAULT_SEEDS};
+use retrysim::sim::scenario::GateConfig;
 
 use super::{Outcome, UserError};
 
+/// How `compare` prints its result.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum CompareFormat {
+    /// Aligned columns for a terminal: medians, and the ranges beneath.
+    Table,
+    /// `{"preset", "seeds", "rows": [{"policy", "<figure>": {"median", "min", "max"}}]}`.
+    Json,
+    /// A header line and one line per row.
+    Csv,
+}
+
 /// Arguments of `retrysim compare`.
 #[derive(Debug, Args)]
-pub struct CompareArgs {}
+pub struct CompareArgs {
+    /// The preset: blinkimg-1s (seed 002's table), blinkimg-60s, berlin (seed 003).
+    #[arg(long, default_value = "blinkimg-1s")]
+    preset: String,
+    /// Run seeds 1..=K; each figure is the median over them, with its range.
+    #[arg(long, value_name = "K", default_value_t = DEFAULT_SEEDS, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    seeds: u32,
+    #[arg(long, value_enum, default_value = "table")]
+    format: CompareFormat,
+    /// Run only these rows (comma-separated names; the ideal row is added for the ratios).
+    #[arg(long, value_name = "ROWS", value_delimiter = ',')]
+    rows: Vec<String>,
+    /// Print one row's scenario as TOML (for `retrysim run --config`) instead of comparing.
+    #[arg(long, value_name = "ROW", conflicts_with = "rows")]
+    show: Option<String>,
+    /// Threads to run on (default: the machine's parallelism). The result does not depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    threads: Option<u32>,
+}
+
+fn unknown_row(preset: &compare::Preset, name: &str) -> UserError {
+    UserError(format!("preset {} has no row {name:?}; its rows are: {}", preset.name, preset.row_names().join(", ")))
+}
 
 /// Runs the comparison.
-pub fn run(_args: CompareArgs) -> Outcome {
-    Err(UserError("compare is not built yet".into()))
+pub fn run(args: CompareArgs) -> Outcome {
+    let mut preset = compare::preset(&args.preset).ok_or_else(|| UserError(compare::unknown(&args.preset)))?;
+    if let Some(name) = &args.show {
+        let row = preset.row(name).ok_or_else(|| unknown_row(&preset, name))?;
+        return Ok((row.scenario.to_toml(), ExitCode::SUCCESS));
+    }
+    if !args.rows.is_empty() {
+        if let Some(bad) = args.rows.iter().find(|n| preset.row(n).is_none()) {
+            return Err(unknown_row(&preset, bad));
+        }
+        preset.rows.retain(|r| args.rows.contains(&r.name) || r.scenario.fleet.gate == GateConfig::Ideal);
+    }
+    let threads = args.threads.map_or_else(compare::default_threads, |t| t as usize);
+    let result = compare::run(&preset, args.seeds, threads).map_err(|e| UserError(e.to_string()))?;
+    let out = match args.format {
+        CompareFormat::Table => result.render_table(),
+        CompareFormat::Json => result.to_json(),
+        CompareFormat::Csv => result.to_csv(),
+    };
+    Ok((out, ExitCode::SUCCESS))
 }

@@ -5,7 +5,9 @@ use std::time::{Duration, SystemTime};
 use clap::{Args, ValueEnum};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use retrysim::core::body::ErrorEnvelope;
-use retrysim::core::classify::{Class, Classifier, DefaultTable, Operation, Outcome as AttemptOutcome, TransportFailure};
+use retrysim::core::classify::{
+    Class, Classifier, DefaultTable, Operation, Outcome as AttemptOutcome, TransportFailure,
+};
 use retrysim::core::policy::{Attempted, Decision, Draws, decide, secs};
 use retrysim::core::retry_after::{Advice, read_advice};
 use retrysim::env::{Rng, seeded_rng};
@@ -64,7 +66,8 @@ pub struct ExplainArgs {
 fn parse_header(line: &str) -> Result<(HeaderName, HeaderValue), UserError> {
     let bad = |why: &str| UserError(format!("invalid header {line:?}: {why}; write it as 'name: value'"));
     let (name, value) = line.split_once(':').ok_or_else(|| bad("no ':'"))?;
-    let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| bad("the name is not a valid header name"))?;
+    let name =
+        HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| bad("the name is not a valid header name"))?;
     let value =
         HeaderValue::from_str(value.trim_start()).map_err(|_| bad("the value has characters a header cannot carry"))?;
     Ok((name, value))
@@ -96,11 +99,13 @@ fn explain(args: &ExplainArgs) -> Result<String, UserError> {
         no_key,
         format,
     } = args;
-    let (status, transport_error, attempt, seed, no_key, format) = (*status, *transport_error, *attempt, *seed, *no_key, *format);
+    let (status, transport_error, attempt, seed, no_key, format) =
+        (*status, *transport_error, *attempt, *seed, *no_key, *format);
     let now = now.as_deref();
 
     let policy = policy_named(policy)?;
-    let method = Method::from_bytes(method.as_bytes()).map_err(|_| UserError(format!("invalid --method {method:?}")))?;
+    let method =
+        Method::from_bytes(method.as_bytes()).map_err(|_| UserError(format!("invalid --method {method:?}")))?;
     let elapsed = humantime::parse_duration(elapsed)
         .map_err(|e| UserError(format!("--elapsed {elapsed:?} is not a duration ({e}); e.g. 3s or 1500ms")))?;
     let mut map = HeaderMap::new();
@@ -109,8 +114,9 @@ fn explain(args: &ExplainArgs) -> Result<String, UserError> {
         map.append(n, v);
     }
     if !body.trim().is_empty() {
-        serde_json::from_str::<serde_json::Value>(body)
-            .map_err(|e| UserError(format!("--body is not valid JSON ({e}); pass the response body as sent, or omit it")))?;
+        serde_json::from_str::<serde_json::Value>(body).map_err(|e| {
+            UserError(format!("--body is not valid JSON ({e}); pass the response body as sent, or omit it"))
+        })?;
     }
     let received_at = match now {
         Some(t) => parse_instant(t, "--now")?,
@@ -127,7 +133,11 @@ fn explain(args: &ExplainArgs) -> Result<String, UserError> {
         (Some(s), _) => {
             let st = StatusCode::from_u16(s).map_err(|_| UserError(format!("invalid --status {s}")))?;
             let class = table.classify(AttemptOutcome::Answer { status: st, code: code.as_deref() });
-            let advice = if class == Class::Success { Advice::none() } else { read_advice(&map, envelope.as_ref(), received_at) };
+            let advice = if class == Class::Success {
+                Advice::none()
+            } else {
+                read_advice(&map, envelope.as_ref(), received_at)
+            };
             (class, advice, Some(s))
         }
         (None, Some(f)) => {
@@ -190,8 +200,10 @@ fn explain(args: &ExplainArgs) -> Result<String, UserError> {
         Decision::Done => lines.push("decision: done (success)".to_owned()),
         Decision::Retry { wait, why } => {
             lines.push(format!("decision: retry in {}", secs(*wait)));
-            let rendered =
-                render_event("", &Event { at_ms: 0, kind: EventKind::Wait { ms: retrysim::trace::ms(*wait), why: *why } });
+            let rendered = render_event(
+                "",
+                &Event { at_ms: 0, kind: EventKind::Wait { ms: retrysim::trace::ms(*wait), why: *why } },
+            );
             let why_text = rendered.split_once(" = ").map(|(_, w)| w.to_owned()).unwrap_or_default();
             lines.push(format!("why: {why_text}"));
         }
@@ -212,7 +224,11 @@ fn explain(args: &ExplainArgs) -> Result<String, UserError> {
     if let Some(e) = &view.error {
         lines.push(format!("header invalid: {e}"));
     }
-    lines.push(format!("policy: {} (deadline {}, max_retries {})", policy.name, secs(policy.deadline), policy.max_retries));
+    lines.push(format!(
+        "policy: {} (deadline {}, max_retries {})",
+        policy.name,
+        secs(policy.deadline),
+        policy.max_retries
+    ));
     Ok(lines.join("\n"))
 }
-

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use retrysim::sim::render::{DEFAULT_JOBS, Show, render_run};
+use retrysim::sim::render::{Show, render_run};
 use retrysim::sim::runner::{self, Report};
 use retrysim::sim::scenario::{self, Scenario};
 
@@ -108,12 +108,13 @@ pub fn trace(args: TraceArgs) -> Outcome {
             )));
         }
         Some(w) => Show::Client(w),
-        None => Show::FirstJobs(DEFAULT_JOBS),
+        None => Show::default_for(&report),
     };
     let out = match args.format {
         Format::Text => render_run(&report, show).trim_end().to_owned(),
-        Format::Json => serde_json::to_string_pretty(&retrysim::sim::render::trace_json(&report, show))
-            .expect("traces serialise"),
+        Format::Json => {
+            serde_json::to_string_pretty(&retrysim::sim::render::trace_json(&report, show)).expect("traces serialise")
+        }
     };
     Ok((out, ExitCode::SUCCESS))
 }

@@ -405,10 +405,7 @@ pub fn decide(
     match a.class {
         Class::Success => return Decision::Done,
         Class::Terminal if !sab.retry_terminal => {
-            return give_up(GiveUpReason::Terminal {
-                status: a.status.unwrap_or(0),
-                code: a.code.map(str::to_owned),
-            });
+            return give_up(GiveUpReason::Terminal { status: a.status.unwrap_or(0), code: a.code.map(str::to_owned) });
         }
         Class::Transient | Class::Ambiguous if !a.operation.replayable() && !sab.replay_unsafe => {
             // A request that never left may always be sent; one that may have
@@ -446,9 +443,13 @@ pub fn decide(
                 AdviceMode::MaxOfAdviceAndBackoff if backoff > adv => {
                     WaitWhy { basis: WaitBasis::BackoffOverAdvice, advised: Some(adv), base: backoff, jitter, window }
                 }
-                AdviceMode::MaxOfAdviceAndBackoff | AdviceMode::AdvicePlusSpread => {
-                    WaitWhy { basis: WaitBasis::Advice(a.advice.source), advised: Some(adv), base: adv, jitter, window: None }
-                }
+                AdviceMode::MaxOfAdviceAndBackoff | AdviceMode::AdvicePlusSpread => WaitWhy {
+                    basis: WaitBasis::Advice(a.advice.source),
+                    advised: Some(adv),
+                    base: adv,
+                    jitter,
+                    window: None,
+                },
             }
         }
     };
@@ -480,7 +481,12 @@ mod tests {
     const HALF: u64 = 1 << 63;
 
     fn advice(secs: u64) -> Advice {
-        Advice { source: AdviceSource::HeaderSeconds, wait: Some(S(secs)), header: HeaderState::Valid, server_date_used: false }
+        Advice {
+            source: AdviceSource::HeaderSeconds,
+            wait: Some(S(secs)),
+            header: HeaderState::Valid,
+            server_date_used: false,
+        }
     }
 
     fn attempted<'a>(class: Class, advice: &'a Advice, attempts: u32, elapsed: Duration) -> Attempted<'a> {
@@ -586,7 +592,9 @@ mod tests {
         assert!(matches!(d, Decision::GiveUp { reason: GiveUpReason::AdviceTooLong { .. } }), "{d:?}");
         let adv = advice(9);
         let d = run(&Policy::interactive(), &attempted(Class::Throttled, &adv, 1, S(1)));
-        let Decision::GiveUp { reason: GiveUpReason::DeadlineWouldPass { wait, remaining } } = d else { panic!("{d:?}") };
+        let Decision::GiveUp { reason: GiveUpReason::DeadlineWouldPass { wait, remaining } } = d else {
+            panic!("{d:?}")
+        };
         assert_eq!((wait, remaining), (Duration::from_millis(9_500), S(9)));
     }
 

@@ -108,12 +108,7 @@ pub struct Advice {
 impl Advice {
     /// No advice at all (e.g. a transport error).
     pub fn none() -> Advice {
-        Advice {
-            source: AdviceSource::None,
-            wait: None,
-            header: HeaderState::Missing,
-            server_date_used: false,
-        }
+        Advice { source: AdviceSource::None, wait: None, header: HeaderState::Missing, server_date_used: false }
     }
 }
 
@@ -121,14 +116,10 @@ impl Advice {
 pub fn parse_delta_seconds(value: &[u8]) -> Result<u64, InvalidRetryAfter> {
     let digits = trim_ows(value);
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(InvalidRetryAfter {
-            reason: format!("{} is not delta-seconds (1*DIGIT)", quote(value)),
-        });
+        return Err(InvalidRetryAfter { reason: format!("{} is not delta-seconds (1*DIGIT)", quote(value)) });
     }
     // Saturating steps are monotone, so the result is exact up to u64::MAX and MAX beyond.
-    Ok(digits.iter().fold(0u64, |n, d| {
-        n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
-    }))
+    Ok(digits.iter().fold(0u64, |n, d| n.saturating_mul(10).saturating_add(u64::from(d - b'0'))))
 }
 
 /// Parses one `Retry-After` field value: delta-seconds, else an HTTP-date whose wait is
@@ -143,10 +134,7 @@ pub fn parse_retry_after_value(
     match parse_http_date(value, reference) {
         Some(date) => Ok((AdviceSource::HeaderDate, wait_until(date, reference))),
         None => Err(InvalidRetryAfter {
-            reason: format!(
-                "{} is neither delta-seconds (1*DIGIT) nor an HTTP-date",
-                quote(value)
-            ),
+            reason: format!("{} is neither delta-seconds (1*DIGIT) nor an HTTP-date", quote(value)),
         }),
     }
 }
@@ -180,18 +168,11 @@ pub fn parse_http_date(value: &[u8], reference: SystemTime) -> Option<SystemTime
 
 /// Reads the advice of one response: its `Retry-After` field lines, its `Date`,
 /// and its parsed error body; `received_at` is the client's wall clock at receipt.
-pub fn read_advice(
-    headers: &HeaderMap,
-    body: Option<&ErrorEnvelope>,
-    received_at: SystemTime,
-) -> Advice {
+pub fn read_advice(headers: &HeaderMap, body: Option<&ErrorEnvelope>, received_at: SystemTime) -> Advice {
     let server_date = server_date(headers, received_at);
     let reference = server_date.unwrap_or(received_at);
     // Only a date is measured against the server's clock; seconds are relative already.
-    let dated = |source| {
-        server_date.is_some()
-            && matches!(source, AdviceSource::HeaderDate | AdviceSource::BodyReset)
-    };
+    let dated = |source| server_date.is_some() && matches!(source, AdviceSource::HeaderDate | AdviceSource::BodyReset);
 
     let mut best: Option<(AdviceSource, Duration)> = None;
     let mut first_invalid: Option<String> = None;
@@ -206,12 +187,7 @@ pub fn read_advice(
         }
     }
     if let Some((source, wait)) = best {
-        return Advice {
-            source,
-            wait: Some(wait),
-            header: HeaderState::Valid,
-            server_date_used: dated(source),
-        };
+        return Advice { source, wait: Some(wait), header: HeaderState::Valid, server_date_used: dated(source) };
     }
     let header = match first_invalid {
         // Lines were present and none was valid.
@@ -228,26 +204,15 @@ pub fn read_advice(
         })
     });
     match fallback {
-        Some((source, wait)) => Advice {
-            source,
-            wait: Some(wait),
-            header,
-            server_date_used: dated(source),
-        },
-        None => Advice {
-            header,
-            ..Advice::none()
-        },
+        Some((source, wait)) => Advice { source, wait: Some(wait), header, server_date_used: dated(source) },
+        None => Advice { header, ..Advice::none() },
     }
 }
 
 /// The response's `Date`, if every `Date` line is a valid HTTP-date and they agree (a singleton
 /// field sent twice with different values tells us nothing reliable).
 fn server_date(headers: &HeaderMap, received_at: SystemTime) -> Option<SystemTime> {
-    let mut dates = headers
-        .get_all(DATE)
-        .iter()
-        .map(|v| parse_http_date(v.as_bytes(), received_at));
+    let mut dates = headers.get_all(DATE).iter().map(|v| parse_http_date(v.as_bytes(), received_at));
     let first = dates.next()??;
     dates.all(|d| d == Some(first)).then_some(first)
 }
@@ -267,11 +232,7 @@ fn body_seconds(value: &serde_json::Value) -> Option<Duration> {
     // count of milliseconds converts back to exactly `secs`, it is the number that was sent.
     let nearest = millis.round();
     #[allow(clippy::float_cmp, reason = "an exact round trip is the test")]
-    let millis = if nearest / 1000.0 == secs {
-        nearest
-    } else {
-        millis.ceil()
-    };
+    let millis = if nearest / 1000.0 == secs { nearest } else { millis.ceil() };
     Some(if millis < 18_446_744_073_709_551_616.0 {
         Duration::from_millis(millis as u64)
     } else {
@@ -333,27 +294,13 @@ fn parse_rfc3339_instant(s: &str) -> Option<SystemTime> {
     let local = humantime::parse_rfc3339(std::str::from_utf8(&norm).ok()?).ok()?;
     let local = shift_cycles(local, cycles)?.checked_add(Duration::from_secs(u64::from(leap)))?;
     let offset_abs = Duration::from_secs(offset.unsigned_abs());
-    if offset >= 0 {
-        local.checked_sub(offset_abs)
-    } else {
-        local.checked_add(offset_abs)
-    }
+    if offset >= 0 { local.checked_sub(offset_abs) } else { local.checked_add(offset_abs) }
 }
 
 /// `Sunday, 06-Nov-94 08:49:37 GMT` → `Sun, 06 Nov YYYY 08:49:37 GMT` with the RFC 9110 year.
 fn rfc850_to_imf(s: &[u8], reference_year: i64) -> Option<(Vec<u8>, i64)> {
-    const DAYS: [&str; 7] = [
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-        "Sunday",
-    ];
-    let day = DAYS
-        .iter()
-        .find(|d| s.starts_with(d.as_bytes()) && s[d.len()..].starts_with(b", "))?;
+    const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+    let day = DAYS.iter().find(|d| s.starts_with(d.as_bytes()) && s[d.len()..].starts_with(b", "))?;
     let rest = &s[day.len() + 2..];
     if rest.len() != 22 || rest[2] != b'-' || rest[6] != b'-' {
         return None;
@@ -391,11 +338,7 @@ fn into_supported_years(year: i64) -> (i64, i64) {
 
 fn shift_cycles(t: SystemTime, cycles: i64) -> Option<SystemTime> {
     let by = Duration::from_secs(cycles.unsigned_abs().checked_mul(CYCLE_SECS)?);
-    if cycles >= 0 {
-        t.checked_add(by)
-    } else {
-        t.checked_sub(by)
-    }
+    if cycles >= 0 { t.checked_add(by) } else { t.checked_sub(by) }
 }
 
 /// The proleptic Gregorian (UTC) year of an instant, before or after the epoch.
@@ -405,9 +348,7 @@ fn year_of(t: SystemTime) -> i64 {
         Err(e) => {
             let d = e.duration();
             let whole = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-            whole
-                .saturating_neg()
-                .saturating_sub(i64::from(d.subsec_nanos() > 0))
+            whole.saturating_neg().saturating_sub(i64::from(d.subsec_nanos() > 0))
         }
     };
     // Howard Hinnant's civil_from_days, for the year only.
@@ -438,20 +379,14 @@ fn trim_ows(mut v: &[u8]) -> &[u8] {
 
 /// The value of a short run of ASCII digits (at most 4 here, so no overflow).
 fn digits_value(d: &[u8]) -> Option<i64> {
-    d.iter().try_fold(0i64, |n, c| {
-        c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0'))
-    })
+    d.iter().try_fold(0i64, |n, c| c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0')))
 }
 
 /// Quotes a field value for a reason string: non-printable bytes escaped, long values cut.
 fn quote(value: &[u8]) -> String {
     const MAX: usize = 64;
     if value.len() > MAX {
-        format!(
-            "'{}'... ({} bytes)",
-            value[..MAX].escape_ascii(),
-            value.len()
-        )
+        format!("'{}'... ({} bytes)", value[..MAX].escape_ascii(), value.len())
     } else {
         format!("'{}'", value.escape_ascii())
     }
@@ -481,15 +416,8 @@ mod tests {
         h
     }
 
-    fn envelope(
-        seconds: Option<serde_json::Value>,
-        reset: Option<serde_json::Value>,
-    ) -> ErrorEnvelope {
-        ErrorEnvelope {
-            retry_after_seconds: seconds,
-            reset_at: reset,
-            ..ErrorEnvelope::default()
-        }
+    fn envelope(seconds: Option<serde_json::Value>, reset: Option<serde_json::Value>) -> ErrorEnvelope {
+        ErrorEnvelope { retry_after_seconds: seconds, reset_at: reset, ..ErrorEnvelope::default() }
     }
 
     fn seconds(v: &str) -> Result<u64, InvalidRetryAfter> {
@@ -557,25 +485,15 @@ mod tests {
     #[test]
     fn reasons_escape_non_printable_and_non_utf8_bytes() {
         let err = parse_retry_after_value(b"\xff\x00 5", at(0)).unwrap_err();
-        assert_eq!(
-            err.reason,
-            r"'\xff\x00 5' is neither delta-seconds (1*DIGIT) nor an HTTP-date"
-        );
+        assert_eq!(err.reason, r"'\xff\x00 5' is neither delta-seconds (1*DIGIT) nor an HTTP-date");
         let long = vec![b'x'; 1000];
         let err = parse_delta_seconds(&long).unwrap_err();
-        assert!(
-            err.reason.contains("(1000 bytes)") && err.reason.len() < 120,
-            "{}",
-            err.reason
-        );
+        assert!(err.reason.contains("(1000 bytes)") && err.reason.len() < 120, "{}", err.reason);
     }
 
     // ---- HTTP-date -----------------------------------------------------------------------
 
-    fn date_wait(
-        value: &str,
-        reference: u64,
-    ) -> Result<(AdviceSource, Duration), InvalidRetryAfter> {
+    fn date_wait(value: &str, reference: u64) -> Result<(AdviceSource, Duration), InvalidRetryAfter> {
         parse_retry_after_value(value.as_bytes(), at(reference))
     }
 
@@ -585,30 +503,18 @@ mod tests {
 
     #[test]
     fn imf_fixdate_wait() {
-        assert_eq!(
-            date_wait("Sun, 06 Nov 1994 08:49:37 GMT", EXAMPLE - 90),
-            header_date(90)
-        );
+        assert_eq!(date_wait("Sun, 06 Nov 1994 08:49:37 GMT", EXAMPLE - 90), header_date(90));
     }
 
     #[test]
     fn rfc850_wait() {
-        assert_eq!(
-            date_wait("Sunday, 06-Nov-94 08:49:37 GMT", EXAMPLE - 90),
-            header_date(90)
-        );
+        assert_eq!(date_wait("Sunday, 06-Nov-94 08:49:37 GMT", EXAMPLE - 90), header_date(90));
     }
 
     #[test]
     fn asctime_wait() {
-        assert_eq!(
-            date_wait("Sun Nov  6 08:49:37 1994", EXAMPLE - 90),
-            header_date(90)
-        );
-        assert_eq!(
-            date_wait("Sun Nov 06 08:49:37 1994", EXAMPLE - 90),
-            header_date(90)
-        );
+        assert_eq!(date_wait("Sun Nov  6 08:49:37 1994", EXAMPLE - 90), header_date(90));
+        assert_eq!(date_wait("Sun Nov 06 08:49:37 1994", EXAMPLE - 90), header_date(90));
     }
 
     #[test]
@@ -622,22 +528,13 @@ mod tests {
 
     #[test]
     fn past_date_is_zero_wait() {
-        assert_eq!(
-            date_wait("Sun, 06 Nov 1994 08:49:37 GMT", RESET),
-            header_date(0)
-        );
-        assert_eq!(
-            date_wait("Sun, 06 Nov 1994 08:49:37 GMT", EXAMPLE),
-            header_date(0)
-        );
+        assert_eq!(date_wait("Sun, 06 Nov 1994 08:49:37 GMT", RESET), header_date(0));
+        assert_eq!(date_wait("Sun, 06 Nov 1994 08:49:37 GMT", EXAMPLE), header_date(0));
     }
 
     #[test]
     fn date_trims_sp_htab_but_not_other_whitespace() {
-        assert_eq!(
-            date_wait("\t Sun, 06 Nov 1994 08:49:37 GMT  ", EXAMPLE - 1),
-            header_date(1)
-        );
+        assert_eq!(date_wait("\t Sun, 06 Nov 1994 08:49:37 GMT  ", EXAMPLE - 1), header_date(1));
         // httpdate alone trims CR/LF/VT; we don't.
         let crlf = "\r\nSun, 06 Nov 1994 08:49:37 GMT\x0b";
         assert!(httpdate::parse_http_date(crlf).is_ok());
@@ -668,18 +565,12 @@ mod tests {
         let y2026 = RESET; // reference in 2026: "74" is 2074 (48 years ahead), not 1974.
         let jan_1_2074 = 3_281_990_400;
         assert!(httpdate::parse_http_date("Monday, 01-Jan-74 00:00:00 GMT").is_err());
-        assert_eq!(
-            date_wait("Monday, 01-Jan-74 00:00:00 GMT", y2026),
-            header_date(jan_1_2074 - y2026)
-        );
+        assert_eq!(date_wait("Monday, 01-Jan-74 00:00:00 GMT", y2026), header_date(jan_1_2074 - y2026));
         // 1974-01-01 was a Tuesday: consistent for httpdate, not for RFC 9110 from 2026.
         assert!(httpdate::parse_http_date("Tuesday, 01-Jan-74 00:00:00 GMT").is_ok());
         assert!(date_wait("Tuesday, 01-Jan-74 00:00:00 GMT", y2026).is_err());
         // From 1990, "74" is 1974: a past date.
-        assert_eq!(
-            date_wait("Tuesday, 01-Jan-74 00:00:00 GMT", 631_152_000),
-            header_date(0)
-        );
+        assert_eq!(date_wait("Tuesday, 01-Jan-74 00:00:00 GMT", 631_152_000), header_date(0));
         // "77" from 2026 is more than 50 years ahead as 2077, so it is 1977.
         assert_eq!(rfc850_year(77, 2026), 1977);
         assert_eq!(rfc850_year(76, 2026), 2076);
@@ -690,27 +581,15 @@ mod tests {
     fn leap_second_is_read_as_the_next_second() {
         let jan_1_1999 = 915_148_800;
         assert!(httpdate::parse_http_date("Thu, 31 Dec 1998 23:59:60 GMT").is_err());
-        assert_eq!(
-            date_wait("Thu, 31 Dec 1998 23:59:60 GMT", jan_1_1999 - 10),
-            header_date(10)
-        );
-        assert_eq!(
-            date_wait("Thursday, 31-Dec-98 23:59:60 GMT", jan_1_1999 - 10),
-            header_date(10)
-        );
-        assert_eq!(
-            date_wait("Thu Dec 31 23:59:60 1998", jan_1_1999 - 10),
-            header_date(10)
-        );
+        assert_eq!(date_wait("Thu, 31 Dec 1998 23:59:60 GMT", jan_1_1999 - 10), header_date(10));
+        assert_eq!(date_wait("Thursday, 31-Dec-98 23:59:60 GMT", jan_1_1999 - 10), header_date(10));
+        assert_eq!(date_wait("Thu Dec 31 23:59:60 1998", jan_1_1999 - 10), header_date(10));
     }
 
     #[test]
     fn dates_before_1970_are_valid_and_past() {
         assert!(httpdate::parse_http_date("Wed, 31 Dec 1969 23:59:59 GMT").is_err());
-        assert_eq!(
-            date_wait("Wed, 31 Dec 1969 23:59:59 GMT", RESET),
-            header_date(0)
-        );
+        assert_eq!(date_wait("Wed, 31 Dec 1969 23:59:59 GMT", RESET), header_date(0));
         let parsed = parse_http_date(b"Wed, 31 Dec 1969 23:59:59 GMT", at(RESET));
         assert_eq!(parsed, UNIX_EPOCH.checked_sub(Duration::from_secs(1)));
         // 1 Jan 1900 was a Monday (no leap day in 1900); the weekday check still applies.
@@ -724,10 +603,7 @@ mod tests {
 
     #[test]
     fn last_supported_second() {
-        assert_eq!(
-            date_wait("Fri, 31 Dec 9999 23:59:59 GMT", 0),
-            header_date(253_402_300_799)
-        );
+        assert_eq!(date_wait("Fri, 31 Dec 9999 23:59:59 GMT", 0), header_date(253_402_300_799));
     }
 
     #[test]
@@ -766,10 +642,7 @@ mod tests {
         let t = RESET;
         let received = at(t) + Duration::from_millis(250);
         let unskewed = headers(&[(&DATE, &fmt(t)), (&RETRY_AFTER, &fmt(t + 120))]);
-        let skewed = headers(&[
-            (&DATE, &fmt(t + 3600)),
-            (&RETRY_AFTER, &fmt(t + 3600 + 120)),
-        ]);
+        let skewed = headers(&[(&DATE, &fmt(t + 3600)), (&RETRY_AFTER, &fmt(t + 3600 + 120))]);
         for h in [unskewed, skewed] {
             let a = read_advice(&h, None, received);
             assert_eq!(a.source, AdviceSource::HeaderDate);
@@ -802,19 +675,11 @@ mod tests {
     #[test]
     fn conflicting_date_lines_are_ignored() {
         let t = RESET;
-        let h = headers(&[
-            (&DATE, &fmt(t + 3600)),
-            (&DATE, &fmt(t)),
-            (&RETRY_AFTER, &fmt(t + 30)),
-        ]);
+        let h = headers(&[(&DATE, &fmt(t + 3600)), (&DATE, &fmt(t)), (&RETRY_AFTER, &fmt(t + 30))]);
         let a = read_advice(&h, None, at(t));
         assert_eq!(a.wait, Some(Duration::from_secs(30)));
         assert!(!a.server_date_used);
-        let same = headers(&[
-            (&DATE, &fmt(t - 5)),
-            (&DATE, &fmt(t - 5)),
-            (&RETRY_AFTER, &fmt(t + 30)),
-        ]);
+        let same = headers(&[(&DATE, &fmt(t - 5)), (&DATE, &fmt(t - 5)), (&RETRY_AFTER, &fmt(t + 30))]);
         let a = read_advice(&same, None, at(t));
         assert_eq!(a.wait, Some(Duration::from_secs(35)));
         assert!(a.server_date_used);
@@ -824,29 +689,19 @@ mod tests {
     fn past_header_date_is_zero() {
         let h = headers(&[(&RETRY_AFTER, &fmt(RESET - 60))]);
         let a = read_advice(&h, None, at(RESET));
-        assert_eq!(
-            (a.source, a.wait),
-            (AdviceSource::HeaderDate, Some(Duration::ZERO))
-        );
+        assert_eq!((a.source, a.wait), (AdviceSource::HeaderDate, Some(Duration::ZERO)));
     }
 
     #[test]
     fn several_lines_largest_valid_wins() {
-        let h = headers(&[
-            (&RETRY_AFTER, "5"),
-            (&RETRY_AFTER, &fmt(RESET + 40)),
-            (&RETRY_AFTER, "30"),
-        ]);
+        let h = headers(&[(&RETRY_AFTER, "5"), (&RETRY_AFTER, &fmt(RESET + 40)), (&RETRY_AFTER, "30")]);
         let a = read_advice(&h, None, at(RESET));
         assert_eq!(a.source, AdviceSource::HeaderDate);
         assert_eq!(a.wait, Some(Duration::from_secs(40)));
         assert_eq!(a.header, HeaderState::Valid);
         let h = headers(&[(&RETRY_AFTER, &fmt(RESET + 40)), (&RETRY_AFTER, "41")]);
         let a = read_advice(&h, None, at(RESET));
-        assert_eq!(
-            (a.source, a.wait),
-            (AdviceSource::HeaderSeconds, Some(Duration::from_secs(41)))
-        );
+        assert_eq!((a.source, a.wait), (AdviceSource::HeaderSeconds, Some(Duration::from_secs(41))));
     }
 
     #[test]
@@ -865,9 +720,7 @@ mod tests {
         let a = read_advice(&h, None, at(RESET));
         assert_eq!(
             a.header,
-            HeaderState::Invalid {
-                reason: "'5, 10' is neither delta-seconds (1*DIGIT) nor an HTTP-date".into()
-            }
+            HeaderState::Invalid { reason: "'5, 10' is neither delta-seconds (1*DIGIT) nor an HTTP-date".into() }
         );
         assert_eq!(a.source, AdviceSource::None);
     }
@@ -878,20 +731,14 @@ mod tests {
         let a = read_advice(&h, None, at(RESET));
         assert_eq!(
             a.header,
-            HeaderState::Invalid {
-                reason: "'-1' is neither delta-seconds (1*DIGIT) nor an HTTP-date".into()
-            }
+            HeaderState::Invalid { reason: "'-1' is neither delta-seconds (1*DIGIT) nor an HTTP-date".into() }
         );
     }
 
     // ---- read_advice: body fallbacks -----------------------------------------------------
 
     fn body_advice(seconds: Option<serde_json::Value>, reset: Option<serde_json::Value>) -> Advice {
-        read_advice(
-            &HeaderMap::new(),
-            Some(&envelope(seconds, reset)),
-            at(RESET),
-        )
+        read_advice(&HeaderMap::new(), Some(&envelope(seconds, reset)), at(RESET))
     }
 
     #[test]
@@ -926,32 +773,19 @@ mod tests {
 
     #[test]
     fn body_seconds_negative_or_non_number_is_ignored() {
-        for v in [
-            json!(-1),
-            json!(-0.5),
-            json!("30"),
-            json!(true),
-            json!([30]),
-            json!(null),
-        ] {
+        for v in [json!(-1), json!(-0.5), json!("30"), json!(true), json!([30]), json!(null)] {
             let a = body_advice(Some(v.clone()), None);
             assert_eq!(a, Advice::none(), "{v}");
         }
         // ...and the next fallback is still tried.
         let a = body_advice(Some(json!(-1)), Some(json!("2026-10-17T09:13:01Z")));
-        assert_eq!(
-            (a.source, a.wait),
-            (AdviceSource::BodyReset, Some(Duration::from_secs(30)))
-        );
+        assert_eq!((a.source, a.wait), (AdviceSource::BodyReset, Some(Duration::from_secs(30))));
     }
 
     #[test]
     fn body_seconds_wins_over_reset_at() {
         let a = body_advice(Some(json!(3)), Some(json!("2026-10-17T09:13:01Z")));
-        assert_eq!(
-            (a.source, a.wait),
-            (AdviceSource::BodySeconds, Some(Duration::from_secs(3)))
-        );
+        assert_eq!((a.source, a.wait), (AdviceSource::BodySeconds, Some(Duration::from_secs(3))));
     }
 
     #[test]
@@ -980,10 +814,7 @@ mod tests {
         let body = envelope(None, Some(json!("2026-10-17T10:12:31Z"))); // server 1 h ahead
         let h = headers(&[(&DATE, &fmt(RESET + 3600 - 20))]);
         let a = read_advice(&h, Some(&body), at(RESET));
-        assert_eq!(
-            (a.source, a.wait),
-            (AdviceSource::BodyReset, Some(Duration::from_secs(20)))
-        );
+        assert_eq!((a.source, a.wait), (AdviceSource::BodyReset, Some(Duration::from_secs(20))));
         assert!(a.server_date_used);
     }
 
@@ -998,15 +829,9 @@ mod tests {
         assert_eq!(reset("2026-10-17T11:12:31+02:00"), want);
         assert_eq!(reset("2026-10-17T04:12:31-05:00"), want);
         assert_eq!(reset("2026-10-17T14:42:31+05:30"), want);
-        assert_eq!(
-            reset("2026-10-17T11:12:31.5+02:00"),
-            Some(at(RESET) + Duration::from_millis(500))
-        );
+        assert_eq!(reset("2026-10-17T11:12:31.5+02:00"), Some(at(RESET) + Duration::from_millis(500)));
         assert_eq!(reset("2026-10-17T23:59:60Z"), Some(at(1_792_281_600)));
-        assert_eq!(
-            reset("1969-12-31T23:59:59Z"),
-            UNIX_EPOCH.checked_sub(Duration::from_secs(1))
-        );
+        assert_eq!(reset("1969-12-31T23:59:59Z"), UNIX_EPOCH.checked_sub(Duration::from_secs(1)));
         // humantime's parse_rfc3339 accepts the first two of these; we don't.
         assert!(humantime::parse_rfc3339("2026-10-17T09:12:31ZxZ").is_ok());
         for bad in [
@@ -1023,10 +848,7 @@ mod tests {
             assert_eq!(reset(bad), None, "{bad:?}");
         }
         // A non-string resetAt is ignored.
-        assert_eq!(
-            body_advice(None, Some(json!(1_792_228_351))),
-            Advice::none()
-        );
+        assert_eq!(body_advice(None, Some(json!(1_792_228_351))), Advice::none());
     }
 
     #[test]
@@ -1049,15 +871,9 @@ mod tests {
 
     #[test]
     fn nothing_is_no_advice() {
-        assert_eq!(
-            read_advice(&HeaderMap::new(), None, at(RESET)),
-            Advice::none()
-        );
+        assert_eq!(read_advice(&HeaderMap::new(), None, at(RESET)), Advice::none());
         let empty = ErrorEnvelope::default();
-        assert_eq!(
-            read_advice(&HeaderMap::new(), Some(&empty), at(RESET)),
-            Advice::none()
-        );
+        assert_eq!(read_advice(&HeaderMap::new(), Some(&empty), at(RESET)), Advice::none());
         let h = headers(&[(&RETRY_AFTER, "later")]);
         let a = read_advice(&h, None, at(RESET));
         assert_eq!((a.source, a.wait), (AdviceSource::None, None));
@@ -1071,11 +887,7 @@ mod tests {
 
     fn system_time(secs: i64, nanos: u32) -> Option<SystemTime> {
         let d = Duration::new(secs.unsigned_abs(), nanos);
-        if secs >= 0 {
-            UNIX_EPOCH.checked_add(d)
-        } else {
-            UNIX_EPOCH.checked_sub(d)
-        }
+        if secs >= 0 { UNIX_EPOCH.checked_add(d) } else { UNIX_EPOCH.checked_sub(d) }
     }
 
     fn imf_to_rfc850(imf: &str) -> String {
@@ -1088,26 +900,12 @@ mod tests {
             "Sat" => "Saturday",
             _ => "Sunday",
         };
-        format!(
-            "{day}, {}-{}-{} {} GMT",
-            &imf[5..7],
-            &imf[8..11],
-            &imf[14..16],
-            &imf[17..25]
-        )
+        format!("{day}, {}-{}-{} {} GMT", &imf[5..7], &imf[8..11], &imf[14..16], &imf[17..25])
     }
 
     fn imf_to_asctime(imf: &str) -> String {
-        let mday = imf[5..7]
-            .strip_prefix('0')
-            .map_or(imf[5..7].to_string(), |d| format!(" {d}"));
-        format!(
-            "{} {} {mday} {} {}",
-            &imf[..3],
-            &imf[8..11],
-            &imf[17..25],
-            &imf[12..16]
-        )
+        let mday = imf[5..7].strip_prefix('0').map_or(imf[5..7].to_string(), |d| format!(" {d}"));
+        format!("{} {} {mday} {} {}", &imf[..3], &imf[8..11], &imf[17..25], &imf[12..16])
     }
 
     /// Header-ish bytes: arbitrary, or near-misses of the valid forms.
@@ -1135,8 +933,9 @@ mod tests {
 
     fn json_value() -> impl Strategy<Value = Option<serde_json::Value>> {
         proptest::option::of(prop_oneof![
-            any::<f64>().prop_map(|f| serde_json::Number::from_f64(f)
-                .map_or(serde_json::Value::Null, serde_json::Value::Number)),
+            any::<f64>().prop_map(
+                |f| serde_json::Number::from_f64(f).map_or(serde_json::Value::Null, serde_json::Value::Number)
+            ),
             any::<i64>().prop_map(|i| json!(i)),
             any::<u64>().prop_map(|u| json!(u)),
             ".{0,30}".prop_map(serde_json::Value::String),

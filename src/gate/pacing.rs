@@ -1,27 +1,750 @@
-//! STUB (owned by the comparison work): a gate that paces on the limiter's signals.
+//! Pacing: hold a fleet *before* the limit, on the limiter's own signals.
+//!
+//! # Why
+//!
+//! Seed 002's best client waits `Retry-After` plus jitter. That is right for
+//! one worker, but in a fleet every worker must first be refused to learn
+//! that the window is full: with 8 workers a 1 s window of 30 writes costs
+//! 8 refusals per window, and each refused worker then sleeps on its own.
+//! The server says more than that. `@fastify/rate-limit` (the limiter behind
+//! seed 002's API) sends `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
+//! `X-RateLimit-Reset` on every answer, and the IETF draft spells them
+//! `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`. A gate shared
+//! by the fleet can read them and stop sending when the window is spent,
+//! then let the whole fleet go the moment it resets. In the comparison
+//! (`retrysim compare`) this needs no refused request at all and comes
+//! within a few milliseconds per window of the oracle that knows the window.
+//!
+//! # What it reads
+//!
+//! From every answer ([`Gate::done`]):
+//! - `RateLimit-Limit` / `-Remaining` / `-Reset`, else `X-RateLimit-*`.
+//!   The first number of a field is used (`100, 100;w=60` reads 100).
+//!   `Reset` is delta-seconds (decimals allowed). A value of at least 10⁹ is
+//!   a Unix time in seconds (GitHub style), of at least 10¹² one in
+//!   milliseconds; it is measured against the answer's own `Date` and
+//!   ignored when there is none. Counting needs `Limit`; with `Remaining`
+//!   alone, only `Remaining: 0` is used (it closes the window).
+//! - `Retry-After` on a 429 or 503 that is not terminal (a `QUOTA_EXCEEDED`
+//!   429 does not hold the fleet for a month; the worker's policy stops).
+//!   Delta-seconds, or an HTTP-date measured against the answer's `Date`
+//!   (ignored without one, as the gate has no wall clock).
+//!
+//! # What it does
+//!
+//! - It counts the attempts it admitted in the current window. With
+//!   `Limit` known, the window takes `Limit - headroom - admitted - others`
+//!   more, where `others` is what the headers show beyond the fleet's own
+//!   attempts (`Limit - Remaining` at an answer's arrival, less everything
+//!   the gate had admitted by then). So it spends the window exactly when
+//!   it is the account's only client, and shrinks when others share it. A
+//!   `Remaining: 0` closes the window whatever the count says.
+//! - It keeps the window's *reset instant*: the answer's receipt plus
+//!   `Reset`, the earliest such bound seen in the window. Headers in whole
+//!   seconds are rounded up by the server, so the bound is never early.
+//! - When the window is spent, attempts wait in a first-come-first-served
+//!   queue until the reset, and then the whole fleet goes at once. The
+//!   attempts still in flight at a reset count against the new window (they
+//!   may land in it), and their answers are ignored as describing the old one.
+//! - A refusal (429/503 with `Retry-After`) closes the window and holds the
+//!   *whole fleet* until the advised instant (at most `max_hold`), not just
+//!   the refused worker.
+//!
+//! # When the headers are missing
+//!
+//! With only `Retry-After`, the gate still holds the fleet on a refusal, and
+//! (with `learn`, the default) it learns the window's capacity: the number
+//! of successes in a window that ended in a refusal. After the hold it lets
+//! that many through, then a single probe; the probe's refusal tells the
+//! next reset. That costs one refused request per window instead of one per
+//! worker. With no signal at all (a 429 without advice or headers), it
+//! sends one attempt at a time until one succeeds, then opens again; the
+//! workers' own backoff spaces those attempts.
+//!
+//! # Limits
+//!
+//! One gate paces one budget: give reads and writes separate gates when the
+//! API counts them apart. The gate cannot tell which answer belongs to which
+//! admission, so an answer reordered across a reset can be misread; the
+//! worst outcome is a refusal, which the gate and the worker's policy then
+//! honour. Separate processes with a gate each all go at a reset and learn
+//! of each other only from the answers: share one gate per account, or
+//! leave `headroom`. Time is tokio's clock (virtual under turmoil and
+//! paused tests).
+//!
+//! # Default
+//! - `headroom`: 0 requests per window left for other clients of the account
+//! - `max_hold`: 120 s, the longest one signal holds the fleet
+//! - `learn`: true
+
+use std::collections::BTreeSet;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use http::HeaderMap;
+use http::header::DATE;
 use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
 
 use super::{Admission, Feedback, Gate};
+use crate::core::classify::Class;
+use crate::core::duration_text;
+use crate::core::retry_after::{AdviceSource, parse_http_date, read_advice};
 
-/// The pacing gate's settings.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The pacing gate's settings. See the [module docs](self) for what each does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct PacingConfig {}
+pub struct PacingConfig {
+    /// Attempts per window to leave unused, for other clients of the same
+    /// account (the headers count the whole account).
+    pub headroom: u32,
+    /// The longest one signal (`Retry-After`, `Reset`) holds the fleet; a
+    /// longer advice is left to the workers' policy (which usually gives up).
+    #[serde(with = "duration_text")]
+    pub max_hold: Duration,
+    /// Without a limit header, learn the window's capacity from refusals.
+    pub learn: bool,
+}
 
-/// Paces a fleet ahead of the limit.
-#[derive(Debug, Default)]
-pub struct Pacing {}
+impl Default for PacingConfig {
+    fn default() -> Self {
+        PacingConfig { headroom: 0, max_hold: Duration::from_secs(120), learn: true }
+    }
+}
+
+/// What a [`Schedule`] says about one more attempt at some instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// It may go now (the schedule has counted it as in flight).
+    Admit,
+    /// Ask again at this instant (or earlier, if an answer comes).
+    WaitUntil(Duration),
+    /// Ask again when the next answer comes.
+    WaitForAnswer,
+}
+
+/// The pure half of a scheduling gate: a state machine over instants on
+/// the gate's monotonic timeline. It owns no clock and no timer, so it can
+/// be tested without a runtime; [`Scheduled`] runs it on tokio's clock.
+pub trait Schedule: Send {
+    /// May one more attempt go at `now`? [`Verdict::Admit`] counts it.
+    fn try_admit(&mut self, now: Duration) -> Verdict;
+    /// An admitted attempt finished at `now`.
+    fn on_done(&mut self, now: Duration, feedback: &Feedback<'_>);
+}
+
+/// A [`Gate`] that runs a [`Schedule`] on tokio's clock (virtual under
+/// turmoil, paused in tests). Waiters are served first come, first served:
+/// only the head of the queue asks the schedule, so a retry never jumps
+/// ahead of work that has waited longer.
+#[derive(Debug)]
+pub struct Scheduled<S> {
+    origin: tokio::time::Instant,
+    inner: Mutex<Queue<S>>,
+    notify: Notify,
+}
+
+#[derive(Debug)]
+struct Queue<S> {
+    schedule: S,
+    waiting: BTreeSet<u64>,
+    next_ticket: u64,
+}
+
+impl<S: Schedule> Scheduled<S> {
+    /// Runs `schedule`; its timeline starts now.
+    pub fn new(schedule: S) -> Scheduled<S> {
+        Scheduled {
+            origin: tokio::time::Instant::now(),
+            inner: Mutex::new(Queue { schedule, waiting: BTreeSet::new(), next_ticket: 0 }),
+            notify: Notify::new(),
+        }
+    }
+
+    fn now(&self) -> Duration {
+        tokio::time::Instant::now().saturating_duration_since(self.origin)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queue<S>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads the schedule (for tests and metrics).
+    pub fn with_schedule<R>(&self, f: impl FnOnce(&S) -> R) -> R {
+        f(&self.lock().schedule)
+    }
+}
+
+/// Leaves the queue when an admission is dropped before it was granted
+/// (a cancelled attempt), so the next waiter becomes the head.
+struct Ticket<'a, S: Schedule> {
+    gate: &'a Scheduled<S>,
+    number: u64,
+    admitted: bool,
+}
+
+impl<S: Schedule> Drop for Ticket<'_, S> {
+    fn drop(&mut self) {
+        if !self.admitted {
+            self.gate.lock().waiting.remove(&self.number);
+            self.gate.notify.notify_waiters();
+        }
+    }
+}
+
+impl<S: Schedule> Gate for Scheduled<S> {
+    fn admit(&self) -> Admission<'_> {
+        Box::pin(async move {
+            let number = {
+                let mut q = self.lock();
+                let n = q.next_ticket;
+                q.next_ticket += 1;
+                q.waiting.insert(n);
+                n
+            };
+            let mut ticket = Ticket { gate: self, number, admitted: false };
+            loop {
+                // Register for wake-ups before looking, so none is missed.
+                let notified = self.notify.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                let verdict = {
+                    let mut q = self.lock();
+                    if q.waiting.first() == Some(&number) {
+                        let verdict = q.schedule.try_admit(self.now());
+                        if verdict == Verdict::Admit {
+                            q.waiting.remove(&number);
+                        }
+                        verdict
+                    } else {
+                        Verdict::WaitForAnswer
+                    }
+                };
+                match verdict {
+                    Verdict::Admit => {
+                        ticket.admitted = true;
+                        // The next in line may go too.
+                        self.notify.notify_waiters();
+                        return;
+                    }
+                    Verdict::WaitUntil(at) => {
+                        tokio::select! {
+                            biased;
+                            _ = &mut notified => {}
+                            _ = tokio::time::sleep_until(self.origin + at) => {}
+                        }
+                    }
+                    Verdict::WaitForAnswer => notified.await,
+                }
+            }
+        })
+    }
+
+    fn done(&self, feedback: &Feedback<'_>) {
+        let now = self.now();
+        self.lock().schedule.on_done(now, feedback);
+        self.notify.notify_waiters();
+    }
+
+    fn queued(&self) -> usize {
+        self.lock().waiting.len()
+    }
+}
+
+/// What one answer's headers say about the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RateLimitHeaders {
+    /// `RateLimit-Limit`: attempts per window.
+    pub limit: Option<u32>,
+    /// `RateLimit-Remaining`: attempts left in this window.
+    pub remaining: Option<u32>,
+    /// `RateLimit-Reset`: until the window is whole again.
+    pub reset: Option<Duration>,
+}
+
+impl RateLimitHeaders {
+    /// Reads `RateLimit-*`, else `X-RateLimit-*` (each field on its own).
+    pub fn read(headers: &HeaderMap) -> RateLimitHeaders {
+        let field = |name: &str| {
+            ["ratelimit-", "x-ratelimit-"]
+                .iter()
+                .find_map(|prefix| headers.get(format!("{prefix}{name}")).and_then(|v| v.to_str().ok()))
+        };
+        let count = |name: &str| field(name).and_then(|v| first_number(v)?.parse::<u32>().ok());
+        let date = || headers.get(DATE).and_then(|v| parse_http_date(v.as_bytes(), SystemTime::UNIX_EPOCH));
+        RateLimitHeaders {
+            limit: count("limit"),
+            remaining: count("remaining"),
+            reset: field("reset").and_then(|v| reset_value(first_number(v)?, date)),
+        }
+    }
+}
+
+/// The first item of a list field, without parameters: `100, 100;w=60` → `100`.
+fn first_number(value: &str) -> Option<&str> {
+    let first = value.split([',', ';']).next()?.trim();
+    (!first.is_empty()).then_some(first)
+}
+
+/// A reset value: delta-seconds (decimals allowed), or a Unix time in
+/// seconds (≥ 10⁹) or milliseconds (≥ 10¹²) measured against `Date`.
+fn reset_value(text: &str, date: impl FnOnce() -> Option<SystemTime>) -> Option<Duration> {
+    let (whole, frac) = text.split_once('.').map_or((text, None), |(w, f)| (w, Some(f)));
+    let digits = |s: &str| !s.is_empty() && s.len() <= 18 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(whole) || !frac.is_none_or(digits) {
+        return None;
+    }
+    let frac = frac.unwrap_or("");
+    let n: u64 = whole.parse().ok()?;
+    let epoch = |at: Duration| Some(at.saturating_sub(date()?.duration_since(SystemTime::UNIX_EPOCH).ok()?));
+    if n >= 1_000_000_000_000 {
+        return epoch(Duration::from_millis(n));
+    }
+    if n >= 1_000_000_000 {
+        return epoch(Duration::from_secs(n));
+    }
+    // Fractions round up to the millisecond: never early.
+    let frac_ms = if frac.is_empty() {
+        0
+    } else {
+        let padded = format!("{frac:0<3}");
+        let ms: u64 = padded[..3].parse().ok()?;
+        ms + u64::from(padded[3..].bytes().any(|b| b != b'0'))
+    };
+    Some(Duration::from_secs(n) + Duration::from_millis(frac_ms))
+}
+
+/// `Retry-After` as the gate can use it: delta-seconds, or a date measured
+/// against the answer's own `Date`.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let advice = read_advice(headers, None, SystemTime::UNIX_EPOCH);
+    match advice.source {
+        AdviceSource::HeaderSeconds => advice.wait,
+        AdviceSource::HeaderDate if advice.server_date_used => advice.wait,
+        _ => None,
+    }
+}
+
+/// The pacing state machine (pure): see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct PacingState {
+    config: PacingConfig,
+    in_flight: u32,
+    /// Nothing is admitted before this (a refusal's `Retry-After`).
+    hold_until: Duration,
+    /// `Limit` from the headers.
+    limit: Option<u32>,
+    /// The capacity learned from refusals, when there is no `Limit`.
+    learned: Option<u32>,
+    /// Attempts admitted since the last reset (with those in flight at it).
+    admitted: u32,
+    /// Attempts of other clients in this window, as the headers show them.
+    external: u32,
+    /// A refusal or `Remaining: 0` closed the window until the reset.
+    closed: bool,
+    /// When the current window is whole again, if known.
+    reset_at: Option<Duration>,
+    /// Answers still to come for attempts sent before the last reset.
+    stale: u32,
+    /// Successes and whether a refusal came, since the last reset.
+    window_successes: u32,
+    window_refused: bool,
+}
+
+impl PacingState {
+    /// A fresh state: nothing known, nothing held.
+    pub fn new(config: PacingConfig) -> PacingState {
+        PacingState {
+            config,
+            in_flight: 0,
+            hold_until: Duration::ZERO,
+            limit: None,
+            learned: None,
+            admitted: 0,
+            external: 0,
+            closed: false,
+            reset_at: None,
+            stale: 0,
+            window_successes: 0,
+            window_refused: false,
+        }
+    }
+
+    /// Attempts the current window still takes (`None`: unknown).
+    pub fn allowance(&self) -> Option<u32> {
+        if self.closed {
+            return Some(0);
+        }
+        let used = self.config.headroom.saturating_add(self.admitted).saturating_add(self.external);
+        self.capacity().map(|c| c.saturating_sub(used))
+    }
+
+    /// Admitted attempts not yet finished.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// The instant the fleet is held until (zero when never held).
+    pub fn hold_until(&self) -> Duration {
+        self.hold_until
+    }
+
+    /// The capacity per window, from `Limit` or learned.
+    pub fn capacity(&self) -> Option<u32> {
+        self.limit.or(self.learned)
+    }
+
+    /// The window is whole again: start counting a new one. Attempts still
+    /// in flight may land in it, so they count against it.
+    fn reset(&mut self) {
+        if self.config.learn && self.limit.is_none() && self.window_refused {
+            self.learned = Some(self.window_successes.max(1));
+        }
+        self.window_successes = 0;
+        self.window_refused = false;
+        self.reset_at = None;
+        self.closed = false;
+        self.external = 0;
+        self.admitted = self.in_flight;
+        self.stale = self.in_flight;
+    }
+
+    fn earlier_reset(&mut self, at: Duration) {
+        self.reset_at = Some(self.reset_at.map_or(at, |r| r.min(at)));
+    }
+}
+
+impl Schedule for PacingState {
+    fn try_admit(&mut self, now: Duration) -> Verdict {
+        if now < self.hold_until {
+            return Verdict::WaitUntil(self.hold_until);
+        }
+        if self.reset_at.is_some_and(|r| now >= r) {
+            self.reset();
+        }
+        if self.allowance() == Some(0) {
+            match self.reset_at {
+                Some(at) => return Verdict::WaitUntil(at),
+                // Nothing tells when the window resets: one probe at a time.
+                None if self.in_flight > 0 => return Verdict::WaitForAnswer,
+                None => {}
+            }
+        }
+        self.admitted = self.admitted.saturating_add(1);
+        self.in_flight += 1;
+        Verdict::Admit
+    }
+
+    fn on_done(&mut self, now: Duration, feedback: &Feedback<'_>) {
+        if self.reset_at.is_some_and(|r| now >= r) {
+            // The window reset while this attempt was out: it counts as stale.
+            self.reset();
+        }
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if self.stale > 0 {
+            // Sent before the reset: it describes the old window.
+            self.stale -= 1;
+            return;
+        }
+        let status = feedback.status.unwrap_or(0);
+        let success = (200..300).contains(&status);
+        if success {
+            self.window_successes += 1;
+        }
+        let headers = feedback.headers.map(RateLimitHeaders::read).unwrap_or_default();
+        if let Some(limit) = headers.limit {
+            self.limit = Some(limit);
+        }
+        if let Some(reset) = headers.reset {
+            self.earlier_reset(now + reset.min(self.config.max_hold));
+        }
+        if let Some(remaining) = headers.remaining {
+            // The server had counted `limit - remaining` when this attempt
+            // arrived; at most `admitted` of them were ours.
+            if let Some(limit) = self.limit {
+                let theirs = limit.saturating_sub(remaining).saturating_sub(self.admitted);
+                self.external = self.external.max(theirs);
+            }
+            self.closed |= remaining == 0;
+        }
+        let refused = matches!(status, 429 | 503) && feedback.class != Class::Terminal;
+        if refused {
+            self.window_refused = true;
+            self.closed = true;
+            if let Some(wait) = feedback.headers.and_then(retry_after) {
+                let until = now + wait.min(self.config.max_hold);
+                self.hold_until = self.hold_until.max(until);
+                if headers.reset.is_none() {
+                    self.earlier_reset(until);
+                }
+            }
+        } else if success && self.closed && self.reset_at.is_none() && self.capacity().is_none() {
+            // A probe got through and nothing tells the window: open again.
+            self.closed = false;
+        }
+    }
+}
+
+/// Paces a fleet ahead of the limit: a [`Gate`] over [`PacingState`].
+///
+/// ```
+/// # use std::sync::Arc;
+/// use retrysim::gate::pacing::{Pacing, PacingConfig};
+/// # fn client(c: retrysim::RetryClient<retrysim::env::TokioClock, retrysim::env::HyperTransport>) {
+/// // One gate for the fleet, shared by every worker's client.
+/// let gate = Arc::new(Pacing::new(PacingConfig::default()));
+/// let client = c.with_gate(gate.clone());
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Pacing {
+    inner: Scheduled<PacingState>,
+}
 
 impl Pacing {
-    /// A pacing gate.
-    pub fn new(_config: PacingConfig) -> Pacing {
-        Pacing {}
+    /// A pacing gate; its clock is tokio's, from now.
+    pub fn new(config: PacingConfig) -> Pacing {
+        Pacing { inner: Scheduled::new(PacingState::new(config)) }
+    }
+
+    /// A copy of the state, for tests and metrics.
+    pub fn state(&self) -> PacingState {
+        self.inner.with_schedule(Clone::clone)
     }
 }
 
 impl Gate for Pacing {
     fn admit(&self) -> Admission<'_> {
-        Box::pin(async {})
+        self.inner.admit()
     }
-    fn done(&self, _feedback: &Feedback<'_>) {}
+    fn done(&self, feedback: &Feedback<'_>) {
+        self.inner.done(feedback)
+    }
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use http::HeaderValue;
+
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    fn answer(state: &mut PacingState, now: Duration, status: u16, h: &HeaderMap) {
+        let class = if status == 429 { Class::Throttled } else { Class::Success };
+        answer_as(state, now, status, class, h);
+    }
+
+    fn answer_as(state: &mut PacingState, now: Duration, status: u16, class: Class, h: &HeaderMap) {
+        state.on_done(now, &Feedback { now, status: Some(status), class, headers: Some(h) });
+    }
+
+    fn rl(limit: u32, remaining: u32, reset: u64) -> HeaderMap {
+        headers(&[
+            ("ratelimit-limit", &limit.to_string()),
+            ("ratelimit-remaining", &remaining.to_string()),
+            ("ratelimit-reset", &reset.to_string()),
+        ])
+    }
+
+    #[test]
+    fn reads_both_header_families_and_their_reset_forms() {
+        let h = rl(30, 7, 2);
+        assert_eq!(
+            RateLimitHeaders::read(&h),
+            RateLimitHeaders { limit: Some(30), remaining: Some(7), reset: Some(Duration::from_secs(2)) }
+        );
+        let x = headers(&[
+            ("x-ratelimit-limit", "100, 100;w=60"),
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "1.25"),
+        ]);
+        assert_eq!(
+            RateLimitHeaders::read(&x),
+            RateLimitHeaders { limit: Some(100), remaining: Some(0), reset: Some(ms(1250)) }
+        );
+        // GitHub: a Unix time, measured against the answer's Date.
+        let date = "Thu, 08 Oct 2026 09:00:00 GMT"; // 1791450000
+        let gh = headers(&[("x-ratelimit-reset", "1791450023"), ("date", date)]);
+        assert_eq!(RateLimitHeaders::read(&gh).reset, Some(Duration::from_secs(23)));
+        let gh_ms = headers(&[("x-ratelimit-reset", "1791450023000"), ("date", date)]);
+        assert_eq!(RateLimitHeaders::read(&gh_ms).reset, Some(Duration::from_secs(23)));
+        assert_eq!(RateLimitHeaders::read(&headers(&[("x-ratelimit-reset", "1791450023")])).reset, None, "no Date");
+        for bad in ["-1", "soon", "1e3", "", "1.", "0x10"] {
+            assert_eq!(RateLimitHeaders::read(&headers(&[("ratelimit-reset", bad)])).reset, None, "{bad:?}");
+        }
+        assert_eq!(reset_value("0.0001", || None), Some(ms(1)), "rounded up, never early");
+    }
+
+    #[test]
+    fn spends_the_window_then_waits_for_the_reset() {
+        let mut s = PacingState::new(PacingConfig::default());
+        // Nothing known: the first attempts go.
+        for _ in 0..3 {
+            assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        }
+        // 8 per window, resetting in 1 s; of the 3 sent, 3 were counted.
+        answer(&mut s, ms(3), 201, &rl(8, 5, 1));
+        assert_eq!(s.allowance(), Some(5));
+        for _ in 0..5 {
+            assert_eq!(s.try_admit(ms(4)), Verdict::Admit);
+        }
+        assert_eq!(s.try_admit(ms(4)), Verdict::WaitUntil(ms(1003)));
+        // The earliest reset bound wins (whole seconds are rounded up).
+        answer(&mut s, ms(6), 201, &rl(8, 4, 1));
+        assert_eq!(s.try_admit(ms(7)), Verdict::WaitUntil(ms(1003)));
+        for _ in 0..6 {
+            answer(&mut s, ms(8), 201, &rl(8, 0, 1));
+        }
+        // At the reset the whole limit is available again.
+        assert_eq!(s.try_admit(ms(1003)), Verdict::Admit);
+        assert_eq!(s.allowance(), Some(7));
+    }
+
+    #[test]
+    fn other_clients_of_the_account_shrink_the_allowance() {
+        let mut s = PacingState::new(PacingConfig::default());
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        // 5 of 10 used, and only 2 can have been ours.
+        answer(&mut s, ms(3), 201, &rl(10, 5, 1));
+        assert_eq!(s.allowance(), Some(5));
+        // Remaining 0 closes the window whatever the count says.
+        answer(&mut s, ms(4), 201, &rl(10, 0, 1));
+        assert_eq!(s.try_admit(ms(5)), Verdict::WaitUntil(ms(1003)));
+    }
+
+    #[test]
+    fn answers_sent_before_a_reset_do_not_close_the_new_window() {
+        let mut s = PacingState::new(PacingConfig::default());
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        answer(&mut s, ms(2), 201, &rl(2, 0, 1));
+        assert_eq!(s.try_admit(ms(1002)), Verdict::Admit, "reset passed");
+        // The answer to the attempt sent before the reset says 0 left: ignored.
+        answer(&mut s, ms(1003), 201, &rl(2, 0, 1));
+        assert_eq!(s.allowance(), Some(0), "2 per window, 1 was in flight at the reset, 1 admitted since");
+        answer(&mut s, ms(1004), 201, &rl(2, 0, 1));
+        assert_eq!(s.try_admit(ms(1004)), Verdict::WaitUntil(ms(2004)));
+    }
+
+    #[test]
+    fn a_refusal_holds_the_whole_fleet_for_the_advice() {
+        let mut s = PacingState::new(PacingConfig::default());
+        for _ in 0..4 {
+            assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        }
+        answer(&mut s, ms(5), 429, &headers(&[("retry-after", "2")]));
+        assert_eq!(s.hold_until(), ms(2005));
+        assert_eq!(s.try_admit(ms(6)), Verdict::WaitUntil(ms(2005)));
+        // A terminal 429 (quota) holds nothing.
+        let mut t = PacingState::new(PacingConfig::default());
+        t.try_admit(ms(0));
+        answer_as(&mut t, ms(1), 429, Class::Terminal, &headers(&[("retry-after", "86400")]));
+        assert_eq!(t.hold_until(), Duration::ZERO);
+        // A hold is capped at max_hold.
+        let mut c = PacingState::new(PacingConfig { max_hold: Duration::from_secs(10), ..PacingConfig::default() });
+        c.try_admit(ms(0));
+        answer(&mut c, ms(0), 429, &headers(&[("retry-after", "3600")]));
+        assert_eq!(c.hold_until(), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn without_headers_it_learns_the_capacity_and_probes_once_per_window() {
+        let mut s = PacingState::new(PacingConfig::default());
+        let none = HeaderMap::new();
+        for _ in 0..5 {
+            assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        }
+        for _ in 0..3 {
+            answer(&mut s, ms(2), 201, &none);
+        }
+        answer(&mut s, ms(2), 429, &headers(&[("retry-after", "1")]));
+        answer(&mut s, ms(3), 429, &headers(&[("retry-after", "1")]));
+        assert_eq!(s.try_admit(ms(500)), Verdict::WaitUntil(ms(1003)));
+        // After the hold: 3 worked last window, so 3 go, then one probe.
+        for _ in 0..3 {
+            assert_eq!(s.try_admit(ms(1003)), Verdict::Admit);
+        }
+        assert_eq!(s.capacity(), Some(3));
+        assert_eq!(s.try_admit(ms(1003)), Verdict::WaitForAnswer);
+        for _ in 0..3 {
+            answer(&mut s, ms(1005), 201, &none);
+        }
+        assert_eq!(s.try_admit(ms(1005)), Verdict::Admit, "the probe");
+        assert_eq!(s.try_admit(ms(1005)), Verdict::WaitForAnswer, "one probe at a time");
+        answer(&mut s, ms(1007), 429, &headers(&[("retry-after", "1")]));
+        assert_eq!(s.try_admit(ms(1008)), Verdict::WaitUntil(ms(2007)));
+    }
+
+    #[test]
+    fn headroom_is_left_for_other_clients() {
+        let mut s = PacingState::new(PacingConfig { headroom: 2, ..PacingConfig::default() });
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        answer(&mut s, ms(2), 201, &rl(10, 9, 1));
+        assert_eq!(s.allowance(), Some(7), "10 less 2 of headroom, less the one sent");
+        assert_eq!(s.try_admit(ms(1002)), Verdict::Admit);
+        assert_eq!(s.allowance(), Some(7), "a new window: 10 less 2 of headroom, less this one");
+    }
+
+    fn feedback(status: u16, h: &HeaderMap) -> Feedback<'_> {
+        let class = if status == 429 { Class::Throttled } else { Class::Success };
+        Feedback { now: Duration::ZERO, status: Some(status), class, headers: Some(h) }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_gate_holds_waiters_until_the_reset_in_order() {
+        let gate = Arc::new(Pacing::new(PacingConfig::default()));
+        let start = tokio::time::Instant::now();
+        gate.admit().await;
+        gate.done(&feedback(201, &rl(5, 1, 2)));
+        gate.admit().await; // the last one of the window
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..3 {
+            let (gate, order) = (gate.clone(), order.clone());
+            tasks.spawn(async move {
+                gate.admit().await;
+                order.lock().unwrap().push((i, start.elapsed()));
+            });
+            tokio::task::yield_now().await;
+        }
+        tokio::task::yield_now().await;
+        assert_eq!(gate.queued(), 3);
+        while tasks.join_next().await.is_some() {}
+        let order = order.lock().unwrap().clone();
+        assert_eq!(order.iter().map(|o| o.0).collect::<Vec<_>>(), [0, 1, 2], "first come, first served");
+        assert!(order.iter().all(|o| o.1 == Duration::from_secs(2)), "{order:?}");
+        // 5 per window, less the one in flight at the reset (it may land in
+        // the new window), less the three just admitted.
+        assert_eq!(gate.state().allowance(), Some(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_waiter_leaves_the_queue() {
+        let gate = Pacing::new(PacingConfig::default());
+        gate.admit().await;
+        gate.done(&feedback(429, &headers(&[("retry-after", "1")])));
+        let start = tokio::time::Instant::now();
+        let cancelled = tokio::time::timeout(ms(100), gate.admit()).await;
+        assert!(cancelled.is_err());
+        assert_eq!(gate.queued(), 0, "the dropped admission left the queue");
+        gate.admit().await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+    }
 }

@@ -82,7 +82,12 @@ fn deadline(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
         match &e.kind {
             EventKind::Wait { ms, .. } if e.at_ms + ms + reserve > end + 1 => out.push(v(
                 Invariant::Deadline,
-                format!("job {}: a {ms} ms wait at {} ms ends past the last useful moment {} ms", j.job, e.at_ms, end - reserve),
+                format!(
+                    "job {}: a {ms} ms wait at {} ms ends past the last useful moment {} ms",
+                    j.job,
+                    e.at_ms,
+                    end - reserve
+                ),
             )),
             EventKind::Attempt { n, .. } if e.at_ms > end => out.push(v(
                 Invariant::Deadline,
@@ -170,7 +175,10 @@ fn too_long(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
 fn one_charge_per_key(r: &Report, out: &mut Vec<Violation>) {
     for (key, n) in &r.ledger.charges {
         if key != "(no key)" && *n > 1 {
-            out.push(v(Invariant::OneChargePerKey, format!("key {} was charged {n} times", crate::trace::short_key(key))));
+            out.push(v(
+                Invariant::OneChargePerKey,
+                format!("key {} was charged {n} times", crate::trace::short_key(key)),
+            ));
         }
     }
 }
@@ -225,10 +233,10 @@ fn one_key_per_operation(r: &Report, out: &mut Vec<Violation>) {
             ));
             continue;
         }
-        if let Some(Some(k)) = j.attempt_keys.first() {
-            if let Some(other) = seen.insert(k, j.job) {
-                out.push(v(Invariant::OneKeyPerOperation, format!("jobs {other} and {} share one key", j.job)));
-            }
+        if let Some(Some(k)) = j.attempt_keys.first()
+            && let Some(other) = seen.insert(k, j.job)
+        {
+            out.push(v(Invariant::OneKeyPerOperation, format!("jobs {other} and {} share one key", j.job)));
         }
     }
 }

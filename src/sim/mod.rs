@@ -1,6 +1,7 @@
 //! The deterministic simulation harness.
 pub mod api;
 pub mod check;
+pub mod compare;
 pub mod deferral;
 pub mod fleet;
 pub mod fleet_check;

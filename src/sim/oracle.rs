@@ -1,21 +1,154 @@
-//! STUB (owned by the comparison work): the ideal client that knows the window.
+//! The ideal client: an oracle that knows the API's limiter and paces the
+//! fleet perfectly. It is the comparison's yardstick (`retrysim compare`
+//! shows every policy as a ratio to it), not a production gate: a real
+//! client does not know the window. [`crate::gate::pacing::Pacing`] is the
+//! production gate that tries to come close from the headers alone.
+//!
+//! # How it paces
+//!
+//! It keeps a log of the latest moment each recent attempt can have reached
+//! the server, and admits an attempt only when fewer than `limit` attempts
+//! are in flight or reached the server within the last `window`. An
+//! attempt's arrival is bounded by the instant its outcome came back, less
+//! the API's `processing_ms` for a success (the answer is produced that long
+//! after the arrival). So no `window`-long interval ever holds more than
+//! `limit` arrivals, which every limiter of the model accepts:
+//! - a fixed window (`@fastify/rate-limit`, starting at the first hit) never
+//!   holds more than `limit` arrivals, since its windows are such intervals;
+//! - a sliding window is exactly that rule;
+//! - a token bucket (which starts full) accepts it, as `limit` per window
+//!   never outruns a bucket of `limit` refilled at `limit` per window.
+//!
+//! It never meets a 429 and sends the fewest possible requests (one per job).
+//! It is also the fastest schedule up to one trip back per window: under a
+//! fixed window it sends each window's `limit` attempts as fast as the fleet
+//! can, then the next ones a window after the previous ones came back.
+//!
+//! # Assumptions
+//! - Every attempt counts against one budget: `min(writes, reads)` of the
+//!   API's limiter (exact for the presets, whose jobs are all writes).
+//! - The fleet is the account's only client, with nothing else in flight.
+//! - No concurrency cap (`api.concurrency`) is modelled; the presets set none.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::gate::pacing::{Schedule, Scheduled, Verdict};
 use crate::gate::{Admission, Feedback, Gate};
 use crate::sim::api::ApiConfig;
 
+/// The oracle's bookkeeping (pure, on the gate's timeline).
+#[derive(Debug, Clone)]
+pub struct IdealSchedule {
+    limit: u32,
+    window: Duration,
+    processing: Duration,
+    in_flight: u32,
+    /// Upper bounds on the arrival of finished attempts, oldest first.
+    arrived: VecDeque<Duration>,
+}
+
+impl IdealSchedule {
+    /// The oracle for an API's limiter.
+    pub fn new(api: &ApiConfig) -> IdealSchedule {
+        IdealSchedule {
+            limit: api.limiter.writes.min(api.limiter.reads),
+            window: Duration::from_millis(api.limiter.window_ms.max(1)),
+            processing: Duration::from_millis(api.processing_ms),
+            in_flight: 0,
+            arrived: VecDeque::new(),
+        }
+    }
+}
+
+impl Schedule for IdealSchedule {
+    fn try_admit(&mut self, now: Duration) -> Verdict {
+        while self.arrived.front().is_some_and(|&t| t + self.window <= now) {
+            self.arrived.pop_front();
+        }
+        if (self.in_flight as usize + self.arrived.len()) < self.limit as usize {
+            self.in_flight += 1;
+            return Verdict::Admit;
+        }
+        match self.arrived.front() {
+            Some(&t) => Verdict::WaitUntil(t + self.window),
+            None => Verdict::WaitForAnswer,
+        }
+    }
+
+    fn on_done(&mut self, now: Duration, feedback: &Feedback<'_>) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let ran = feedback.status.is_some_and(|s| (200..300).contains(&s));
+        let arrived_by = if ran { now.saturating_sub(self.processing) } else { now };
+        let at = self.arrived.partition_point(|&t| t <= arrived_by);
+        self.arrived.insert(at, arrived_by);
+    }
+}
+
 /// An oracle that admits exactly what the limiter will accept.
 #[derive(Debug)]
-pub struct IdealGate {}
+pub struct IdealGate {
+    inner: Scheduled<IdealSchedule>,
+}
 
 impl IdealGate {
-    /// The oracle for an API.
-    pub fn new(_api: &ApiConfig) -> IdealGate {
-        IdealGate {}
+    /// The oracle for an API. Build it inside the simulation: it reads
+    /// tokio's (virtual) clock.
+    pub fn new(api: &ApiConfig) -> IdealGate {
+        IdealGate { inner: Scheduled::new(IdealSchedule::new(api)) }
     }
 }
 
 impl Gate for IdealGate {
     fn admit(&self) -> Admission<'_> {
-        Box::pin(async {})
+        self.inner.admit()
     }
-    fn done(&self, _feedback: &Feedback<'_>) {}
+    fn done(&self, feedback: &Feedback<'_>) {
+        self.inner.done(feedback)
+    }
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::classify::Class;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn done(s: &mut IdealSchedule, now: Duration, status: u16) {
+        s.on_done(now, &Feedback { now, status: Some(status), class: Class::Success, headers: None });
+    }
+
+    #[test]
+    fn admits_limit_per_window_counted_from_when_answers_came_back() {
+        let mut api = ApiConfig::default();
+        api.limiter.writes = 2;
+        api.limiter.window_ms = 1000;
+        api.processing_ms = 100;
+        let mut s = IdealSchedule::new(&api);
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        assert_eq!(s.try_admit(ms(0)), Verdict::WaitForAnswer);
+        // A success came back at 105 ms: it arrived by 5 ms.
+        done(&mut s, ms(105), 201);
+        assert_eq!(s.try_admit(ms(105)), Verdict::WaitUntil(ms(1005)));
+        // A refusal ran nothing: it arrived by the time it came back.
+        done(&mut s, ms(3), 429);
+        assert_eq!(s.try_admit(ms(106)), Verdict::WaitUntil(ms(1003)));
+        assert_eq!(s.try_admit(ms(1003)), Verdict::Admit);
+        assert_eq!(s.try_admit(ms(1003)), Verdict::WaitUntil(ms(1005)));
+        assert_eq!(s.try_admit(ms(1005)), Verdict::Admit);
+    }
+
+    #[test]
+    fn the_tighter_of_the_two_budgets_counts() {
+        let mut api = ApiConfig::default();
+        api.limiter.reads = 1;
+        assert_eq!(IdealSchedule::new(&api).limit, 1);
+    }
 }

@@ -17,9 +17,17 @@ pub enum Show {
     Client(u32),
 }
 
-/// How many jobs a fleet trace shows by default: enough to see the pattern,
-/// few enough that a snapshot stays reviewable.
+/// How many jobs a single-worker trace shows by default.
 pub const DEFAULT_JOBS: usize = 6;
+
+impl Show {
+    /// The default view: a single worker's first jobs, or, for a fleet,
+    /// every job of worker w0 (enough to see the pattern, few enough lines
+    /// for a reviewable snapshot).
+    pub fn default_for(r: &Report) -> Show {
+        if r.scenario_config.fleet.workers > 1 { Show::Client(0) } else { Show::FirstJobs(DEFAULT_JOBS) }
+    }
+}
 
 /// Renders a run for review.
 pub fn render_run(r: &Report, show: Show) -> String {
@@ -66,7 +74,7 @@ pub fn render_run(r: &Report, show: Show) -> String {
             lines.push((e.at_ms, j.job, i, render_event(&j.trace.label, e)));
         }
     }
-    lines.sort_by_key(|a| (a.0, a.1, a.2));
+    lines.sort_by_key(|l| (l.0, l.1, l.2));
     for (_, _, _, l) in lines {
         out.push_str(&l);
         out.push('\n');

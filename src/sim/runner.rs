@@ -115,7 +115,8 @@ pub struct Report {
     pub queue_depth: Vec<u32>,
     /// Total time attempts waited at the gate before going out.
     pub queued_ms: u64,
-    /// Most requests running at the API at once (from its ledger).
+    /// Most requests at the API at once (from its ledger): each from its
+    /// arrival to its answer, one refused on arrival for that instant.
     pub max_in_flight: u64,
     /// Jobs the front end gave up on and deferred (answered 202).
     pub deferred: u64,
@@ -228,6 +229,9 @@ pub fn run_with(s: &Scenario, seed: u64, hooks: Hooks) -> Result<Report, RunErro
         .min_message_latency(s.net.min_latency)
         .max_message_latency(s.net.max_latency)
         .simulation_duration(s.time_limit)
+        // turmoil panics when more connections wait to be accepted than its
+        // socket capacity (64): every worker may be connecting at once.
+        .tcp_capacity((s.fleet.workers as usize).saturating_mul(2).max(64))
         .build();
 
     let server = Arc::new(Server {
@@ -457,25 +461,35 @@ fn queued_ms(r: &JobRecord) -> u64 {
         .sum()
 }
 
-/// The most requests running at the API at once: a request runs from its
-/// arrival until its answer (a refusal answers on arrival).
+/// The most requests running at the API at once, counted at each arrival
+/// (the arrival included): a request runs from its arrival until its
+/// answer, and one answered on arrival counts for that instant.
 fn max_in_flight(ledger: &Ledger) -> u64 {
-    let mut edges: Vec<(Duration, i64)> = Vec::new();
+    // (time, order, step): at one instant, ends (0) before starts (1)
+    // before momentary requests (2).
+    let mut edges: Vec<(Duration, u8)> = Vec::new();
     for a in &ledger.arrivals {
-        let end = a.answered_at.unwrap_or(Duration::MAX);
-        if end > a.at {
-            edges.push((a.at, 1));
-            edges.push((end, -1));
+        match a.answered_at {
+            Some(end) if end <= a.at => edges.push((a.at, 2)),
+            end => {
+                edges.push((a.at, 1));
+                edges.extend(end.map(|e| (e, 0)));
+            }
         }
     }
-    // Ends before starts at the same instant: a slot freed and taken again.
-    edges.sort();
-    let (mut now, mut max) = (0i64, 0i64);
-    for (_, d) in edges {
-        now += d;
-        max = max.max(now);
+    edges.sort_unstable();
+    let (mut now, mut max) = (0u64, 0u64);
+    for (_, kind) in edges {
+        match kind {
+            0 => now = now.saturating_sub(1),
+            1 => {
+                now += 1;
+                max = max.max(now);
+            }
+            _ => max = max.max(now + 1),
+        }
     }
-    max as u64
+    max
 }
 
 impl Report {

@@ -1,3 +1,7 @@
 //! Integration tests, compiled as one binary (faster to build and link).
+mod cli;
+mod compare;
 mod driver;
 mod fleet;
+mod scenarios;
+mod snapshots;

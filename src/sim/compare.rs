@@ -1,0 +1,698 @@
+//! Policies side by side: seed 002's table, reproduced and extended.
+//!
+//! A [`Preset`] is a list of named rows, each a whole [`Scenario`] (API,
+//! fleet, policy, gate, faults), so a row may change anything, and adding a
+//! row is one [`Preset::push`]. [`run`] runs every row on seeds `1..=K` and
+//! summarises each figure as its median and its range over the seeds. The
+//! row whose gate is the oracle ([`GateConfig::Ideal`]) is the yardstick:
+//! every row is also shown as a ratio to its time and its requests.
+//!
+//! The presets:
+//! - `blinkimg-1s`: seed 002's mock (8 workers, 120 jobs, 30 writes per 1 s
+//!   window, 50 tries), the seed's six policies, the ideal, and pacing.
+//! - `blinkimg-60s`: the real API's limits (120 writes and 1,200 reads per
+//!   60 s window), 8 workers, 480 jobs, the same rows.
+//! - `berlin`: seed 003's overnight batch of AI summaries under the `batch`
+//!   policy, 4 workers against 40, against a limiter of 60 requests per 60 s
+//!   window and summaries that take 5 s each: 4 workers (48 a minute) never
+//!   meet a 429; 40 workers (480 a minute) do, all night.
+//!
+//! # Ticks
+//!
+//! turmoil advances virtual time in fixed ticks, and a run costs about the
+//! same per tick whether anything happens or not (about 3 us). `blinkimg-1s`
+//! keeps the 1 ms tick: its runs last seconds. The long-window presets run
+//! minutes of virtual time, so they use a 10 ms tick, which makes them about
+//! 6 times cheaper: every message then takes one tick, so an attempt
+//! (connect, request, answer) takes about 30 ms instead of 3 ms, like a real
+//! API over the internet. Measured on `blinkimg-60s` (`cargo bench --bench
+//! compare`, the `tick` table), the median time of every row moves by
+//! +0.3% (ideal, pacing) to +1.5% (exponential without jitter), except
+//! retrying at once: how many jobs survive until the next window depends
+//! only on how fast 50 tries burn, so at 30 ms a try it gives up on 312 jobs
+//! over 60 s, at 3 ms on 360 jobs in 7 s.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde::{Serialize, Serializer};
+
+use crate::core::backoff::{Backoff, Jitter};
+use crate::core::policy::Policy;
+use crate::gate::pacing::PacingConfig;
+use crate::sim::api::{LimiterConfig, LimiterKind};
+use crate::sim::runner::{self, Report};
+use crate::sim::scenario::{self, GateConfig, Scenario};
+
+/// The presets, in the order `retrysim compare` lists them.
+pub const PRESETS: [&str; 3] = ["blinkimg-1s", "blinkimg-60s", "berlin"];
+
+/// The number of seeds a comparison runs by default (seed 002: "the median of 5 runs").
+pub const DEFAULT_SEEDS: u32 = 5;
+
+/// One row of a comparison: a name and the scenario it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub name: String,
+    pub scenario: Scenario,
+}
+
+/// A comparison: named rows, run on the same seeds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preset {
+    pub name: String,
+    pub description: String,
+    pub rows: Vec<Row>,
+}
+
+impl Preset {
+    /// An empty preset.
+    pub fn new(name: &str, description: &str) -> Preset {
+        Preset { name: name.into(), description: description.into(), rows: Vec::new() }
+    }
+
+    /// Appends a row; the scenario takes the row's name (reports and
+    /// `retrysim run --config` show it).
+    pub fn push(&mut self, name: &str, mut scenario: Scenario) -> &mut Preset {
+        scenario.name = name.into();
+        self.rows.push(Row { name: name.into(), scenario });
+        self
+    }
+
+    /// A row by name.
+    pub fn row(&self, name: &str) -> Option<&Row> {
+        self.rows.iter().find(|r| r.name == name)
+    }
+
+    /// The row names, in order.
+    pub fn row_names(&self) -> Vec<&str> {
+        self.rows.iter().map(|r| r.name.as_str()).collect()
+    }
+}
+
+/// A preset by name, or `None`.
+pub fn preset(name: &str) -> Option<Preset> {
+    match name {
+        "blinkimg-1s" => Some(blinkimg_1s()),
+        "blinkimg-60s" => Some(blinkimg_60s()),
+        "berlin" => Some(berlin()),
+        _ => None,
+    }
+}
+
+/// A clear error for an unknown preset, listing the valid ones.
+pub fn unknown(name: &str) -> String {
+    format!("unknown preset {name:?}; the presets are: {}", PRESETS.join(", "))
+}
+
+/// A policy of seed 002's table that ignores `Retry-After` and waits its
+/// own backoff: 50 tries, like every row of the seed.
+fn ignoring_advice(name: &str, backoff: Backoff) -> Policy {
+    Policy { name: name.into(), backoff, use_advice: false, ..scenario::retry_after_jitter() }
+}
+
+fn with_policy(base: &Scenario, policy: Policy, description: &str) -> Scenario {
+    Scenario { policy, description: description.into(), ..base.clone() }
+}
+
+fn with_gate(base: &Scenario, gate: GateConfig, description: &str) -> Scenario {
+    let mut s = Scenario { description: description.into(), ..base.clone() };
+    s.fleet.gate = gate;
+    s
+}
+
+/// The rows every Blinkimg preset has, on `base` (whose policy is Retry-After + jitter).
+fn blinkimg_rows(p: &mut Preset, base: &Scenario) {
+    let ms = Duration::from_millis;
+    let exp = |jitter| Backoff { base: ms(100), cap: ms(8_000), jitter };
+    p.push(
+        "retry-at-once",
+        with_policy(
+            base,
+            ignoring_advice("retry-at-once", Backoff { base: ms(0), cap: ms(0), jitter: Jitter::None }),
+            "retry at once, ignoring Retry-After",
+        ),
+    );
+    p.push(
+        "exponential-no-jitter",
+        with_policy(
+            base,
+            ignoring_advice("exponential-no-jitter", exp(Jitter::None)),
+            "wait min(8 s, 100 ms * 2^n), ignoring Retry-After",
+        ),
+    );
+    p.push(
+        "exponential-full-jitter",
+        with_policy(
+            base,
+            ignoring_advice("exponential-full-jitter", exp(Jitter::Full)),
+            "wait uniform[0, min(8 s, 100 ms * 2^n)], ignoring Retry-After",
+        ),
+    );
+    p.push("retry-after-jitter", with_policy(base, base.policy.clone(), "wait Retry-After plus 0-250 ms"));
+    for (name, keys) in [("no-key-10pct-lost", false), ("key-10pct-lost", true)] {
+        let mut s = base.clone();
+        s.faults.lost_answers_per_mille = 100;
+        s.policy.idempotency_keys = keys;
+        if keys {
+            s.description = "Retry-After + jitter, 10% of answers lost after charging, with an Idempotency-Key".into();
+        } else {
+            // Seed 002's unkeyed client retried network errors like any other.
+            s.policy.name = "no-key-naive".into();
+            s.policy.sabotage.replay_unsafe = true;
+            s.description = "Retry-After + jitter, 10% of answers lost after charging, no key: replays".into();
+        }
+        p.push(name, s);
+    }
+    p.push("ideal", with_gate(base, GateConfig::Ideal, "the oracle: knows the window, paces perfectly"));
+    p.push(
+        "pacing",
+        with_gate(
+            base,
+            GateConfig::Pacing(PacingConfig::default()),
+            "the Pacing gate: holds the fleet on RateLimit-* and Retry-After",
+        ),
+    );
+}
+
+/// Seed 002's setup: 8 workers, 120 jobs, 30 writes per 1 s window.
+///
+/// The API sends `RateLimit-*` headers on every answer (as the
+/// `@fastify/rate-limit` behind it does); only the pacing row reads them.
+pub fn blinkimg_1s() -> Preset {
+    let mut base = scenario::blinkimg_1s();
+    base.api.rate_limit_headers = true;
+    let mut p = Preset::new(
+        "blinkimg-1s",
+        "seed 002's mock: 8 workers, 120 jobs, 30 writes per 1 s fixed window, 50 tries per job",
+    );
+    blinkimg_rows(&mut p, &base);
+    p
+}
+
+/// The real API's limits: 120 writes and 1,200 reads per 60 s window,
+/// 8 workers, 480 jobs (four windows' worth), on a 10 ms tick.
+pub fn blinkimg_60s() -> Preset {
+    let mut base = scenario::blinkimg_1s();
+    base.api.limiter = LimiterConfig { kind: LimiterKind::FixedWindow, writes: 120, reads: 1_200, window_ms: 60_000 };
+    base.api.rate_limit_headers = true;
+    base.fleet.jobs = 480;
+    base.net.tick = Duration::from_millis(10);
+    let mut p = Preset::new(
+        "blinkimg-60s",
+        "the real API's limits: 8 workers, 480 jobs, 120 writes per 60 s fixed window, 50 tries per job (10 ms tick)",
+    );
+    blinkimg_rows(&mut p, &base);
+    p
+}
+
+/// Seed 003's overnight batch: 300 AI summaries of 5 s each under the
+/// `batch` policy (5 retries, 90 s deadline, full jitter 1 s..30 s), against
+/// 60 requests per 60 s fixed window. 4 workers send 48 a minute and never
+/// meet a 429; 40 workers send up to 480 a minute.
+pub fn berlin() -> Preset {
+    let mut base = Scenario { policy: Policy::batch(), ..Scenario::default() };
+    base.api.limiter = LimiterConfig { kind: LimiterKind::FixedWindow, writes: 60, reads: 600, window_ms: 60_000 };
+    base.api.processing_ms = 5_000;
+    base.api.rate_limit_headers = true;
+    base.fleet.jobs = 300;
+    base.net.tick = Duration::from_millis(10);
+    let workers = |n: u32, gate: GateConfig, description: &str| {
+        let mut s = with_gate(&base, gate, description);
+        s.fleet.workers = n;
+        s
+    };
+    let mut p = Preset::new(
+        "berlin",
+        "seed 003: 300 summaries of 5 s, batch policy, 60 requests per 60 s fixed window (10 ms tick)",
+    );
+    p.push("batch-4-workers", workers(4, GateConfig::None, "4 workers: the smoke test"));
+    p.push("batch-40-workers", workers(40, GateConfig::None, "40 workers: the overnight run"));
+    p.push("ideal", workers(40, GateConfig::Ideal, "40 workers behind the oracle"));
+    p.push(
+        "pacing-40-workers",
+        workers(40, GateConfig::Pacing(PacingConfig::default()), "40 workers behind the Pacing gate"),
+    );
+    p
+}
+
+/// One figure over the seeds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Figure {
+    /// The middle value (the mean of the two middle ones for an even count).
+    #[serde(serialize_with = "number")]
+    pub median: f64,
+    #[serde(serialize_with = "number")]
+    pub min: f64,
+    #[serde(serialize_with = "number")]
+    pub max: f64,
+}
+
+/// Whole numbers as JSON integers, others rounded to 4 decimals.
+fn number<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if x.fract() == 0.0 && x.abs() < 9.0e15 {
+        s.serialize_i64(*x as i64)
+    } else {
+        s.serialize_f64((x * 10_000.0).round() / 10_000.0)
+    }
+}
+
+fn opt_number<S: Serializer>(x: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match x {
+        Some(x) => number(x, s),
+        None => s.serialize_none(),
+    }
+}
+
+impl Figure {
+    /// The median and range of `values` (all zero when empty).
+    pub fn of(values: &[f64]) -> Figure {
+        if values.is_empty() {
+            return Figure { median: 0.0, min: 0.0, max: 0.0 };
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        Figure { median, min: v[0], max: v[n - 1] }
+    }
+}
+
+/// The figures of one run, as the comparison uses them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunFigures {
+    pub seed: u64,
+    pub virtual_ms: u64,
+    pub requests: u64,
+    pub limited: u64,
+    pub charged: u64,
+    pub jobs: u64,
+    pub succeeded: u64,
+    pub gave_up: u64,
+    pub first_attempt_429_rate: f64,
+    pub p50_latency_ms: u64,
+    pub p99_latency_ms: u64,
+}
+
+impl RunFigures {
+    /// The figures of a report.
+    pub fn of(r: &Report) -> RunFigures {
+        RunFigures {
+            seed: r.seed,
+            virtual_ms: r.virtual_ms,
+            requests: r.requests,
+            limited: r.limited,
+            charged: r.charged,
+            jobs: r.jobs,
+            succeeded: r.succeeded,
+            gave_up: r.gave_up_total,
+            first_attempt_429_rate: r.first_attempt_429_rate,
+            p50_latency_ms: r.p50_latency_ms,
+            p99_latency_ms: r.p99_latency_ms,
+        }
+    }
+}
+
+/// One row's figures over the seeds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RowSummary {
+    pub policy: String,
+    pub description: String,
+    pub virtual_s: Figure,
+    pub requests: Figure,
+    pub limited: Figure,
+    pub charged: Figure,
+    pub jobs: Figure,
+    pub succeeded: Figure,
+    pub gave_up: Figure,
+    pub first_attempt_429_rate: Figure,
+    pub p50_latency_ms: Figure,
+    pub p99_latency_ms: Figure,
+    /// Median virtual time over the ideal row's (`None` without an ideal row).
+    #[serde(serialize_with = "opt_number")]
+    pub time_vs_ideal: Option<f64>,
+    /// Median requests over the ideal row's.
+    #[serde(serialize_with = "opt_number")]
+    pub requests_vs_ideal: Option<f64>,
+    /// Each seed's figures, in seed order (for tests and failure messages).
+    #[serde(skip)]
+    pub runs: Vec<RunFigures>,
+}
+
+impl RowSummary {
+    fn of(row: &Row, runs: Vec<RunFigures>) -> RowSummary {
+        let fig = |f: fn(&RunFigures) -> f64| Figure::of(&runs.iter().map(f).collect::<Vec<_>>());
+        RowSummary {
+            policy: row.name.clone(),
+            description: row.scenario.description.clone(),
+            virtual_s: fig(|r| r.virtual_ms as f64 / 1000.0),
+            requests: fig(|r| r.requests as f64),
+            limited: fig(|r| r.limited as f64),
+            charged: fig(|r| r.charged as f64),
+            jobs: fig(|r| r.jobs as f64),
+            succeeded: fig(|r| r.succeeded as f64),
+            gave_up: fig(|r| r.gave_up as f64),
+            first_attempt_429_rate: fig(|r| r.first_attempt_429_rate),
+            p50_latency_ms: fig(|r| r.p50_latency_ms as f64),
+            p99_latency_ms: fig(|r| r.p99_latency_ms as f64),
+            time_vs_ideal: None,
+            requests_vs_ideal: None,
+            runs,
+        }
+    }
+
+    /// Each seed's figures, one line per seed, for failure messages.
+    pub fn runs_text(&self) -> String {
+        self.runs
+            .iter()
+            .map(|r| {
+                format!(
+                    "  seed {}: {} ms, {} requests, {} limited, {} charged, {}/{} jobs, {} gave up",
+                    r.seed, r.virtual_ms, r.requests, r.limited, r.charged, r.succeeded, r.jobs, r.gave_up
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// A finished comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub preset: String,
+    pub description: String,
+    pub seeds: Vec<u64>,
+    pub rows: Vec<RowSummary>,
+}
+
+impl Comparison {
+    /// A row by name.
+    pub fn row(&self, name: &str) -> Option<&RowSummary> {
+        self.rows.iter().find(|r| r.policy == name)
+    }
+}
+
+/// A run of a comparison that did not finish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompareError {
+    pub preset: String,
+    pub row: String,
+    pub seed: u64,
+    pub message: String,
+}
+
+impl CompareError {
+    /// The command line that replays the failed run.
+    pub fn replay(&self) -> String {
+        replay(&self.preset, &self.row, self.seed)
+    }
+}
+
+/// The command line that replays one row of a preset with one seed.
+pub fn replay(preset: &str, row: &str, seed: u64) -> String {
+    format!(
+        "retrysim compare --preset {preset} --show {row} > row.toml && retrysim run --config row.toml --seed {seed}"
+    )
+}
+
+impl std::fmt::Display for CompareError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "preset {} row {} seed {} did not finish: {}\nreplay: {}",
+            self.preset,
+            self.row,
+            self.seed,
+            self.message,
+            self.replay()
+        )
+    }
+}
+
+impl std::error::Error for CompareError {}
+
+/// How many threads to run on by default: the machine's parallelism.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Runs every row of `preset` on seeds `1..=seeds`, on up to `threads`
+/// threads. Each run is its own deterministic simulation, so the result
+/// does not depend on the thread count or the order runs finish in.
+pub fn run(preset: &Preset, seeds: u32, threads: usize) -> Result<Comparison, CompareError> {
+    let seed_list: Vec<u64> = (1..=u64::from(seeds)).collect();
+    let tasks: Vec<(usize, u64)> =
+        (0..preset.rows.len()).flat_map(|row| seed_list.iter().map(move |&seed| (row, seed))).collect();
+    let results: Mutex<Vec<Option<Result<RunFigures, CompareError>>>> = Mutex::new(vec![None; tasks.len()]);
+    let next = AtomicUsize::new(0);
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&(row, seed)) = tasks.get(i) else { break };
+            let r = &preset.rows[row];
+            let result = runner::run(&r.scenario, seed).map(|report| RunFigures::of(&report)).map_err(|e| {
+                CompareError { preset: preset.name.clone(), row: r.name.clone(), seed, message: e.message }
+            });
+            results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(result);
+        }
+    };
+    let threads = threads.clamp(1, tasks.len().max(1));
+    if threads == 1 {
+        work();
+    } else {
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(work);
+            }
+        });
+    }
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter();
+    let mut rows = Vec::with_capacity(preset.rows.len());
+    for row in &preset.rows {
+        let runs = results
+            .by_ref()
+            .take(seed_list.len())
+            .map(|r| r.expect("every task ran"))
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.push(RowSummary::of(row, runs));
+    }
+    let ideal = preset.rows.iter().position(|r| r.scenario.fleet.gate == GateConfig::Ideal);
+    if let Some((time, requests)) = ideal.map(|i| (rows[i].virtual_s.median, rows[i].requests.median)) {
+        for r in &mut rows {
+            r.time_vs_ideal = (time > 0.0).then(|| r.virtual_s.median / time);
+            r.requests_vs_ideal = (requests > 0.0).then(|| r.requests.median / requests);
+        }
+    }
+    Ok(Comparison { preset: preset.name.clone(), description: preset.description.clone(), seeds: seed_list, rows })
+}
+
+/// A number as the JSON has it: whole numbers bare, others to 4 decimals.
+fn num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 9.0e15 {
+        format!("{}", x as i64)
+    } else {
+        format!("{}", (x * 10_000.0).round() / 10_000.0)
+    }
+}
+
+fn count(x: f64) -> String {
+    if x.fract() == 0.0 { format!("{x:.0}") } else { format!("{x:.1}") }
+}
+
+fn seconds(x: f64) -> String {
+    format!("{x:.2}")
+}
+
+fn percent(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+fn range(f: Figure, show: fn(f64) -> String) -> String {
+    if f.min == f.max { show(f.min) } else { format!("{}-{}", show(f.min), show(f.max)) }
+}
+
+fn ratio(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".into(), |x| format!("{x:.2}x"))
+}
+
+impl Comparison {
+    /// A table for a terminal: one line of medians per row, and under it a
+    /// line with each figure's range over the seeds.
+    pub fn render_table(&self) -> String {
+        let head = [
+            "policy",
+            "time s",
+            "time x",
+            "requests",
+            "req x",
+            "limited",
+            "charged",
+            "done/jobs",
+            "gave up",
+            "1st 429",
+            "p50 ms",
+            "p99 ms",
+        ];
+        let mut lines: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
+        for r in &self.rows {
+            lines.push(vec![
+                r.policy.clone(),
+                seconds(r.virtual_s.median),
+                ratio(r.time_vs_ideal),
+                count(r.requests.median),
+                ratio(r.requests_vs_ideal),
+                count(r.limited.median),
+                count(r.charged.median),
+                format!("{}/{}", count(r.succeeded.median), count(r.jobs.median)),
+                count(r.gave_up.median),
+                percent(r.first_attempt_429_rate.median),
+                count(r.p50_latency_ms.median),
+                count(r.p99_latency_ms.median),
+            ]);
+            lines.push(vec![
+                String::new(),
+                range(r.virtual_s, seconds),
+                String::new(),
+                range(r.requests, count),
+                String::new(),
+                range(r.limited, count),
+                range(r.charged, count),
+                range(r.succeeded, count),
+                range(r.gave_up, count),
+                range(r.first_attempt_429_rate, percent),
+                range(r.p50_latency_ms, count),
+                range(r.p99_latency_ms, count),
+            ]);
+        }
+        let widths: Vec<usize> =
+            (0..head.len()).map(|c| lines.iter().map(|l| l[c].chars().count()).max().unwrap_or(0)).collect();
+        let seeds = match (self.seeds.first(), self.seeds.last()) {
+            (Some(a), Some(b)) if a != b => format!("seeds {a}..={b}"),
+            (Some(a), _) => format!("seed {a}"),
+            _ => "no seeds".into(),
+        };
+        let mut out = format!(
+            "{}: {}\nmedian over {seeds}; the line under each row is the min-max; x = ratio to the ideal row\n\n",
+            self.preset, self.description
+        );
+        for (i, line) in lines.iter().enumerate() {
+            let cells: Vec<String> = line
+                .iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(c, (cell, &w))| if c == 0 { format!("{cell:<w$}") } else { format!("{cell:>w$}") })
+                .collect();
+            out.push_str(cells.join("  ").trim_end());
+            out.push('\n');
+            if i == 0 {
+                out.push_str(&"-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
+                out.push('\n');
+            }
+        }
+        out.trim_end().to_owned()
+    }
+
+    /// `{"preset", "description", "seeds", "rows": [{"policy", <figure>: {median, min, max}, ...}]}`.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("comparisons serialise")
+    }
+
+    /// A header line and one line per row: each figure as `_median`, `_min`, `_max` columns.
+    pub fn to_csv(&self) -> String {
+        const FIGURES: [&str; 10] = [
+            "virtual_s",
+            "requests",
+            "limited",
+            "charged",
+            "jobs",
+            "succeeded",
+            "gave_up",
+            "first_attempt_429_rate",
+            "p50_latency_ms",
+            "p99_latency_ms",
+        ];
+        let mut head = vec!["preset".to_owned(), "policy".to_owned()];
+        for f in FIGURES {
+            head.extend(["median", "min", "max"].map(|s| format!("{f}_{s}")));
+        }
+        head.extend(["time_vs_ideal".to_owned(), "requests_vs_ideal".to_owned()]);
+        let mut out = head.join(",");
+        for r in &self.rows {
+            let figures = [
+                r.virtual_s,
+                r.requests,
+                r.limited,
+                r.charged,
+                r.jobs,
+                r.succeeded,
+                r.gave_up,
+                r.first_attempt_429_rate,
+                r.p50_latency_ms,
+                r.p99_latency_ms,
+            ];
+            let mut cells = vec![self.preset.clone(), r.policy.clone()];
+            for f in figures {
+                cells.extend([num(f.median), num(f.min), num(f.max)]);
+            }
+            cells.extend([r.time_vs_ideal, r.requests_vs_ideal].map(|x| x.map(num).unwrap_or_default()));
+            out.push('\n');
+            out.push_str(&cells.join(","));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_range() {
+        assert_eq!(Figure::of(&[3.0, 1.0, 2.0]), Figure { median: 2.0, min: 1.0, max: 3.0 });
+        assert_eq!(Figure::of(&[4.0, 1.0, 2.0, 3.0]), Figure { median: 2.5, min: 1.0, max: 4.0 });
+        assert_eq!(Figure::of(&[]), Figure { median: 0.0, min: 0.0, max: 0.0 });
+    }
+
+    #[test]
+    fn every_preset_resolves_validates_and_has_one_ideal_row() {
+        for name in PRESETS {
+            let p = preset(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(p.name, name);
+            let ideal: Vec<_> = p.rows.iter().filter(|r| r.scenario.fleet.gate == GateConfig::Ideal).collect();
+            assert_eq!(ideal.len(), 1, "{name}");
+            for r in &p.rows {
+                r.scenario.validate().unwrap_or_else(|e| panic!("{name}/{}: {e}", r.name));
+                assert_eq!(r.scenario.name, r.name);
+                assert!(!r.scenario.description.is_empty(), "{name}/{}", r.name);
+                let back = Scenario::from_toml(&r.scenario.to_toml()).unwrap();
+                assert_eq!(back, r.scenario, "{name}/{} round-trips through TOML", r.name);
+            }
+        }
+        assert!(preset("nope").is_none());
+        assert!(unknown("nope").contains("blinkimg-1s, blinkimg-60s, berlin"));
+    }
+
+    #[test]
+    fn seed_002s_rows_are_all_there() {
+        assert_eq!(
+            blinkimg_1s().row_names(),
+            [
+                "retry-at-once",
+                "exponential-no-jitter",
+                "exponential-full-jitter",
+                "retry-after-jitter",
+                "no-key-10pct-lost",
+                "key-10pct-lost",
+                "ideal",
+                "pacing"
+            ]
+        );
+    }
+
+    #[test]
+    fn json_numbers_are_integers_when_whole() {
+        let f = Figure { median: 144.0, min: 0.1234567, max: 2.5 };
+        assert_eq!(serde_json::to_string(&f).unwrap(), r#"{"median":144,"min":0.1235,"max":2.5}"#);
+    }
+}

@@ -1,0 +1,180 @@
+//! The `retrysim` binary: outputs, determinism across processes, and clear
+//! errors with exit code 2 for bad input.
+
+use std::process::{Command, Output};
+
+fn retrysim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_retrysim")).args(args).output().unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = retrysim(args);
+    assert!(out.status.success(), "retrysim {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Bad input: exit code 2, no panic, and a message containing `hint`.
+fn refused(args: &[&str], hint: &str) {
+    let out = retrysim(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "retrysim {args:?}: {err}");
+    assert!(!err.contains("panicked"), "retrysim {args:?} panicked: {err}");
+    assert!(err.contains(hint), "retrysim {args:?}: expected {hint:?} in: {err}");
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(args)).unwrap()
+}
+
+#[test]
+fn explain_the_issue_example() {
+    let v = json(&[
+        "explain",
+        "--status",
+        "429",
+        "-H",
+        "retry-after: 120",
+        "-H",
+        "date: Sun, 06 Nov 1994 08:49:37 GMT",
+        "--body",
+        r#"{"error":{"code":"RATE_LIMITED"}}"#,
+        "--now",
+        "1994-11-06T08:49:37Z",
+        "--elapsed",
+        "3s",
+        "--attempt",
+        "2",
+        "--policy",
+        "interactive",
+        "--seed",
+        "7",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(v["decision"], "give_up");
+    assert_eq!(v["reason"], "advice_too_long");
+    assert_eq!(v["class"], "throttled");
+    assert_eq!(v["advice"]["source"], "header_seconds");
+    assert_eq!(v["advice"]["valid"], true);
+    assert_eq!(v["advice"]["wait_ms"], 120_000);
+}
+
+#[test]
+fn explain_a_retry_a_date_and_an_invalid_header() {
+    let v = json(&[
+        "explain",
+        "--status",
+        "429",
+        "-H",
+        "retry-after: Sun, 06 Nov 1994 08:49:40 GMT",
+        "-H",
+        "date: Sun, 06 Nov 1994 08:49:37 GMT",
+        "--body",
+        r#"{"error":{"code":"RATE_LIMITED"}}"#,
+        "--now",
+        "1994-11-06T09:49:37Z",
+        "--format",
+        "json",
+    ]);
+    // The client's clock is an hour ahead; the server's Date corrects it.
+    assert_eq!(v["decision"], "retry");
+    assert_eq!(v["advice"]["source"], "header_date");
+    assert_eq!(v["advice"]["wait_ms"], 3000);
+    assert_eq!(v["advice"]["server_date"], true);
+    assert!(v["wait_ms"].as_u64().unwrap() >= 3000);
+
+    let v = json(&[
+        "explain",
+        "--status",
+        "429",
+        "-H",
+        "retry-after: +5",
+        "--now",
+        "2026-01-01T00:00:00Z",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(v["advice"]["valid"], false);
+    assert!(v["advice"]["error"].as_str().unwrap().contains("+5"));
+    assert_eq!(v["advice"]["wait_ms"], serde_json::Value::Null);
+    assert_eq!(v["class"], "unclear");
+
+    let v = json(&["explain", "--status", "201", "--format", "json"]);
+    assert_eq!(v["decision"], "done");
+    let v = json(&["explain", "--transport-error", "maybe-arrived", "--no-key", "--format", "json"]);
+    assert_eq!((v["decision"].as_str(), v["reason"].as_str()), (Some("give_up"), Some("not_replayable")));
+}
+
+#[test]
+fn bad_input_is_refused_with_exit_code_2() {
+    refused(&["explain", "--status", "429", "--body", "{not json"], "--body is not valid JSON");
+    refused(&["explain", "--status", "429", "-H", "retry-after 5"], "write it as 'name: value'");
+    refused(&["explain", "--status", "429", "--now", "yesterday"], "RFC 3339");
+    refused(&["explain", "--status", "429", "--elapsed", "three"], "--elapsed");
+    refused(&["explain", "--status", "429", "--policy", "yolo"], "interactive, background, batch, standard");
+    refused(&["explain", "--status", "99"], "99");
+    refused(&["explain"], "--status");
+    refused(&["run", "--scenario", "nope"], "blinkimg-1s");
+    refused(&["run", "--scenario", "blinkimg-1s", "--policy", "nope"], "the presets are");
+    refused(&["run", "--scenario", "blinkimg-1s", "--seed", "-1"], "unexpected argument '-1'");
+    refused(&["run", "--config", "/nonexistent.toml"], "cannot read");
+    refused(&["scenarios", "--show", "nope"], "the named scenarios are");
+    refused(&["trace", "--scenario", "two-429-then-success", "--client", "3"], "workers 0..=0");
+    refused(&["frobnicate"], "unrecognized subcommand");
+}
+
+#[test]
+fn a_config_file_round_trips_and_bad_files_name_the_key() {
+    let dir = std::env::temp_dir().join(format!("retrysim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.toml");
+    std::fs::write(&good, ok(&["scenarios", "--show", "two-429-then-success"])).unwrap();
+    let from_file = ok(&["run", "--config", good.to_str().unwrap(), "--format", "json"]);
+    let named = ok(&["run", "--scenario", "two-429-then-success", "--format", "json"]);
+    assert_eq!(from_file, named);
+
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[fleet]\nworkers = 5000\n").unwrap();
+    refused(&["run", "--config", bad.to_str().unwrap()], "fleet.workers = 5000 is out of range: 1..=1024");
+    std::fs::write(&bad, "[api.limiter]\nwrites = \"many\"\n").unwrap();
+    refused(&["run", "--config", bad.to_str().unwrap()], "writes");
+    std::fs::write(&bad, "[policy]\nmax_retrys = 3\n").unwrap();
+    refused(&["run", "--config", bad.to_str().unwrap()], "unknown field `max_retrys`");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_same_seed_is_byte_identical_across_processes() {
+    for args in [
+        ["run", "--scenario", "blinkimg-1s", "--format", "json"],
+        ["trace", "--scenario", "lost-answers-with-key", "--seed", "3"],
+    ] {
+        assert_eq!(ok(&args), ok(&args), "retrysim {args:?}");
+    }
+    let v = json(&["run", "--scenario", "blinkimg-1s", "--seed", "7", "--format", "json"]);
+    for key in [
+        "scenario",
+        "seed",
+        "policy",
+        "virtual_ms",
+        "requests",
+        "limited",
+        "charged",
+        "jobs",
+        "succeeded",
+        "gave_up",
+        "retries",
+        "slept_ms",
+        "max_attempts_per_job",
+    ] {
+        assert!(v.get(key).is_some(), "run --format json lacks {key}");
+    }
+}
+
+#[test]
+fn scenarios_lists_every_name() {
+    let out = ok(&["scenarios"]);
+    for name in retrysim::sim::scenario::NAMES {
+        assert!(out.lines().any(|l| l.starts_with(name)), "{name} missing from:\n{out}");
+    }
+}
