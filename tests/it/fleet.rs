@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
 use retrysim::core::budget::RetryBudget;
+use retrysim::gate::aimd::{AimdConfig, RateControl};
 use retrysim::gate::{Admission, Feedback, Gate};
 use retrysim::sim::check::check_run;
 use retrysim::sim::fleet::Hooks;
@@ -19,7 +22,7 @@ use retrysim::sim::fleet_check::{
 use retrysim::sim::limiter_service::Route;
 use retrysim::sim::render::{Show, render_run};
 use retrysim::sim::runner::{JobOutcome, Report, run, run_with};
-use retrysim::sim::scenario::{BudgetConfig, Scenario, named};
+use retrysim::sim::scenario::{BudgetConfig, GateConfig, Scenario, berlin, named};
 use retrysim::trace::EventKind;
 
 fn scenario(name: &str) -> Scenario {
@@ -124,6 +127,92 @@ fn in_flight_never_exceeds_the_gates_limit() {
             r.fleet_facts.gate.iter().filter(|f| matches!(f.event, retrysim::gate::aimd::GateEvent::Changed { .. }));
         assert!(changes.count() > 2, "{}", replay(&r));
         assert!(r.max_in_flight >= 4, "{}", replay(&r));
+    }
+}
+
+// ---- Generated fleets (a small, fixed swarm) ---------------------------------
+//
+// The named scenarios differ little between seeds (first attempts draw no
+// randomness), so the properties also run over generated fleets: workers,
+// the window and pacing, how long a job runs, how tight the limiter is.
+// The case count and the generator's seed are fixed; a failure prints the
+// scenario as TOML and the command that replays it.
+
+fn swarm_config() -> Config {
+    Config {
+        cases: 16,
+        rng_seed: RngSeed::Fixed(0x5eed_0003),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/fleet.txt"))),
+        ..Config::default()
+    }
+}
+
+/// A Berlin-like fleet: 10..=60 workers, 80 jobs of 0.5..3 s against a token
+/// bucket of 10..=40 per 10 s. Bias: small windows (1..=8) and all three
+/// pacing modes, where throttling and decreases happen.
+fn arb_fleet() -> impl Strategy<Value = (Scenario, u64)> {
+    let rate = prop_oneof![Just(RateControl::Off), Just(RateControl::Aimd), Just(RateControl::Cubic)];
+    (10u32..=60, 1u32..=8, rate, 500u64..=3_000, 10u32..=40, any::<u64>()).prop_map(
+        |(workers, initial_limit, rate, processing_ms, writes, seed)| {
+            let mut s = berlin("swarm", workers);
+            s.fleet.jobs = 80;
+            s.api.processing_ms = processing_ms;
+            s.api.limiter.writes = writes;
+            s.fleet.gate = GateConfig::Aimd(AimdConfig { initial_limit, rate, ..AimdConfig::default() });
+            (s, seed)
+        },
+    )
+}
+
+/// The same fleets with a shared budget of either kind instead of a gate.
+fn arb_budgeted_fleet() -> impl Strategy<Value = (Scenario, u64)> {
+    let budget = prop_oneof![
+        (2u32..=50, 10u32..=500)
+            .prop_map(|(max_tokens, token_ratio_milli)| BudgetConfig::TokenBucket { max_tokens, token_ratio_milli }),
+        (1u64..=20, 0u32..=5, 50u32..=700).prop_map(|(ttl, min_per_sec, per_mille)| BudgetConfig::Percent {
+            ttl: Duration::from_secs(ttl),
+            min_per_sec,
+            per_mille
+        }),
+    ];
+    (arb_fleet(), budget).prop_map(|((mut s, seed), budget)| {
+        s.fleet.gate = GateConfig::None;
+        s.fleet.budget = Some(budget);
+        (s, seed)
+    })
+}
+
+/// Panics with what replays a generated run.
+fn swarm_failure(s: &Scenario, seed: u64, found: &[FleetViolation]) -> ! {
+    let lines: Vec<String> = found.iter().take(5).map(|v| format!("  {v}")).collect();
+    panic!(
+        "seed {seed}: {} violations\n{}\nreplay: save this as swarm.toml, then retrysim run --config swarm.toml --seed {seed}\n{}",
+        found.len(),
+        lines.join("\n"),
+        s.to_toml()
+    )
+}
+
+proptest! {
+    #![proptest_config(swarm_config())]
+
+    #[test]
+    fn generated_fleets_keep_in_flight_within_the_window((s, seed) in arb_fleet()) {
+        let r = run(&s, seed).unwrap_or_else(|e| panic!("{e}"));
+        let mut found = gate_window(&r);
+        found.extend(api_within_gate_limit(&r));
+        if !found.is_empty() {
+            swarm_failure(&s, seed, &found);
+        }
+    }
+
+    #[test]
+    fn generated_fleets_keep_retries_within_the_budget((s, seed) in arb_budgeted_fleet()) {
+        let r = run(&s, seed).unwrap_or_else(|e| panic!("{e}"));
+        let found = budget_allowance(&r);
+        if !found.is_empty() {
+            swarm_failure(&s, seed, &found);
+        }
     }
 }
 
