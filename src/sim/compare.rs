@@ -207,33 +207,25 @@ pub fn blinkimg_60s() -> Preset {
     p
 }
 
-/// Seed 003's overnight batch: 300 AI summaries of 5 s each under the
-/// `batch` policy (5 retries, 90 s deadline, full jitter 1 s..30 s), against
-/// 60 requests per 60 s fixed window. 4 workers send 48 a minute and never
-/// meet a 429; 40 workers send up to 480 a minute.
+/// Seed 003's overnight batch, as the named `berlin-*` scenarios model it:
+/// 160 two-second AI summaries under the `batch` policy (5 retries, 90 s
+/// deadline, full jitter 1 s..30 s) against a token bucket of 2.5 requests a
+/// second with bursts of 25. Four workers never meet a 429; forty do, unless
+/// an admission queue, the oracle or the pacing gate holds them.
 pub fn berlin() -> Preset {
-    let mut base = Scenario { policy: Policy::batch(), ..Scenario::default() };
-    base.api.limiter = LimiterConfig { kind: LimiterKind::FixedWindow, writes: 60, reads: 600, window_ms: 60_000 };
-    base.api.processing_ms = 5_000;
-    base.api.rate_limit_headers = true;
-    base.fleet.jobs = 300;
-    base.net.tick = Duration::from_millis(10);
-    let workers = |n: u32, gate: GateConfig, description: &str| {
-        let mut s = with_gate(&base, gate, description);
-        s.fleet.workers = n;
-        s
-    };
+    let named = |name: &str| scenario::named(name).expect("the berlin scenarios are named");
     let mut p = Preset::new(
         "berlin",
-        "seed 003: 300 summaries of 5 s, batch policy, 60 requests per 60 s fixed window (10 ms tick)",
+        "seed 003: 160 two-second summaries, batch policy (90 s), 2.5/s token bucket with bursts of 25",
     );
-    p.push("batch-4-workers", workers(4, GateConfig::None, "4 workers: the smoke test"));
-    p.push("batch-40-workers", workers(40, GateConfig::None, "40 workers: the overnight run"));
-    p.push("ideal", workers(40, GateConfig::Ideal, "40 workers behind the oracle"));
-    p.push(
-        "pacing-40-workers",
-        workers(40, GateConfig::Pacing(PacingConfig::default()), "40 workers behind the Pacing gate"),
-    );
+    for name in ["berlin-4-workers", "berlin-40-workers", "berlin-40-workers-admission"] {
+        p.push(name, named(name));
+    }
+    let forty = named("berlin-40-workers");
+    p.push("ideal", with_gate(&forty, GateConfig::Ideal, "40 workers behind the oracle"));
+    let mut paced = with_gate(&forty, GateConfig::Pacing(PacingConfig::default()), "40 workers behind the Pacing gate");
+    paced.api.rate_limit_headers = true;
+    p.push("pacing", paced);
     p
 }
 

@@ -16,8 +16,11 @@
 //! - a fixed window (`@fastify/rate-limit`, starting at the first hit) never
 //!   holds more than `limit` arrivals, since its windows are such intervals;
 //! - a sliding window is exactly that rule;
-//! - a token bucket (which starts full) accepts it, as `limit` per window
-//!   never outruns a bucket of `limit` refilled at `limit` per window.
+//! - a token bucket is not held to that rule, which would waste its
+//!   continuous refill: the oracle runs a replica of the API's bucket and
+//!   admits an attempt when the replica has a token at admission time. The
+//!   attempt reaches the server later, when the server's bucket has had at
+//!   least as long to refill, so it always finds a token there too.
 //!
 //! It never meets a 429 and sends the fewest possible requests (one per job).
 //! It is also the fastest schedule up to one trip back per window: under a
@@ -35,7 +38,8 @@ use std::time::Duration;
 
 use crate::gate::pacing::{Schedule, Scheduled, Verdict};
 use crate::gate::{Admission, Feedback, Gate};
-use crate::sim::api::ApiConfig;
+use crate::sim::api::limiter::{Limiter, Verdict as LimiterVerdict};
+use crate::sim::api::{ApiConfig, LimiterKind};
 
 /// The oracle's bookkeeping (pure, on the gate's timeline).
 #[derive(Debug, Clone)]
@@ -46,6 +50,8 @@ pub struct IdealSchedule {
     in_flight: u32,
     /// Upper bounds on the arrival of finished attempts, oldest first.
     arrived: VecDeque<Duration>,
+    /// For a token bucket: a replica of the API's bucket, hit at admission.
+    bucket: Option<Limiter>,
 }
 
 impl IdealSchedule {
@@ -57,12 +63,23 @@ impl IdealSchedule {
             processing: Duration::from_millis(api.processing_ms),
             in_flight: 0,
             arrived: VecDeque::new(),
+            bucket: (api.limiter.kind == LimiterKind::TokenBucket).then(|| {
+                let limit = api.limiter.writes.min(api.limiter.reads);
+                Limiter::new(LimiterKind::TokenBucket, limit, Duration::from_millis(api.limiter.window_ms.max(1)))
+            }),
         }
     }
 }
 
 impl Schedule for IdealSchedule {
     fn try_admit(&mut self, now: Duration) -> Verdict {
+        if let Some(bucket) = &mut self.bucket {
+            // A refused hit takes no token from a bucket.
+            return match bucket.hit(now) {
+                LimiterVerdict::Allowed => Verdict::Admit,
+                LimiterVerdict::Refused { wait } => Verdict::WaitUntil(now + wait),
+            };
+        }
         while self.arrived.front().is_some_and(|&t| t + self.window <= now) {
             self.arrived.pop_front();
         }
@@ -143,6 +160,21 @@ mod tests {
         assert_eq!(s.try_admit(ms(1003)), Verdict::Admit);
         assert_eq!(s.try_admit(ms(1003)), Verdict::WaitUntil(ms(1005)));
         assert_eq!(s.try_admit(ms(1005)), Verdict::Admit);
+    }
+
+    #[test]
+    fn a_token_bucket_is_paced_by_its_replica() {
+        let mut api = ApiConfig::default();
+        api.limiter.kind = LimiterKind::TokenBucket;
+        api.limiter.writes = 2;
+        api.limiter.window_ms = 1000;
+        let mut s = IdealSchedule::new(&api);
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        // One token per 500 ms, whatever came back.
+        assert_eq!(s.try_admit(ms(100)), Verdict::WaitUntil(ms(500)));
+        assert_eq!(s.try_admit(ms(500)), Verdict::Admit);
+        assert_eq!(s.try_admit(ms(500)), Verdict::WaitUntil(ms(1000)));
     }
 
     #[test]

@@ -28,7 +28,7 @@ mod endpoint;
 mod envelope;
 mod idempotency;
 mod ledger;
-mod limiter;
+pub(crate) mod limiter;
 mod response;
 mod wallclock;
 
