@@ -12,10 +12,10 @@
 //!   window, 50 tries), the seed's six policies, the ideal, and pacing.
 //! - `blinkimg-60s`: the real API's limits (120 writes and 1,200 reads per
 //!   60 s window), 8 workers, 480 jobs, the same rows.
-//! - `berlin`: seed 003's overnight batch of AI summaries under the `batch`
-//!   policy, 4 workers against 40, against a limiter of 60 requests per 60 s
-//!   window and summaries that take 5 s each: 4 workers (48 a minute) never
-//!   meet a 429; 40 workers (480 a minute) do, all night.
+//! - `berlin`: seed 003's overnight batch (the named `berlin-*` scenarios):
+//!   160 two-second AI summaries under the `batch` policy against a token
+//!   bucket of 2.5 requests a second (bursts of 25); 4 workers, 40 workers,
+//!   40 workers through AIMD admission control, the ideal, and pacing.
 //!
 //! # Ticks
 //!
