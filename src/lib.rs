@@ -75,7 +75,7 @@
 //! # Layout
 //! - [`core`]: Retry-After, classification, backoff, the policy and
 //!   [`decide`](core::policy::decide), budgets. Pure.
-//! - [`env`]: the injected `Clock`, `Rng`, `Transport`, and real ones.
+//! - [`env`](mod@env): the injected `Clock`, `Rng`, `Transport`, and real ones.
 //! - [`client`]: the async driver. [`trace`]: what it did, rendered.
 //! - [`sim`]: the simulated API, network, scenarios, runner and checkers.
 

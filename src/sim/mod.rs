@@ -1,6 +1,7 @@
 //! The deterministic simulation harness.
 pub mod api;
 pub mod check;
+pub mod hunt;
 pub mod net;
 pub mod oracle;
 pub mod render;

@@ -66,7 +66,7 @@ pub fn render_run(r: &Report, show: Show) -> String {
             lines.push((e.at_ms, j.job, i, render_event(&j.trace.label, e)));
         }
     }
-    lines.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+    lines.sort_by_key(|a| (a.0, a.1, a.2));
     for (_, _, _, l) in lines {
         out.push_str(&l);
         out.push('\n');

@@ -1,2 +1,5 @@
 //! Integration tests, compiled as one binary (faster to build and link).
 mod driver;
+mod negative_controls;
+mod properties;
+mod strategies;
