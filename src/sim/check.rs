@@ -61,11 +61,13 @@ pub enum Invariant {
     NoSecrets,
     /// 10. With faults healed and an ample budget, every job completes.
     Liveness,
+    /// 10. Fleet: retries stay within the shared retry budget.
+    FleetBudget,
 }
 
 impl Invariant {
     /// Every invariant, in DESIGN.md order.
-    pub const ALL: [Invariant; 10] = [
+    pub const ALL: [Invariant; 11] = [
         Invariant::Deadline,
         Invariant::AttemptBound,
         Invariant::OneChargePerKey,
@@ -76,11 +78,15 @@ impl Invariant {
         Invariant::Determinism,
         Invariant::NoSecrets,
         Invariant::Liveness,
+        Invariant::FleetBudget,
     ];
 
-    /// The number DESIGN.md gives it.
+    /// The number DESIGN.md gives it (its 10th has two halves).
     pub fn number(self) -> u8 {
-        self as u8 + 1
+        match self {
+            Invariant::FleetBudget => 10,
+            other => other as u8 + 1,
+        }
     }
 }
 
@@ -118,7 +124,7 @@ pub fn clock_slack_ms(s: &Scenario) -> u64 {
     1 + s.net.tick.as_nanos().div_ceil(1_000_000) as u64
 }
 
-/// Runs every checker that needs only one run (1–7 and 9).
+/// Runs every checker that needs only one run (1–7, 9, and the budget half of 10).
 pub fn check_run(r: &Report) -> Vec<Violation> {
     let mut out = Vec::new();
     for j in &r.records {
@@ -128,6 +134,7 @@ pub fn check_run(r: &Report) -> Vec<Violation> {
         too_long(r, j, &mut out);
         waits_cover_advice(r, j, &mut out);
     }
+    fleet_budget(r, &mut out);
     one_charge_per_key(r, &mut out);
     unkeyed_posts_run_once(r, &mut out);
     advice_respected(r, &mut out);
@@ -294,6 +301,43 @@ fn waits_cover_advice(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
                 format!("job {}: answer {n} advised {w} ms, but the client planned to wait only {ms} ms", j.job),
             ));
         }
+    }
+}
+
+/// Invariant 10, fleet side: a token-bucket retry budget (gRPC's) granted
+/// fewer than `max_tokens / 2 + token_ratio × successes` retries in all.
+///
+/// Why: the bucket starts at `M = 1000 × max_tokens` (thousandths), a granted
+/// retry takes exactly 1000 and must leave more than `M / 2`, a refused one
+/// only lowers it, and each success adds at most `r = token_ratio_milli`. At
+/// the last grant, `M / 2 < tokens ≤ M − 1000 G + r D`, so
+/// `1000 G < M / 2 + r D`, with `G` the retries (each is one planned wait)
+/// and `D` the successes (each one deposit). A percentage budget's windowed
+/// allowance has no such whole-run bound and is not checked here.
+fn fleet_budget(r: &Report, out: &mut Vec<Violation>) {
+    let Some(crate::sim::scenario::BudgetConfig::TokenBucket { max_tokens, token_ratio_milli }) =
+        r.scenario_config.fleet.budget
+    else {
+        return;
+    };
+    let events = r.records.iter().flat_map(|j| &j.trace.events);
+    let (mut granted, mut successes) = (0u64, 0u64);
+    for e in events {
+        match e.kind {
+            EventKind::Wait { .. } => granted += 1,
+            EventKind::Done { .. } => successes += 1,
+            _ => {}
+        }
+    }
+    let allowance = 500 * max_tokens as u64 + token_ratio_milli as u64 * successes;
+    if 1000 * granted >= allowance {
+        out.push(v(
+            Invariant::FleetBudget,
+            format!(
+                "{granted} retries with a token bucket of {max_tokens} tokens refunding {token_ratio_milli}/1000 per success over {successes} successes: at most {} allowed",
+                allowance.div_ceil(1000).saturating_sub(1)
+            ),
+        ));
     }
 }
 
@@ -749,6 +793,6 @@ mod tests {
     fn display_names_the_number() {
         let x = v(Invariant::OneChargePerKey, "k".into());
         assert_eq!(x.to_string(), "invariant 3 (one-charge-per-key): k");
-        assert_eq!(Invariant::ALL.map(Invariant::number), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        assert_eq!(Invariant::ALL.map(Invariant::number), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10]);
     }
 }

@@ -15,7 +15,7 @@ use retrysim::sim::check::{self, Invariant, Violation, check_run};
 use retrysim::sim::hunt::{self, Kind, Target};
 use retrysim::sim::net::{Fault, ScheduledFault};
 use retrysim::sim::runner::{self, PLANTED_SECRETS, Report};
-use retrysim::sim::scenario::{self, Scenario};
+use retrysim::sim::scenario::{self, BudgetConfig, Scenario};
 use retrysim::trace::EventKind;
 
 const SEED: u64 = 7;
@@ -188,6 +188,34 @@ fn a_secret_in_a_trace_breaks_no_secrets() {
     let mut leaky = r.clone();
     leaky.records[0].trace.label = leaky.records[0].key.clone().expect("a keyed job");
     assert!(check_run(&leaky).iter().any(|v| v.invariant == Invariant::NoSecrets));
+}
+
+#[test]
+fn retries_past_the_token_bucket_break_the_fleet_budget() {
+    // Seed 002's fleet behind gRPC's default bucket: 10 tokens, 0.1 back per success.
+    let mut s = named("blinkimg-1s");
+    s.fleet.budget = Some(BudgetConfig::TokenBucket { max_tokens: 10, token_ratio_milli: 100 });
+    let r = run(&s);
+    let ok = check_run(&r);
+    assert!(ok.is_empty(), "seed {SEED}:\n{}\nreplay: {}", list(&ok), replay(&s, SEED));
+    assert!(r.gave_up.contains_key("budget_exhausted"), "the bucket must run dry: {:?}", r.gave_up);
+    // A client that retried once more than the bucket allowed.
+    let allowed = (500 * 10 + 100 * r.succeeded).div_ceil(1000) - 1;
+    let mut over = r.clone();
+    let waits =
+        r.records.iter().flat_map(|j| &j.trace.events).filter(|e| matches!(e.kind, EventKind::Wait { .. })).count();
+    let job = over.records.iter_mut().find(|j| j.attempts == 1).expect("a job without retries");
+    let wait = r.records.iter().flat_map(|j| &j.trace.events).find(|e| matches!(e.kind, EventKind::Wait { .. }));
+    for _ in waits as u64..=allowed {
+        job.trace.events.push(wait.expect("a retry").clone());
+    }
+    let found = check_run(&over);
+    assert!(
+        found.iter().any(|v| v.invariant == Invariant::FleetBudget),
+        "{} retries, {allowed} allowed:\n{}",
+        allowed + 1,
+        list(&found)
+    );
 }
 
 #[test]

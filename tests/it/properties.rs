@@ -264,11 +264,14 @@ proptest! {
 /// before and after an unrelated simulation on this thread, must match.
 #[test]
 fn a_bounce_does_not_depend_on_what_ran_before() {
-    let mut s = retrysim::sim::scenario::blinkimg_1s();
-    s.name = "bounce-order".into();
-    s.api.processing_ms = 500;
+    // 16 requests running when the server bounces: 16 connections dropped at once.
+    let mut s = Scenario { name: "bounce-order".into(), ..Scenario::default() };
+    s.fleet.workers = 16;
+    s.fleet.jobs = 32;
+    s.api.processing_ms = 1_500;
+    s.net.max_latency = Duration::from_millis(20);
     s.faults.schedule = vec![retrysim::sim::net::ScheduledFault {
-        at: Duration::from_millis(700),
+        at: Duration::from_millis(1_000),
         fault: retrysim::sim::net::Fault::Bounce,
     }];
     let seed = 145;
@@ -282,6 +285,34 @@ fn a_bounce_does_not_depend_on_what_ran_before() {
         None,
         "seed {seed}: a bounce's effects depend on earlier runs in the process; replay: cargo test --release --test it a_bounce_does_not_depend"
     );
+}
+
+/// The other bug the hunt found (a run that panicked): a Hold fault released
+/// every connect the fleet retried meanwhile at once, past turmoil's default
+/// listener backlog of 64, and turmoil panics on a full backlog. 16 workers
+/// retrying every ~100 ms through a 2 s hold send a few hundred.
+#[test]
+fn a_hold_that_releases_hundreds_of_connects_does_not_crash_the_run() {
+    let mut s = Scenario { name: "hold-backlog".into(), ..Scenario::default() };
+    s.fleet.workers = 16;
+    s.fleet.jobs = 48;
+    s.policy.max_retries = 200;
+    s.policy.attempt_timeout = Duration::from_millis(100);
+    s.policy.backoff.base = Duration::from_millis(10);
+    s.policy.backoff.cap = Duration::from_millis(50);
+    s.faults.schedule = vec![retrysim::sim::net::ScheduledFault {
+        at: Duration::ZERO,
+        fault: retrysim::sim::net::Fault::Hold { until: Duration::from_secs(2) },
+    }];
+    let seed = 7;
+    let r = std::panic::catch_unwind(|| runner::run(&s, seed))
+        .unwrap_or_else(|_| panic!("seed {seed}: the run panicked; replay: {}", replay("hold-backlog", &s, seed)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let held = r.records.iter().map(|j| j.attempts as u64).sum::<u64>();
+    assert!(held > 64, "the hold must pile up more connects than turmoil's default backlog: {held} attempts");
+    let vs = check_run(&r);
+    assert!(vs.is_empty(), "seed {seed}: {vs:?}; replay: {}", replay("hold-backlog", &s, seed));
+    assert_eq!(r.succeeded, 48);
 }
 
 /// What the whole pipeline adds to the parser's own properties.

@@ -22,7 +22,7 @@ use retrysim::sim::api::{
 };
 use retrysim::sim::hunt;
 use retrysim::sim::net::{Fault, ScheduledFault};
-use retrysim::sim::scenario::{Faults, Fleet, NetConfig, OpMix, Scenario};
+use retrysim::sim::scenario::{BudgetConfig, Faults, Fleet, NetConfig, OpMix, Scenario};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
@@ -304,6 +304,26 @@ pub fn arb_faults() -> impl Strategy<Value = Faults> {
         .prop_map(|(lost_answers_per_mille, schedule)| Faults { lost_answers_per_mille, schedule })
 }
 
+/// A retry budget shared by the fleet: usually none; else gRPC's token bucket
+/// (as small as 1 token, which refuses every retry, with refunds from none
+/// to a whole token per success) or a percentage budget.
+pub fn arb_budget() -> impl Strategy<Value = Option<BudgetConfig>> {
+    prop::option::weighted(
+        0.2,
+        prop_oneof![
+            (1u32..=20, 0u32..=1_000).prop_map(|(max_tokens, token_ratio_milli)| BudgetConfig::TokenBucket {
+                max_tokens,
+                token_ratio_milli
+            }),
+            (1u64..=20, 0u32..=10, 0u32..=500).prop_map(|(ttl, min_per_sec, per_mille)| BudgetConfig::Percent {
+                ttl: Duration::from_secs(ttl),
+                min_per_sec,
+                per_mille
+            }),
+        ],
+    )
+}
+
 /// Puts the parts together, with a time limit no correct run reaches.
 fn assemble(api: ApiConfig, fleet: Fleet, mix: OpMix, policy: Policy, net: NetConfig, faults: Faults) -> Scenario {
     let mut s = Scenario {
@@ -320,11 +340,21 @@ fn assemble(api: ApiConfig, fleet: Fleet, mix: OpMix, policy: Policy, net: NetCo
     s
 }
 
-/// Any scenario: API, terminal conditions, fleet, mix, policy, network, faults.
+/// Any scenario: API, terminal conditions, fleet, mix, retry budget, policy,
+/// network, faults.
 pub fn arb_scenario() -> impl Strategy<Value = Scenario> {
-    (arb_api_config(), arb_terminal_conditions(), arb_fleet(), arb_op_mix(), arb_policy(), arb_net(), arb_faults())
-        .prop_map(|(api, terminal, fleet, mix, policy, net, faults)| {
-            let mut s = assemble(api, fleet, mix, policy, net, faults);
+    (
+        arb_api_config(),
+        arb_terminal_conditions(),
+        arb_fleet(),
+        arb_op_mix(),
+        arb_budget(),
+        arb_policy(),
+        arb_net(),
+        arb_faults(),
+    )
+        .prop_map(|(api, terminal, fleet, mix, budget, policy, net, faults)| {
+            let mut s = assemble(api, Fleet { budget, ..fleet }, mix, policy, net, faults);
             terminal.apply(&mut s);
             s.time_limit = hunt::time_limit(&s);
             s
