@@ -56,7 +56,8 @@ pub struct HuntArgs {
     #[arg(long, value_name = "THREADS")]
     jobs: Option<usize>,
     /// Run a seed twice to check determinism (invariant 8) when the seed is
-    /// divisible by this number; 1 checks every seed, 0 none.
+    /// divisible by this number; 1 (every seed, about twice the time) is the
+    /// default, 0 checks none.
     #[arg(long, default_value_t = 1, value_name = "N")]
     determinism_every: u64,
     /// Turn on a deliberate defect in every policy (a negative control: the
@@ -209,7 +210,7 @@ impl Summary {
         );
         let _ = writeln!(
             out,
-            "checked: invariants 1-7 and 9 on {} seeds, determinism (8) on {}, liveness (10) on {}; {} jobs, {} s virtual",
+            "checked: invariants 1-7, 9 and the fleet budget on {} seeds, determinism (8) on {}, liveness (10) on {}; {} jobs, {} s virtual",
             self.seeds_run,
             self.determinism_checked,
             self.liveness_checked,

@@ -373,22 +373,38 @@ fn one_charge_per_key(r: &Report, out: &mut Vec<Violation>) {
     }
 }
 
-/// The answer to `a` that the client's trace shows it received, if any: an
-/// answer event with `a`'s status, at or after `a` was answered and no later
-/// than `until`.
+/// The answer that makes `b` an early *retry* after `a`, if the client's
+/// trace shows one: an answer event with `a`'s status, received at or after
+/// `a` was answered, followed (in the trace's order) by an attempt that
+/// started in a later millisecond and no later than `b` arrived.
 ///
-/// Attempts of one job are sequential and refusals are answered on arrival,
-/// so a refusal that the client received between `a`'s answer and its next
-/// arrival is `a`'s. One corner remains: a stale request of an earlier attempt
-/// (held by a fault, then released) can arrive while a later attempt waits
-/// for a slow answer; the check then compares against the stale arrival's
-/// advice, which a fixed window makes at most one whole second apart.
-fn received<'t>(j: &'t JobRecord, a: &Arrival, until: Duration) -> Option<&'t Event> {
-    let (from, until) = (ms_of(a.answered_at.unwrap_or(a.at)), ms_of(until));
-    j.trace.events.iter().find(|e| {
-        matches!(&e.kind, EventKind::Answer { status, .. } if *status == a.status)
-            && e.at_ms >= from
-            && e.at_ms <= until
+/// Why both: `b` may not be a retry at all. A request of an earlier attempt
+/// that a fault held or slowed can arrive after its attempt timed out (a
+/// *stale* arrival), and `a`'s answer may never reach the client (a lost or
+/// timed-out answer advises nothing). A client that honoured what it
+/// received starts its next attempt no earlier than the answer plus the
+/// advice, so an attempt between the answer and `b`'s arrival is an early
+/// retry. Requiring a later millisecond keeps `b`'s own answer (received in
+/// `b`'s millisecond on a fast network) from passing for `a`'s; a retry in
+/// the very millisecond of the answer is left to the client-side check
+/// ([`waits_cover_advice`]), which sees the planned wait itself.
+///
+/// One corner remains: a stale request can arrive while a later attempt
+/// waits for a slow answer to an earlier refusal; the check then holds the
+/// retry to the stale arrival's advice, which a fixed window puts at most one
+/// whole second away.
+fn answer_before_early_retry<'t>(j: &'t JobRecord, a: &Arrival, b: &Arrival) -> Option<&'t Event> {
+    let (from, until) = (ms_of(a.answered_at.unwrap_or(a.at)), ms_of(b.at));
+    let events = &j.trace.events;
+    events.iter().enumerate().find_map(|(i, e)| {
+        let answer = matches!(&e.kind, EventKind::Answer { status, .. } if *status == a.status);
+        if !answer || e.at_ms < from || e.at_ms > until {
+            return None;
+        }
+        let retried = events[i + 1..]
+            .iter()
+            .any(|p| matches!(p.kind, EventKind::Attempt { .. }) && p.at_ms > e.at_ms && p.at_ms <= until);
+        retried.then_some(e)
     })
 }
 
@@ -397,8 +413,8 @@ fn received<'t>(j: &'t JobRecord, a: &Arrival, until: Duration) -> Option<&'t Ev
 /// answer's instant plus that wait.
 ///
 /// The answer travels back and the retry travels out, so network latency only
-/// adds slack: the check needs no allowance for it. It applies only to
-/// answers the client received (a lost or timed-out answer advises nothing),
+/// adds slack: the check needs no allowance for it. It applies only when the
+/// client received an answer and then retried ([`answer_before_early_retry`]),
 /// and allows a server clock's lag behind the client's for a date advice read
 /// without the server's `Date` (see the module doc).
 fn advice_respected(r: &Report, out: &mut Vec<Violation>) {
@@ -424,7 +440,7 @@ fn advice_respected(r: &Report, out: &mut Vec<Violation>) {
             if b.at >= from + wait {
                 continue;
             }
-            let Some(seen) = received(job, a, b.at) else { continue };
+            let Some(seen) = answer_before_early_retry(job, a, b) else { continue };
             let EventKind::Answer { advice, .. } = &seen.kind else { continue };
             let client_clock =
                 matches!(advice.source, AdviceSource::HeaderDate | AdviceSource::BodyReset) && !advice.server_date;
@@ -711,30 +727,71 @@ mod tests {
         assert!(vs.iter().any(|x| x.invariant == Invariant::Deadline), "{vs:#?}");
     }
 
-    fn set_advice(r: &mut Report, source: AdviceSource, server_date: bool) {
+    fn set_advice(r: &mut Report, source: AdviceSource, server_date: bool, wait_ms: u64) {
         for e in &mut r.records[0].trace.events {
             if let EventKind::Answer { advice, .. } = &mut e.kind {
-                *advice = AdviceView { source, server_date, ..advice.clone() };
+                *advice = AdviceView { source, server_date, wait_ms: Some(wait_ms), ..advice.clone() };
             }
         }
     }
 
     #[test]
     fn a_lagging_server_clock_is_allowed_only_for_dates_read_without_its_date_header() {
-        // two-429-then-success advises 2 s twice; pull the second arrival 300 ms early.
-        let mut r = report("two-429-then-success");
-        let from = r.ledger.arrivals[0].answered_at.unwrap();
-        r.ledger.arrivals[1].at = from + Duration::from_millis(1_700);
+        // two-429-then-success advises 2 s twice; pull the second attempt and
+        // its arrival 300 ms early.
+        let mut r = early_retry(1_700);
         let vs = check_run(&r);
         assert!(only(&vs, Invariant::AdviceRespected), "{vs:#?}");
         r.scenario_config.api.clock_skew_ms = -300;
         assert!(only(&check_run(&r), Invariant::AdviceRespected), "header seconds do not depend on clocks");
-        set_advice(&mut r, AdviceSource::HeaderDate, true);
+        set_advice(&mut r, AdviceSource::HeaderDate, true, 2_000);
         assert!(only(&check_run(&r), Invariant::AdviceRespected), "the server's Date cancels the skew");
-        set_advice(&mut r, AdviceSource::HeaderDate, false);
-        assert!(check_run(&r).is_empty(), "without Date, 300 ms of lag moves the advised instant by 300 ms");
+        // Read against the client's clock at receipt, the 2 s advice looked
+        // like 1.7 s less the answer's trip.
+        let answered = ms_of(r.ledger.arrivals[0].answered_at.unwrap());
+        let received =
+            r.records[0].trace.events.iter().find(|e| matches!(e.kind, EventKind::Answer { .. })).unwrap().at_ms;
+        set_advice(&mut r, AdviceSource::HeaderDate, false, 1_700 - (received - answered));
+        let vs = check_run(&r);
+        assert!(vs.is_empty(), "without Date, 300 ms of lag moves the advised instant by 300 ms: {vs:#?}");
         r.scenario_config.api.clock_skew_ms = -299;
         assert!(only(&check_run(&r), Invariant::AdviceRespected), "but not by more");
+    }
+
+    /// two-429-then-success with its second request arriving `after_ms` after
+    /// the first answer, sent by an attempt that started then (or, if the
+    /// client received the answer later, at once), its wait shortened to match.
+    fn early_retry(after_ms: u64) -> Report {
+        let mut r = report("two-429-then-success");
+        let from = r.ledger.arrivals[0].answered_at.unwrap();
+        let events = &mut r.records[0].trace.events;
+        let answer = events.iter().position(|e| matches!(e.kind, EventKind::Answer { .. })).unwrap();
+        let received = events[answer].at_ms;
+        let start = (ms_of(from) + after_ms).max(received);
+        if let EventKind::Wait { ms, .. } = &mut events[answer + 1].kind {
+            *ms = start - received;
+        }
+        let attempt = events.iter().position(|e| matches!(e.kind, EventKind::Attempt { n: 2, .. })).unwrap();
+        events[attempt].at_ms = start;
+        r.ledger.arrivals[1].at = Duration::from_millis(start);
+        r
+    }
+
+    #[test]
+    fn a_stale_arrival_is_not_a_retry() {
+        // The same early arrival, but the client's second attempt started on
+        // time: the early request is not one the client sent after the answer.
+        let mut r = report("two-429-then-success");
+        let from = r.ledger.arrivals[0].answered_at.unwrap();
+        r.ledger.arrivals[1].at = from + Duration::from_millis(1_700);
+        assert!(check_run(&r).is_empty());
+        // And a retry in the very millisecond of the answer is the client-side check's.
+        let r = early_retry(0);
+        let answer = r.records[0].trace.events.iter().find(|e| matches!(e.kind, EventKind::Answer { .. })).unwrap();
+        assert_eq!(r.ledger.arrivals[1].at, Duration::from_millis(answer.at_ms));
+        let vs = check_run(&r);
+        assert!(only(&vs, Invariant::AdviceRespected), "{vs:#?}");
+        assert!(vs.iter().all(|v| v.message.contains("planned to wait only")), "{vs:#?}");
     }
 
     #[test]
