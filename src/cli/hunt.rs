@@ -1,13 +1,243 @@
-//! STUB (owned by the property-test work): `retrysim hunt`.
-use clap::Args;
+//! `retrysim hunt`: many seeds, each its own random scenario and fault
+//! schedule, every invariant checked, and for each failing seed the command
+//! that reproduces it. Seed ranges (`--start`, `--seeds`) let a CI matrix
+//! shard a large hunt.
+//!
+//! Standard output is a function of the arguments (results are sorted by
+//! seed). Progress, and the wall-clock throughput at the end, go to standard
+//! error: progress only when it is a terminal.
 
-use super::{Outcome, UserError};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use retrysim::sim::hunt::{self, DeterminismSample, Finding, HuntConfig, Kind, SeedResult, Target};
+
+use super::{Format, Outcome, UserError};
+
+/// Which scenarios to draw.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum KindArg {
+    /// 2–16 workers sharing a queue of jobs.
+    Fleet,
+    /// One worker, one to three jobs.
+    Single,
+    /// Each seed picks one of the two.
+    All,
+}
+
+impl From<KindArg> for Kind {
+    fn from(k: KindArg) -> Kind {
+        match k {
+            KindArg::Fleet => Kind::Fleet,
+            KindArg::Single => Kind::Single,
+            KindArg::All => Kind::All,
+        }
+    }
+}
 
 /// Arguments of `retrysim hunt`.
 #[derive(Debug, Args)]
-pub struct HuntArgs {}
+pub struct HuntArgs {
+    /// How many seeds to run.
+    #[arg(long, default_value_t = 100)]
+    seeds: u64,
+    /// The first seed; the hunt runs START..START+SEEDS.
+    #[arg(long, default_value_t = 1)]
+    start: u64,
+    /// Which scenarios the seeds draw.
+    #[arg(long, value_enum, default_value = "all")]
+    scenario_kind: KindArg,
+    /// Worker threads (default: the available cores).
+    #[arg(long, value_name = "THREADS")]
+    jobs: Option<usize>,
+    /// Run a seed twice to check determinism (invariant 8) when the seed is
+    /// divisible by this number; 1 (every seed, about twice the time) is the
+    /// default, 0 checks none.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    determinism_every: u64,
+    /// Turn on a deliberate defect in every policy (a negative control: the
+    /// hunt must then find violations). Repeatable. One of:
+    /// fresh-key-each-attempt, ignore-deadline, ignore-retry-after,
+    /// retry-terminal, replay-unsafe, extra-attempt.
+    #[arg(long, value_name = "DEFECT")]
+    sabotage: Vec<String>,
+    /// Print seed SEED's scenario as TOML (for `retrysim run --config FILE --seed SEED`) and exit.
+    #[arg(long, value_name = "SEED", conflicts_with_all = ["seeds", "start", "jobs"])]
+    dump: Option<u64>,
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+}
 
-/// Runs the hunt.
-pub fn run(_args: HuntArgs) -> Outcome {
-    Err(UserError("hunt is not built yet".into()))
+/// Runs the hunt (or dumps one seed's scenario).
+pub fn run(args: HuntArgs) -> Outcome {
+    let mut target = Target::of(Kind::from(args.scenario_kind));
+    for name in &args.sabotage {
+        if !hunt::set_defect(&mut target.sabotage, name) {
+            return Err(UserError(format!("unknown defect {name:?}; the defects are: {}", hunt::DEFECTS.join(", "))));
+        }
+    }
+    if let Some(seed) = args.dump {
+        return Ok((target.scenario(seed).to_toml().trim_end().to_owned(), ExitCode::SUCCESS));
+    }
+    if args.seeds == 0 {
+        return Err(UserError("--seeds must be at least 1".into()));
+    }
+    if args.start.checked_add(args.seeds - 1).is_none() {
+        return Err(UserError(format!(
+            "--start {} --seeds {} runs past the last seed, {}",
+            args.start,
+            args.seeds,
+            u64::MAX
+        )));
+    }
+    let threads = match args.jobs {
+        Some(0) => return Err(UserError("--jobs must be at least 1".into())),
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let determinism = match args.determinism_every {
+        0 => DeterminismSample::Off,
+        1 => DeterminismSample::Every,
+        n => DeterminismSample::OneIn(n),
+    };
+    let config = HuntConfig { start: args.start, seeds: args.seeds, target, threads, determinism };
+
+    let began = Instant::now();
+    let tty = std::io::stderr().is_terminal();
+    let last = Mutex::new(began);
+    let progress = |done: u64, found: u64| {
+        if !tty {
+            return;
+        }
+        let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+        if done < config.seeds && last.elapsed() < Duration::from_millis(200) {
+            return;
+        }
+        *last = Instant::now();
+        let rate = done as f64 / began.elapsed().as_secs_f64().max(1e-9);
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\rhunt: {done}/{} seeds, {found} findings, {rate:.0} seeds/s   ", config.seeds);
+        if done == config.seeds {
+            let _ = writeln!(err);
+        }
+        let _ = err.flush();
+    };
+    let results = hunt::hunt(&config, &progress);
+    let wall = began.elapsed();
+
+    let summary = Summary::of(&config, &results);
+    let virtual_s = summary.virtual_ms as f64 / 1000.0;
+    eprintln!(
+        "hunt: {} seeds in {:.2}s wall on {threads} threads: {:.0} seeds/s, {:.0}x virtual/wall ({:.0}s virtual)",
+        summary.seeds_run,
+        wall.as_secs_f64(),
+        summary.seeds_run as f64 / wall.as_secs_f64().max(1e-9),
+        virtual_s / wall.as_secs_f64().max(1e-9),
+        virtual_s,
+    );
+    let code = if summary.violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    let out = match args.format {
+        Format::Json => serde_json::to_string_pretty(&summary).expect("a summary serialises"),
+        Format::Text => summary.text(),
+    };
+    Ok((out, code))
+}
+
+/// What a hunt found, as printed.
+#[derive(Debug, serde::Serialize)]
+struct Summary {
+    start: u64,
+    seeds_run: u64,
+    scenario_kind: Kind,
+    /// Deliberate defects turned on (`--sabotage`).
+    sabotage: Vec<&'static str>,
+    /// Seeds of each concrete kind.
+    kinds: BTreeMap<Kind, u64>,
+    determinism_checked: u64,
+    liveness_checked: u64,
+    /// Virtual time simulated, over all first runs.
+    virtual_ms: u64,
+    jobs: u64,
+    /// Findings per invariant (violations counted once per seed).
+    by_invariant: BTreeMap<String, u64>,
+    violations: Vec<Finding>,
+}
+
+impl Summary {
+    fn of(config: &HuntConfig, results: &[SeedResult]) -> Summary {
+        let mut s = Summary {
+            start: config.start,
+            seeds_run: results.len() as u64,
+            scenario_kind: config.target.kind,
+            sabotage: hunt::defects_on(&config.target.sabotage),
+            kinds: BTreeMap::new(),
+            determinism_checked: results.iter().filter(|r| r.determinism_checked).count() as u64,
+            liveness_checked: results.iter().filter(|r| r.liveness_checked).count() as u64,
+            virtual_ms: results.iter().map(|r| r.virtual_ms).sum(),
+            jobs: results.iter().map(|r| r.jobs).sum(),
+            by_invariant: BTreeMap::new(),
+            violations: Vec::new(),
+        };
+        for r in results {
+            *s.kinds.entry(r.kind).or_default() += 1;
+            for f in &r.findings {
+                *s.by_invariant.entry(f.invariant.clone()).or_default() += 1;
+                s.violations.push(f.clone());
+            }
+        }
+        s
+    }
+
+    fn text(&self) -> String {
+        let mut out = String::new();
+        let last = self.start + self.seeds_run.saturating_sub(1);
+        let kinds: Vec<String> = self.kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let failing: std::collections::BTreeSet<u64> = self.violations.iter().map(|f| f.seed).collect();
+        let sabotage =
+            if self.sabotage.is_empty() { String::new() } else { format!(", sabotage: {}", self.sabotage.join(" + ")) };
+        let _ = writeln!(
+            out,
+            "hunt: seeds {}..={last} ({}; {}{sabotage}), {} failing",
+            self.start,
+            self.scenario_kind,
+            kinds.join(", "),
+            failing.len()
+        );
+        let _ = writeln!(
+            out,
+            "checked: invariants 1-7, 9 and the fleet budget on {} seeds, determinism (8) on {}, liveness (10) on {}; {} jobs, {} s virtual",
+            self.seeds_run,
+            self.determinism_checked,
+            self.liveness_checked,
+            self.jobs,
+            self.virtual_ms / 1000
+        );
+        if self.violations.is_empty() {
+            let _ = write!(out, "no violations");
+            return out;
+        }
+        let _ = writeln!(out, "violations by invariant (seeds):");
+        for (inv, n) in &self.by_invariant {
+            let _ = writeln!(out, "  {inv:<28} {n}");
+        }
+        let _ = writeln!(out, "failing seeds:");
+        for f in &self.violations {
+            let more = if f.count > 1 { format!(" (and {} more)", f.count - 1) } else { String::new() };
+            let _ = writeln!(out, "  seed {} [{}] {}: {}{more}", f.seed, f.kind, f.invariant, f.message);
+            let _ = writeln!(out, "    replay: {}", f.replay);
+        }
+        let first = &self.violations[0];
+        let seed = first.seed;
+        let dump = first.replay.replace(&format!("--seeds 1 --start {seed}"), &format!("--dump {seed}"));
+        let _ = write!(
+            out,
+            "to inspect a seed's scenario and trace: {dump} > seed-{seed}.toml && retrysim trace --config seed-{seed}.toml --seed {seed}"
+        );
+        out
+    }
 }

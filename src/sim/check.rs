@@ -3,16 +3,39 @@
 //! system under test does not know it is being checked.
 //!
 //! Each invariant is numbered as in DESIGN.md "Invariants".
+//!
+//! # Where a checker needs slack, and why
+//!
+//! A checker never gives away more than the harness forces on it:
+//!
+//! - **Millisecond truncation.** Trace times are whole milliseconds, truncated
+//!   from the virtual clock; a comparison of two of them may be off by 1 ms.
+//! - **The virtual clock's step.** turmoil moves time in steps of `net.tick`
+//!   and tokio's timer wheel rounds a deadline up to the next millisecond, so a
+//!   timer fires up to `1 ms + tick` after the instant it was set for. Only
+//!   checks about what the *clock observed* (an attempt start, the end of an
+//!   operation) get that slack ([`clock_slack_ms`]); checks about what the
+//!   core *planned* (a wait, a give-up) get none.
+//! - **A server clock behind the client's, with no `Date` header.** A date
+//!   advice (an HTTP-date or `resetAt`) can then only be measured against the
+//!   client's own wall clock (DESIGN.md "Retry-After"), so the advised instant
+//!   moves by the skew. Invariant 4 allows exactly that skew, and only for
+//!   answers whose advice the client read from a date without the server's
+//!   `Date` (the trace says so).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::core::classify::{Class, Operation, TransportFailure};
+use crate::core::retry_after::AdviceSource;
+use crate::sim::api::{AdviceForm, Arrival, ArrivalOutcome, NO_KEY};
 use crate::sim::render::{Show, render_run};
 use crate::sim::runner::{JobOutcome, JobRecord, PLANTED_SECRETS, Report};
-use crate::trace::EventKind;
+use crate::sim::scenario::{GateConfig, Scenario};
+use crate::trace::{Event, EventKind};
 
 /// The invariants, as DESIGN.md numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -38,6 +61,33 @@ pub enum Invariant {
     NoSecrets,
     /// 10. With faults healed and an ample budget, every job completes.
     Liveness,
+    /// 10. Fleet: retries stay within the shared retry budget.
+    FleetBudget,
+}
+
+impl Invariant {
+    /// Every invariant, in DESIGN.md order.
+    pub const ALL: [Invariant; 11] = [
+        Invariant::Deadline,
+        Invariant::AttemptBound,
+        Invariant::OneChargePerKey,
+        Invariant::AdviceRespected,
+        Invariant::NoUnsafeRetry,
+        Invariant::OneKeyPerOperation,
+        Invariant::TooLongGivesUpAtOnce,
+        Invariant::Determinism,
+        Invariant::NoSecrets,
+        Invariant::Liveness,
+        Invariant::FleetBudget,
+    ];
+
+    /// The number DESIGN.md gives it (its 10th has two halves).
+    pub fn number(self) -> u8 {
+        match self {
+            Invariant::FleetBudget => 10,
+            other => other as u8 + 1,
+        }
+    }
 }
 
 impl fmt::Display for Invariant {
@@ -54,11 +104,27 @@ pub struct Violation {
     pub message: String,
 }
 
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invariant {} ({}): {}", self.invariant.number(), self.invariant, self.message)
+    }
+}
+
 fn v(invariant: Invariant, message: String) -> Violation {
     Violation { invariant, message }
 }
 
-/// Runs every checker that needs only one run (1–7 and 9).
+fn ms_of(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
+}
+
+/// How late, in whole milliseconds, the simulated clock may observe a timer:
+/// 1 ms of tokio's timer rounding plus one turmoil step (`net.tick`, rounded up).
+pub fn clock_slack_ms(s: &Scenario) -> u64 {
+    1 + s.net.tick.as_nanos().div_ceil(1_000_000) as u64
+}
+
+/// Runs every checker that needs only one run (1–7, 9, and the budget half of 10).
 pub fn check_run(r: &Report) -> Vec<Violation> {
     let mut out = Vec::new();
     for j in &r.records {
@@ -66,38 +132,45 @@ pub fn check_run(r: &Report) -> Vec<Violation> {
         attempt_bound(r, j, &mut out);
         no_unsafe_retry(j, &mut out);
         too_long(r, j, &mut out);
+        waits_cover_advice(r, j, &mut out);
     }
+    fleet_budget(r, &mut out);
     one_charge_per_key(r, &mut out);
+    unkeyed_posts_run_once(r, &mut out);
     advice_respected(r, &mut out);
     one_key_per_operation(r, &mut out);
     no_secrets(r, &mut out);
     out
 }
 
+/// Invariant 1: Planned waits end, with `min_attempt_time` still left, by the deadline
+/// (1 ms of truncation); attempts start and operations end by the deadline
+/// plus [`clock_slack_ms`].
 fn deadline(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
-    let p = &r.scenario_config.policy;
-    let (deadline, reserve) = (p.deadline.as_millis() as u64, p.min_attempt_time.as_millis() as u64);
-    let end = j.started_ms + deadline;
+    let s = &r.scenario_config;
+    let p = &s.policy;
+    let (deadline, reserve) = (ms_of(p.deadline), ms_of(p.min_attempt_time));
+    let slack = clock_slack_ms(s);
+    let end = j.started_ms.saturating_add(deadline);
     for e in &j.trace.events {
         match &e.kind {
             EventKind::Wait { ms, .. } if e.at_ms + ms + reserve > end + 1 => out.push(v(
                 Invariant::Deadline,
                 format!(
-                    "job {}: a {ms} ms wait at {} ms ends past the last useful moment {} ms",
+                    "job {}: a {ms} ms wait at {} ms ends past the last useful moment {} ms (deadline {end} ms, {reserve} ms reserved for the attempt)",
                     j.job,
                     e.at_ms,
-                    end - reserve
+                    end.saturating_sub(reserve)
                 ),
             )),
-            EventKind::Attempt { n, .. } if e.at_ms > end => out.push(v(
+            EventKind::Attempt { n, .. } if e.at_ms > end + slack => out.push(v(
                 Invariant::Deadline,
                 format!("job {}: attempt {n} starts at {} ms, after the deadline at {end} ms", j.job, e.at_ms),
             )),
             _ => {}
         }
     }
-    // Millisecond rounding of start and end allows one millisecond.
-    if j.finished_ms > end + 1 {
+    if j.finished_ms > end + slack {
         out.push(v(
             Invariant::Deadline,
             format!("job {} outlived its deadline: ended at {} ms, deadline {end} ms", j.job, j.finished_ms),
@@ -105,19 +178,34 @@ fn deadline(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
     }
 }
 
+/// Invariant 2: At most `max_retries + 1` attempts; exactly that many when the job
+/// gave up because attempts ran out.
 fn attempt_bound(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
     let n = r.scenario_config.policy.max_retries;
-    if j.attempts > n + 1 {
-        out.push(v(Invariant::AttemptBound, format!("job {}: {} attempts with max_retries = {n}", j.job, j.attempts)));
-    }
-    if matches!(&j.outcome, JobOutcome::GaveUp { reason } if reason == "attempts_exhausted") && j.attempts != n + 1 {
+    let sent = j.trace.events.iter().filter(|e| matches!(e.kind, EventKind::Attempt { .. })).count() as u32;
+    let most = j.attempts.max(sent);
+    if most > n.saturating_add(1) {
         out.push(v(
             Invariant::AttemptBound,
-            format!("job {}: attempts exhausted after {} attempts, expected exactly {}", j.job, j.attempts, n + 1),
+            format!("job {}: {most} attempts with max_retries = {n} (at most {})", j.job, n.saturating_add(1)),
+        ));
+    }
+    if matches!(&j.outcome, JobOutcome::GaveUp { reason } if reason == "attempts_exhausted")
+        && most != n.saturating_add(1)
+    {
+        out.push(v(
+            Invariant::AttemptBound,
+            format!(
+                "job {}: attempts exhausted after {most} attempts, expected exactly {}",
+                j.job,
+                n.saturating_add(1)
+            ),
         ));
     }
 }
 
+/// Invariant 5, client side: no attempt after a terminal answer, after a 5xx to an
+/// unsafe POST, or after an unsafe POST's ambiguous failure.
 fn no_unsafe_retry(j: &JobRecord, out: &mut Vec<Violation>) {
     let mut stop: Option<String> = None;
     for e in &j.trace.events {
@@ -142,13 +230,35 @@ fn no_unsafe_retry(j: &JobRecord, out: &mut Vec<Violation>) {
     }
 }
 
+/// Invariant 5, server side: a POST without a key ran at most once per job. A correct
+/// client resends an unkeyed POST only after a definite refusal (nothing ran)
+/// or a failure before sending, so a second charge is a replay.
+fn unkeyed_posts_run_once(r: &Report, out: &mut Vec<Violation>) {
+    let mut runs: BTreeMap<&str, u32> = BTreeMap::new();
+    for a in &r.ledger.arrivals {
+        if a.idempotency_key.is_none() && a.method == "POST" && a.outcome == ArrivalOutcome::Charged {
+            *runs.entry(a.client.as_str()).or_default() += 1;
+        }
+    }
+    for (client, n) in runs {
+        if n > 1 {
+            out.push(v(
+                Invariant::NoUnsafeRetry,
+                format!("{client}: the server ran its unkeyed POST {n} times (a replay after an ambiguous failure)"),
+            ));
+        }
+    }
+}
+
+/// Invariant 7: An advice longer than `max_single_wait`, or longer than what is left
+/// minus `min_attempt_time`, is never followed by a sleep. What is left is
+/// computed from truncated milliseconds, so the comparison allows 1 ms.
 fn too_long(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
     let p = &r.scenario_config.policy;
     if !p.use_advice {
         return;
     }
-    let (deadline, reserve, max) =
-        (p.deadline.as_millis() as u64, p.min_attempt_time.as_millis() as u64, p.max_single_wait.as_millis() as u64);
+    let (deadline, reserve, max) = (ms_of(p.deadline), ms_of(p.min_attempt_time), ms_of(p.max_single_wait));
     let events = &j.trace.events;
     for (i, e) in events.iter().enumerate() {
         let EventKind::Answer { advice, class, .. } = &e.kind else { continue };
@@ -157,14 +267,14 @@ fn too_long(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
             continue;
         }
         let left = (j.started_ms + deadline).saturating_sub(e.at_ms);
-        if w <= max && w + reserve <= left {
+        if w <= max && w.saturating_add(reserve) <= left + 1 {
             continue;
         }
         if let Some(EventKind::Wait { ms, .. }) = events.get(i + 1).map(|n| &n.kind) {
             out.push(v(
                 Invariant::TooLongGivesUpAtOnce,
                 format!(
-                    "job {}: advice {w} ms with {left} ms left (max_single_wait {max} ms) was followed by a {ms} ms sleep, not an immediate give-up",
+                    "job {}: advice {w} ms with {left} ms left (max_single_wait {max} ms, {reserve} ms reserved) was followed by a {ms} ms sleep, not an immediate give-up",
                     j.job
                 ),
             ));
@@ -172,57 +282,192 @@ fn too_long(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
     }
 }
 
+/// Invariant 4, client side: a wait planned after an answer that carried advice is at
+/// least that advice (the core adds jitter or takes a larger backoff, never
+/// less).
+fn waits_cover_advice(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
+    if !r.scenario_config.policy.use_advice {
+        return;
+    }
+    for pair in j.trace.events.windows(2) {
+        let (EventKind::Answer { n, advice, .. }, EventKind::Wait { ms, .. }) = (&pair[0].kind, &pair[1].kind) else {
+            continue;
+        };
+        if let Some(w) = advice.wait_ms
+            && *ms < w
+        {
+            out.push(v(
+                Invariant::AdviceRespected,
+                format!("job {}: answer {n} advised {w} ms, but the client planned to wait only {ms} ms", j.job),
+            ));
+        }
+    }
+}
+
+/// Invariant 10, fleet side: a token-bucket retry budget (gRPC's) granted
+/// fewer than `max_tokens / 2 + token_ratio × successes` retries in all.
+///
+/// Why: the bucket starts at `M = 1000 × max_tokens` (thousandths), a granted
+/// retry takes exactly 1000 and must leave more than `M / 2`, a refused one
+/// only lowers it, and each success adds at most `r = token_ratio_milli`. At
+/// the last grant, `M / 2 < tokens ≤ M − 1000 G + r D`, so
+/// `1000 G < M / 2 + r D`, with `G` the retries (each is one planned wait)
+/// and `D` the successes (each one deposit). A percentage budget's windowed
+/// allowance has no such whole-run bound and is not checked here.
+fn fleet_budget(r: &Report, out: &mut Vec<Violation>) {
+    let Some(crate::sim::scenario::BudgetConfig::TokenBucket { max_tokens, token_ratio_milli }) =
+        r.scenario_config.fleet.budget
+    else {
+        return;
+    };
+    let events = r.records.iter().flat_map(|j| &j.trace.events);
+    let (mut granted, mut successes) = (0u64, 0u64);
+    for e in events {
+        match e.kind {
+            EventKind::Wait { .. } => granted += 1,
+            EventKind::Done { .. } => successes += 1,
+            _ => {}
+        }
+    }
+    let allowance = 500 * max_tokens as u64 + token_ratio_milli as u64 * successes;
+    if 1000 * granted >= allowance {
+        out.push(v(
+            Invariant::FleetBudget,
+            format!(
+                "{granted} retries with a token bucket of {max_tokens} tokens refunding {token_ratio_milli}/1000 per success over {successes} successes: at most {} allowed",
+                allowance.div_ceil(1000).saturating_sub(1)
+            ),
+        ));
+    }
+}
+
+/// Invariant 3: The server charged each idempotency key at most once, and each keyed
+/// operation (one job, whatever keys its attempts carried) at most once.
 fn one_charge_per_key(r: &Report, out: &mut Vec<Violation>) {
     for (key, n) in &r.ledger.charges {
-        if key != "(no key)" && *n > 1 {
+        if key != NO_KEY && *n > 1 {
             out.push(v(
                 Invariant::OneChargePerKey,
                 format!("key {} was charged {n} times", crate::trace::short_key(key)),
             ));
         }
     }
-}
-
-fn advice_respected(r: &Report, out: &mut Vec<Violation>) {
-    let p = &r.scenario_config.policy;
-    if !p.use_advice {
-        return;
-    }
-    // The server's view: per client (one job each), the next arrival after
-    // an advised refusal must come no earlier than it advised. The answer
-    // travels back and the retry travels out, so latency only adds slack.
-    let mut by_client: BTreeMap<&str, Vec<&crate::sim::api::Arrival>> = BTreeMap::new();
+    let keyed: BTreeSet<&str> =
+        r.records.iter().filter(|j| j.operation == Operation::Keyed).map(|j| j.trace.label.as_str()).collect();
+    let mut charges: BTreeMap<&str, BTreeSet<Option<&str>>> = BTreeMap::new();
+    let mut runs: BTreeMap<&str, u32> = BTreeMap::new();
     for a in &r.ledger.arrivals {
-        by_client.entry(a.client.as_str()).or_default().push(a);
+        if a.outcome == ArrivalOutcome::Charged && keyed.contains(a.client.as_str()) {
+            *runs.entry(a.client.as_str()).or_default() += 1;
+            charges.entry(a.client.as_str()).or_default().insert(a.idempotency_key.as_deref());
+        }
     }
-    for (client, arrivals) in by_client {
-        for pair in arrivals.windows(2) {
-            let (a, b) = (pair[0], pair[1]);
-            let Some(wait) = a.retry_after else { continue };
-            if a.lost || a.status != 429 {
-                continue;
-            }
-            let from = a.answered_at.unwrap_or(a.at);
-            if b.at < from + wait {
-                out.push(v(
-                    Invariant::AdviceRespected,
-                    format!(
-                        "{client}: retried at {} ms, {} ms after an answer at {} ms that advised {} ms",
-                        b.at.as_millis(),
-                        (b.at - from).as_millis(),
-                        from.as_millis(),
-                        wait.as_millis()
-                    ),
-                ));
-            }
+    for (client, n) in runs {
+        let keys = charges.get(client).map_or(0, BTreeSet::len);
+        if n > 1 && keys > 1 {
+            out.push(v(
+                Invariant::OneChargePerKey,
+                format!("{client}: one keyed operation was charged {n} times, under {keys} different keys"),
+            ));
         }
     }
 }
 
+/// The answer that makes `b` an early *retry* after `a`, if the client's
+/// trace shows one: an answer event with `a`'s status, received at or after
+/// `a` was answered, followed (in the trace's order) by an attempt that
+/// started in a later millisecond and no later than `b` arrived.
+///
+/// Why both: `b` may not be a retry at all. A request of an earlier attempt
+/// that a fault held or slowed can arrive after its attempt timed out (a
+/// *stale* arrival), and `a`'s answer may never reach the client (a lost or
+/// timed-out answer advises nothing). A client that honoured what it
+/// received starts its next attempt no earlier than the answer plus the
+/// advice, so an attempt between the answer and `b`'s arrival is an early
+/// retry. Requiring a later millisecond keeps `b`'s own answer (received in
+/// `b`'s millisecond on a fast network) from passing for `a`'s; a retry in
+/// the very millisecond of the answer is left to the client-side check
+/// ([`waits_cover_advice`]), which sees the planned wait itself.
+///
+/// One corner remains: a stale request can arrive while a later attempt
+/// waits for a slow answer to an earlier refusal; the check then holds the
+/// retry to the stale arrival's advice, which a fixed window puts at most one
+/// whole second away.
+fn answer_before_early_retry<'t>(j: &'t JobRecord, a: &Arrival, b: &Arrival) -> Option<&'t Event> {
+    let (from, until) = (ms_of(a.answered_at.unwrap_or(a.at)), ms_of(b.at));
+    let events = &j.trace.events;
+    events.iter().enumerate().find_map(|(i, e)| {
+        let answer = matches!(&e.kind, EventKind::Answer { status, .. } if *status == a.status);
+        if !answer || e.at_ms < from || e.at_ms > until {
+            return None;
+        }
+        let retried = events[i + 1..]
+            .iter()
+            .any(|p| matches!(p.kind, EventKind::Attempt { .. }) && p.at_ms > e.at_ms && p.at_ms <= until);
+        retried.then_some(e)
+    })
+}
+
+/// Invariant 4, server side: from the ledger, per client (one job each), the next
+/// arrival after an answer that advised a wait comes no earlier than the
+/// answer's instant plus that wait.
+///
+/// The answer travels back and the retry travels out, so network latency only
+/// adds slack: the check needs no allowance for it. It applies only when the
+/// client received an answer and then retried ([`answer_before_early_retry`]),
+/// and allows a server clock's lag behind the client's for a date advice read
+/// without the server's `Date` (see the module doc).
+fn advice_respected(r: &Report, out: &mut Vec<Violation>) {
+    let s = &r.scenario_config;
+    if !s.policy.use_advice {
+        return;
+    }
+    let jobs: BTreeMap<&str, &JobRecord> = r.records.iter().map(|j| (j.trace.label.as_str(), j)).collect();
+    let lag = Duration::from_millis(s.api.clock_skew_ms.min(0).unsigned_abs());
+    let mut by_client: BTreeMap<&str, Vec<&Arrival>> = BTreeMap::new();
+    for a in &r.ledger.arrivals {
+        by_client.entry(a.client.as_str()).or_default().push(a);
+    }
+    for (client, arrivals) in by_client {
+        let Some(job) = jobs.get(client) else { continue };
+        for pair in arrivals.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            let Some(wait) = a.retry_after else { continue };
+            if a.lost {
+                continue;
+            }
+            let from = a.answered_at.unwrap_or(a.at);
+            if b.at >= from + wait {
+                continue;
+            }
+            let Some(seen) = answer_before_early_retry(job, a, b) else { continue };
+            let EventKind::Answer { advice, .. } = &seen.kind else { continue };
+            let client_clock =
+                matches!(advice.source, AdviceSource::HeaderDate | AdviceSource::BodyReset) && !advice.server_date;
+            if client_clock && b.at + lag >= from + wait {
+                continue;
+            }
+            out.push(v(
+                Invariant::AdviceRespected,
+                format!(
+                    "{client}: retried at {} ms, {} ms after an answer at {} ms that advised {} ms",
+                    b.at.as_millis(),
+                    (b.at.saturating_sub(from)).as_millis(),
+                    from.as_millis(),
+                    wait.as_millis()
+                ),
+            ));
+        }
+    }
+}
+
+/// Invariant 6: Every attempt of a keyed operation carried the same key, and no two
+/// operations shared one. A job that never sent an attempt (a gate held it
+/// past its deadline) carried no key and is skipped.
 fn one_key_per_operation(r: &Report, out: &mut Vec<Violation>) {
     let mut seen: BTreeMap<&str, u32> = BTreeMap::new();
     for j in &r.records {
-        if j.operation != Operation::Keyed {
+        if j.operation != Operation::Keyed || j.attempt_keys.is_empty() {
             continue;
         }
         let distinct: BTreeSet<_> = j.attempt_keys.iter().collect();
@@ -241,6 +486,8 @@ fn one_key_per_operation(r: &Report, out: &mut Vec<Violation>) {
     }
 }
 
+/// Invariant 9: No planted secret, API key or full idempotency key appears in the
+/// report, its text, the rendered trace, or any JSON trace.
 fn no_secrets(r: &Report, out: &mut Vec<Violation>) {
     let mut secrets: Vec<String> = PLANTED_SECRETS.iter().map(|s| s.to_string()).collect();
     for a in &r.scenario_config.api.accounts {
@@ -249,6 +496,8 @@ fn no_secrets(r: &Report, out: &mut Vec<Violation>) {
     for j in &r.records {
         secrets.extend(j.attempt_keys.iter().flatten().cloned());
     }
+    secrets.sort();
+    secrets.dedup();
     let mut texts = vec![
         ("report", serde_json::to_string(r).unwrap_or_default()),
         ("rendered trace", render_run(r, Show::FirstJobs(usize::MAX))),
@@ -267,20 +516,340 @@ fn no_secrets(r: &Report, out: &mut Vec<Violation>) {
     }
 }
 
-/// 8: two runs of the same scenario and seed render byte for byte the same.
+fn first_difference(x: &str, y: &str) -> usize {
+    x.lines().zip(y.lines()).position(|(p, q)| p != q).unwrap_or(x.lines().count().min(y.lines().count())) + 1
+}
+
+/// 8: two runs of the same scenario and seed render byte for byte the same:
+/// every job's trace, the report, and the server's ledger.
 pub fn check_determinism(a: &Report, b: &Report) -> Option<Violation> {
     let (x, y) = (render_run(a, Show::FirstJobs(usize::MAX)), render_run(b, Show::FirstJobs(usize::MAX)));
-    if x == y {
-        return None;
+    if x != y {
+        let line = first_difference(&x, &y);
+        return Some(v(
+            Invariant::Determinism,
+            format!("two runs of seed {} differ first at trace line {line}", a.seed),
+        ));
     }
-    let line = x.lines().zip(y.lines()).position(|(p, q)| p != q).unwrap_or(x.lines().count().min(y.lines().count()));
-    Some(v(Invariant::Determinism, format!("two runs of seed {} differ first at trace line {}", a.seed, line + 1)))
+    let reports = (pretty(a), pretty(b));
+    let ledgers = (pretty(&a.ledger), pretty(&b.ledger));
+    for (what, (p, q)) in [("report", reports), ("ledger", ledgers)] {
+        if p != q {
+            let line = first_difference(&p, &q);
+            return Some(v(
+                Invariant::Determinism,
+                format!("two runs of seed {} differ first at {what} line {line}", a.seed),
+            ));
+        }
+    }
+    None
+}
+
+fn pretty<T: Serialize>(t: &T) -> String {
+    serde_json::to_string_pretty(t).unwrap_or_default()
 }
 
 /// 10: every job completed. Meaningful only for a scenario whose faults heal
-/// and whose deadline and budget are ample (the caller decides that).
+/// and whose deadline and budget are ample: see [`liveness_expected`].
 pub fn check_liveness(r: &Report) -> Option<Violation> {
     (r.succeeded != r.jobs).then(|| {
         v(Invariant::Liveness, format!("{} of {} jobs did not complete: {:?}", r.jobs - r.succeeded, r.jobs, r.gave_up))
     })
+}
+
+/// When every scheduled fault has healed: the latest `until` of a lasting
+/// fault, or the latest instant of a one-off fault (a lost answer, a bounce).
+pub fn faults_heal_at(s: &Scenario) -> Duration {
+    s.faults.schedule.iter().map(|f| f.fault.until().unwrap_or(f.at).max(f.at)).max().unwrap_or_default()
+}
+
+/// Whether invariant 10 applies: why not, or `Ok` when every job of `s` must
+/// complete. The conditions are conservative; each rules out a legitimate way
+/// for a job to stop without success:
+///
+/// - no deliberate defect (`policy.sabotage`), and the advice is read;
+/// - only keyed POSTs (`fleet.mix` keyed only, `policy.idempotency_keys`): an
+///   unkeyed POST rightly stops after an ambiguous failure, and a GET of a job
+///   that was not created yet rightly gets a terminal 404;
+/// - nothing terminal in the API: no script, credits, monthly quota or
+///   anonymous use; no concurrency cap (its `queue_full` waits are long);
+/// - no shared retry budget and no fleet gate (they may rightly refuse);
+/// - no steady loss of answers (it never heals); every scheduled fault heals;
+/// - refusals carry a usable advice, so a refused job waits at least a whole
+///   second between attempts: a wait in the header or body, and no date read
+///   against a client clock skewed from the server's (a server clock ahead
+///   makes the advice look too long, one behind makes it look short);
+/// - room after healing: an attempt fits its timeout (twice the worst
+///   latency plus the processing time), every advice fits `max_single_wait`
+///   ([`longest_advice`]), and
+///   a deadline and a retry count that cover the healing time, the time to
+///   serve every job ([`service_bound`]) and [`RECOVERY_ROUNDS`] rounds of
+///   window, spread, backoff and attempt timeout.
+pub fn liveness_expected(s: &Scenario) -> Result<(), String> {
+    let p = &s.policy;
+    let f = &s.fleet;
+    let api = &s.api;
+    let need = |ok: bool, why: &str| if ok { Ok(()) } else { Err(why.to_owned()) };
+    need(p.sabotage.is_off(), "a deliberate defect is on")?;
+    need(p.use_advice, "the policy ignores Retry-After")?;
+    need(f.mix.unsafe_post == 0 && f.mix.safe == 0 && f.mix.keyed > 0, "not every job is a keyed POST")?;
+    need(p.idempotency_keys, "the policy sends no Idempotency-Key")?;
+    need(!f.anonymous && api.anonymous_cap.is_none(), "anonymous caps are terminal")?;
+    need(api.script.is_empty(), "a scripted API")?;
+    need(api.accounts.iter().all(|a| a.credits.is_none() && a.monthly_quota.is_none()), "credits or a quota run out")?;
+    need(api.concurrency.is_none(), "a concurrency cap")?;
+    need(f.budget.is_none(), "a shared retry budget")?;
+    need(f.gate == GateConfig::None, "a fleet gate")?;
+    need(s.faults.lost_answers_per_mille == 0, "answers are lost steadily")?;
+    need(!matches!(api.advice, AdviceForm::None | AdviceForm::Malformed), "refusals carry no usable advice")?;
+    need(api.send_date || api.clock_skew_ms == 0, "a date advice may be read against a skewed client clock")?;
+    let latency = s.net.max_latency;
+    need(
+        latency * 2 + Duration::from_millis(api.processing_ms) + s.net.tick * 4 < p.attempt_timeout,
+        "an attempt may not fit its timeout",
+    )?;
+    need(longest_advice(s) <= p.max_single_wait, "a limiter's advice may be longer than max_single_wait")?;
+    need(api.limiter.writes > 0, "the limiter accepts no writes")?;
+    let (deadline, retries) = liveness_needs(s);
+    need(p.deadline >= deadline, "the deadline does not cover healing, service and recovery")?;
+    need(p.max_retries >= retries, "too few retries to outlast the faults and the queue")?;
+    Ok(())
+}
+
+/// The longest advice a rate-limit refusal can carry as the client reads it:
+/// the limiter's wait in whole seconds (at least one, at most the window
+/// rounded up), plus almost a second when an HTTP-date target is rounded up
+/// to a whole second, plus almost a second when the `Date` it is measured
+/// against is truncated to one.
+pub fn longest_advice(s: &Scenario) -> Duration {
+    let window_s = s.api.limiter.window_ms.div_ceil(1000).max(1);
+    Duration::from_secs(window_s + 2)
+}
+
+/// How many rounds of recovery [`liveness_expected`] asks for after healing.
+pub const RECOVERY_ROUNDS: u32 = 8;
+
+/// An upper bound on the time the limiter needs to accept every job once,
+/// with refused jobs coming back after their advice. Each round (two windows,
+/// the advice's rounding to whole seconds, the spread, a round trip and the
+/// processing) accepts at least `min(writes, workers)` jobs: every waiter
+/// retries once per round, and a window accepts its first `writes` hits.
+pub fn service_bound(s: &Scenario) -> Duration {
+    let f = &s.fleet;
+    let per_round = s.api.limiter.writes.min(f.workers).max(1);
+    let window = Duration::from_millis(s.api.limiter.window_ms);
+    let round = window * 2
+        + Duration::from_secs(1)
+        + s.policy.spread.max.max(s.policy.spread.min)
+        + s.net.max_latency * 2
+        + Duration::from_millis(s.api.processing_ms);
+    round * f.jobs.div_ceil(per_round)
+}
+
+/// The deadline and the retry count under which [`liveness_expected`]
+/// expects every job of `s` to complete: the healing time plus the service
+/// bound plus recovery rounds; one retry per whole second of that (a refused
+/// job waits at least its advice, one second), plus the retries a backoff may
+/// spend while faults last (one per `backoff.base`, plus slack for jitter
+/// draws shorter than the base).
+pub fn liveness_needs(s: &Scenario) -> (Duration, u32) {
+    let p = &s.policy;
+    let heal = faults_heal_at(s);
+    let window = Duration::from_millis(s.api.limiter.window_ms);
+    let round = window + p.spread.max.max(p.spread.min) + p.backoff.cap + p.attempt_timeout;
+    let service = service_bound(s);
+    let deadline = heal + service + round * RECOVERY_ROUNDS;
+    let base = p.backoff.base.max(Duration::from_millis(1));
+    let during = (heal.as_millis() / base.as_millis()).min(1_000) as u32 + 16;
+    let waiting = service.as_secs().min(100_000) as u32;
+    (deadline, during + waiting + RECOVERY_ROUNDS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::runner::run;
+    use crate::trace::AdviceView;
+
+    fn report(name: &str) -> Report {
+        run(&crate::sim::scenario::named(name).unwrap(), 7).unwrap()
+    }
+
+    fn only(vs: &[Violation], inv: Invariant) -> bool {
+        !vs.is_empty() && vs.iter().all(|x| x.invariant == inv)
+    }
+
+    #[test]
+    fn named_scenarios_pass_except_the_naive_one() {
+        for name in crate::sim::scenario::NAMES {
+            let r = report(name);
+            let vs = check_run(&r);
+            if name == "lost-answers-no-key" {
+                // Its client replays unkeyed POSTs on purpose (seed 002's row 4).
+                assert!(only(&vs, Invariant::NoUnsafeRetry), "{name}: {vs:#?}");
+            } else {
+                assert!(vs.is_empty(), "{name} seed 7: {vs:#?}\nreplay: retrysim trace --scenario {name} --seed 7");
+            }
+        }
+    }
+
+    #[test]
+    fn the_clock_step_is_the_only_slack_for_what_the_clock_observed() {
+        let mut r = report("two-429-then-success");
+        let s = clock_slack_ms(&r.scenario_config);
+        assert_eq!(s, 2, "1 ms tick + 1 ms timer rounding");
+        let j = &mut r.records[0];
+        let end = j.started_ms + ms_of(r.scenario_config.policy.deadline);
+        j.finished_ms = end + s;
+        assert!(check_run(&r).is_empty());
+        r.records[0].finished_ms = end + s + 1;
+        assert!(only(&check_run(&r), Invariant::Deadline));
+        r.scenario_config.net.tick = Duration::from_millis(10);
+        assert!(check_run(&r).is_empty(), "a 10 ms step may observe the end 11 ms late");
+    }
+
+    #[test]
+    fn a_planned_wait_gets_no_clock_slack() {
+        let mut r = report("two-429-then-success");
+        let p = r.scenario_config.policy.clone();
+        let j = &mut r.records[0];
+        let i = j.trace.events.iter().position(|e| matches!(e.kind, EventKind::Wait { .. })).unwrap();
+        let at = j.trace.events[i].at_ms;
+        let last = j.started_ms + ms_of(p.deadline) - ms_of(p.min_attempt_time);
+        if let EventKind::Wait { ms, .. } = &mut j.trace.events[i].kind {
+            *ms = last + 1 - at;
+        }
+        assert!(check_run(&r).is_empty(), "1 ms of truncation");
+        if let EventKind::Wait { ms, .. } = &mut r.records[0].trace.events[i].kind {
+            *ms += 1;
+        }
+        let vs = check_run(&r);
+        assert!(vs.iter().any(|x| x.invariant == Invariant::Deadline), "{vs:#?}");
+    }
+
+    fn set_advice(r: &mut Report, source: AdviceSource, server_date: bool, wait_ms: u64) {
+        for e in &mut r.records[0].trace.events {
+            if let EventKind::Answer { advice, .. } = &mut e.kind {
+                *advice = AdviceView { source, server_date, wait_ms: Some(wait_ms), ..advice.clone() };
+            }
+        }
+    }
+
+    #[test]
+    fn a_lagging_server_clock_is_allowed_only_for_dates_read_without_its_date_header() {
+        // two-429-then-success advises 2 s twice; pull the second attempt and
+        // its arrival 300 ms early.
+        let mut r = early_retry(1_700);
+        let vs = check_run(&r);
+        assert!(only(&vs, Invariant::AdviceRespected), "{vs:#?}");
+        r.scenario_config.api.clock_skew_ms = -300;
+        assert!(only(&check_run(&r), Invariant::AdviceRespected), "header seconds do not depend on clocks");
+        set_advice(&mut r, AdviceSource::HeaderDate, true, 2_000);
+        assert!(only(&check_run(&r), Invariant::AdviceRespected), "the server's Date cancels the skew");
+        // Read against the client's clock at receipt, the 2 s advice looked
+        // like 1.7 s less the answer's trip.
+        let answered = ms_of(r.ledger.arrivals[0].answered_at.unwrap());
+        let received =
+            r.records[0].trace.events.iter().find(|e| matches!(e.kind, EventKind::Answer { .. })).unwrap().at_ms;
+        set_advice(&mut r, AdviceSource::HeaderDate, false, 1_700 - (received - answered));
+        let vs = check_run(&r);
+        assert!(vs.is_empty(), "without Date, 300 ms of lag moves the advised instant by 300 ms: {vs:#?}");
+        r.scenario_config.api.clock_skew_ms = -299;
+        assert!(only(&check_run(&r), Invariant::AdviceRespected), "but not by more");
+    }
+
+    /// two-429-then-success with its second request arriving `after_ms` after
+    /// the first answer, sent by an attempt that started then (or, if the
+    /// client received the answer later, at once), its wait shortened to match.
+    fn early_retry(after_ms: u64) -> Report {
+        let mut r = report("two-429-then-success");
+        let from = r.ledger.arrivals[0].answered_at.unwrap();
+        let events = &mut r.records[0].trace.events;
+        let answer = events.iter().position(|e| matches!(e.kind, EventKind::Answer { .. })).unwrap();
+        let received = events[answer].at_ms;
+        let start = (ms_of(from) + after_ms).max(received);
+        if let EventKind::Wait { ms, .. } = &mut events[answer + 1].kind {
+            *ms = start - received;
+        }
+        let attempt = events.iter().position(|e| matches!(e.kind, EventKind::Attempt { n: 2, .. })).unwrap();
+        events[attempt].at_ms = start;
+        r.ledger.arrivals[1].at = Duration::from_millis(start);
+        r
+    }
+
+    #[test]
+    fn a_stale_arrival_is_not_a_retry() {
+        // The same early arrival, but the client's second attempt started on
+        // time: the early request is not one the client sent after the answer.
+        let mut r = report("two-429-then-success");
+        let from = r.ledger.arrivals[0].answered_at.unwrap();
+        r.ledger.arrivals[1].at = from + Duration::from_millis(1_700);
+        assert!(check_run(&r).is_empty());
+        // And a retry in the very millisecond of the answer is the client-side check's.
+        let r = early_retry(0);
+        let answer = r.records[0].trace.events.iter().find(|e| matches!(e.kind, EventKind::Answer { .. })).unwrap();
+        assert_eq!(r.ledger.arrivals[1].at, Duration::from_millis(answer.at_ms));
+        let vs = check_run(&r);
+        assert!(only(&vs, Invariant::AdviceRespected), "{vs:#?}");
+        assert!(vs.iter().all(|v| v.message.contains("planned to wait only")), "{vs:#?}");
+    }
+
+    #[test]
+    fn an_answer_the_client_never_received_advises_nothing() {
+        let mut r = report("two-429-then-success");
+        let from = r.ledger.arrivals[0].answered_at.unwrap();
+        r.ledger.arrivals[1].at = from + Duration::from_millis(1_700);
+        // Move the client's receipt of the first answer after the early arrival.
+        let j = &mut r.records[0];
+        let i = j.trace.events.iter().position(|e| matches!(e.kind, EventKind::Answer { .. })).unwrap();
+        j.trace.events[i].at_ms = ms_of(from) + 1_800;
+        assert!(check_run(&r).is_empty());
+        r.ledger.arrivals[0].lost = true;
+        r.records[0].trace.events[i].at_ms = ms_of(from) + 5;
+        assert!(check_run(&r).is_empty(), "a lost answer advises nothing");
+    }
+
+    #[test]
+    fn a_job_that_never_attempted_has_no_key_to_check() {
+        let mut r = report("two-429-then-success");
+        r.records[0].attempt_keys.clear();
+        assert!(check_run(&r).is_empty());
+        r.records[0].attempt_keys = vec![Some("0123456789abcdef".into()), Some("fedcba9876543210".into())];
+        assert!(only(&check_run(&r), Invariant::OneKeyPerOperation));
+    }
+
+    #[test]
+    fn determinism_compares_traces_report_and_ledger() {
+        let a = report("blinkimg-1s");
+        let mut b = a.clone();
+        assert_eq!(check_determinism(&a, &b), None);
+        b.ledger.arrivals[3].at += Duration::from_millis(1);
+        let d = check_determinism(&a, &b).unwrap();
+        assert!(d.message.contains("ledger"), "{d:?}");
+        let mut b = a.clone();
+        b.records[2].trace.events[0].at_ms += 1;
+        assert!(check_determinism(&a, &b).unwrap().message.contains("trace line"));
+    }
+
+    #[test]
+    fn liveness_conditions_name_what_is_missing() {
+        let mut s = crate::sim::scenario::blinkimg_1s();
+        assert!(liveness_expected(&s).unwrap_err().contains("retries"), "49 retries may not outlast 120 jobs");
+        s.policy.max_retries = liveness_needs(&s).1;
+        assert_eq!(liveness_expected(&s), Ok(()));
+        s.fleet.mix.safe = 1;
+        assert!(liveness_expected(&s).unwrap_err().contains("keyed"));
+        s.fleet.mix.safe = 0;
+        s.faults.lost_answers_per_mille = 100;
+        assert!(liveness_expected(&s).unwrap_err().contains("steadily"));
+        let s = crate::sim::scenario::named("deadline-wins").unwrap();
+        assert!(liveness_expected(&s).is_err());
+    }
+
+    #[test]
+    fn display_names_the_number() {
+        let x = v(Invariant::OneChargePerKey, "k".into());
+        assert_eq!(x.to_string(), "invariant 3 (one-charge-per-key): k");
+        assert_eq!(Invariant::ALL.map(Invariant::number), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10]);
+    }
 }

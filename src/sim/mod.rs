@@ -5,6 +5,7 @@ pub mod compare;
 pub mod deferral;
 pub mod fleet;
 pub mod fleet_check;
+pub mod hunt;
 pub mod limiter_service;
 pub mod net;
 pub mod oracle;

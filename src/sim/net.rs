@@ -175,7 +175,13 @@ pub async fn serve(server: Arc<Server>) -> turmoil::Result {
     loop {
         let (stream, _) = listener.accept().await?;
         let server = server.clone();
-        tokio::spawn(async move {
+        // A local task, not `tokio::spawn`: a bounce drops the host's tasks,
+        // and each dropped connection sends a message whose latency turmoil
+        // draws from the seeded generator. The runtime drops spawned tasks in
+        // an order that depends on tokio's process-wide task ids (so on what
+        // ran before in the process); a LocalSet drops its tasks in spawn
+        // order. Found by `retrysim hunt` (invariant 8).
+        tokio::task::spawn_local(async move {
             let service = service_fn(move |req| handle(server.clone(), req));
             let mut http = hyper::server::conn::http1::Builder::new();
             http.auto_date_header(false).keep_alive(false).header_read_timeout(None);

@@ -32,6 +32,10 @@ use crate::sim::scenario::{BudgetConfig, GateConfig, Scenario};
 use crate::sim::seed::derive;
 use crate::trace::{EventKind, Trace, ms};
 
+/// turmoil's per-host TCP capacity: the listener backlog and each stream's
+/// buffer, in messages (turmoil's default is 64; buffers grow lazily).
+pub const TCP_CAPACITY: usize = 1 << 16;
+
 /// The fleet's host name.
 pub const FLEET_HOST: &str = "fleet";
 
@@ -229,9 +233,10 @@ pub fn run_with(s: &Scenario, seed: u64, hooks: Hooks) -> Result<Report, RunErro
         .min_message_latency(s.net.min_latency)
         .max_message_latency(s.net.max_latency)
         .simulation_duration(s.time_limit)
-        // turmoil panics when more connections wait to be accepted than its
-        // socket capacity (64): every worker may be connecting at once.
-        .tcp_capacity((s.fleet.workers as usize).saturating_mul(2).max(64))
+        // turmoil panics when a listener's backlog of unaccepted connections
+        // is full (a real one drops the SYN). A Hold fault releases every
+        // connect the fleet retried meanwhile at once: room for them all.
+        .tcp_capacity(TCP_CAPACITY)
         .build();
 
     let server = Arc::new(Server {

@@ -3,5 +3,8 @@ mod cli;
 mod compare;
 mod driver;
 mod fleet;
+mod negative_controls;
+mod properties;
 mod scenarios;
 mod snapshots;
+mod strategies;
