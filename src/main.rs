@@ -1,6 +1,7 @@
 //! The `retrysim` command line: explain one decision, run and trace named
 //! scenarios, compare policies, hunt for invariant violations.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -45,8 +46,15 @@ fn main() -> ExitCode {
     };
     match outcome {
         Ok((out, code)) => {
-            println!("{out}");
-            code
+            // A closed pipe (`retrysim trace ... | head`) is not an error.
+            let mut stdout = std::io::stdout().lock();
+            match writeln!(stdout, "{out}").and_then(|()| stdout.flush()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    eprintln!("error: cannot write the output: {e}");
+                    ExitCode::from(2)
+                }
+                _ => code,
+            }
         }
         Err(cli::UserError(msg)) => {
             eprintln!("error: {msg}");
