@@ -20,7 +20,7 @@ fn median(mut xs: Vec<Duration>) -> Duration {
 fn main() {
     // `cargo bench` passes `--bench`; a name filter may follow.
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
-    println!("{:<28} {:>10} {:>12} {:>14}", "scenario", "wall ms", "virtual ms", "virtual/wall");
+    println!("{:<40} {:>10} {:>12} {:>14}", "scenario", "wall ms", "virtual ms", "virtual/wall");
     let mut total = Duration::ZERO;
     for name in NAMES.iter().filter(|n| filter.as_deref().is_none_or(|f| n.contains(f))) {
         let s = named(name).expect("named");
@@ -36,7 +36,7 @@ fn main() {
         let virtual_ms = median(virtuals).as_millis();
         total += wall;
         let ratio = virtual_ms as f64 / wall.as_secs_f64() / 1000.0;
-        println!("{name:<28} {:>10.2} {virtual_ms:>12} {ratio:>13.0}x", wall.as_secs_f64() * 1000.0);
+        println!("{name:<40} {:>10.2} {virtual_ms:>12} {ratio:>13.0}x", wall.as_secs_f64() * 1000.0);
     }
-    println!("{:<28} {:>10.2}", "all named scenarios", total.as_secs_f64() * 1000.0);
+    println!("{:<40} {:>10.2}", "all named scenarios", total.as_secs_f64() * 1000.0);
 }

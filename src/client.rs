@@ -198,25 +198,30 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
                 req.headers_mut().insert(IDEMPOTENCY_KEY, v);
             }
             if let Some(gate) = &self.gate {
+                // The queue counts against the deadline: wait in it only as
+                // long as an attempt could still start in time.
                 let queued_at = self.clock.now();
+                let patience = deadline.remaining(queued_at).saturating_sub(p.min_attempt_time);
                 let admitted = tokio::select! {
                     biased;
-                    _ = cancel.cancelled() => false,
-                    _ = gate.admit() => true,
+                    _ = cancel.cancelled() => Some(false),
+                    _ = gate.admit() => Some(true),
+                    _ = self.clock.sleep(patience) => None,
                 };
                 let now = self.clock.now();
                 let queued = now.saturating_sub(queued_at);
-                if queued > Duration::ZERO {
+                if queued > Duration::ZERO && admitted == Some(true) {
                     trace.push(now, EventKind::Admitted { queued_ms: ms(queued) });
                 }
                 let remaining = deadline.remaining(now);
-                let reason = if !admitted {
-                    Some(GiveUpReason::Cancelled)
-                } else if remaining < p.min_attempt_time {
-                    gate.done(&Feedback { now, status: None, class: Class::Transient, headers: None });
-                    Some(GiveUpReason::DeadlineWouldPass { wait: queued, remaining })
-                } else {
-                    None
+                let reason = match admitted {
+                    Some(false) => Some(GiveUpReason::Cancelled),
+                    None => Some(GiveUpReason::DeadlineWouldPass { wait: queued, remaining }),
+                    Some(true) if remaining < p.min_attempt_time => {
+                        gate.done(&Feedback { now, status: None, class: Class::Transient, headers: None });
+                        Some(GiveUpReason::DeadlineWouldPass { wait: queued, remaining })
+                    }
+                    Some(true) => None,
                 };
                 if let Some(reason) = reason {
                     let attempts = attempts - 1;

@@ -248,3 +248,32 @@ async fn secrets_never_reach_the_trace() {
     let key = s.keys()[0].clone().unwrap();
     assert!(!text.contains(&key), "the raw key leaked");
 }
+
+/// A gate that never lets anything through (a stuck fleet queue).
+struct Stuck;
+
+impl retrysim::gate::Gate for Stuck {
+    fn admit(&self) -> retrysim::gate::Admission<'_> {
+        Box::pin(std::future::pending())
+    }
+    fn done(&self, _: &retrysim::gate::Feedback<'_>) {}
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiting_in_a_fleet_queue_never_outlives_the_deadline() {
+    // Found by `retrysim hunt` (seeds 373, 681, 749, 999 at the time): a job
+    // queued behind an admission gate outlived its deadline.
+    let s = Script::new(vec![]);
+    let clock = TokioClock::from_epoch(epoch());
+    let client = RetryClient::new(clock.clone(), &s, Policy::interactive()).with_gate(std::sync::Arc::new(Stuck));
+    let mut trace = Trace::new("q");
+    let (mut rng, cancel) = (seeded_rng(1), CancellationToken::new());
+    let run = client.execute(post(), &mut rng, &cancel, &mut trace);
+    let e = tokio::time::timeout(Duration::from_secs(3600), run)
+        .await
+        .expect("the driver waited in the queue past its deadline")
+        .unwrap_err();
+    assert!(matches!(e.reason, GiveUpReason::DeadlineWouldPass { .. }), "{:?}", e.reason);
+    // 10 s deadline, 500 ms reserved for an attempt: the queue gets 9.5 s.
+    assert_eq!((clock.now(), e.attempts, s.count()), (Duration::from_millis(9_500), 0, 0));
+}
