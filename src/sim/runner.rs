@@ -264,10 +264,20 @@ pub fn run_with(s: &Scenario, seed: u64, hooks: Hooks) -> Result<Report, RunErro
             apply(&mut sim, &server, &s.faults.schedule[i].fault, start, s);
             next += 1;
         }
-        match sim.step() {
-            Ok(true) => break,
-            Ok(false) => {}
-            Err(e) => return Err(fail(e.to_string())),
+        // A panic inside a host is a harness bug: report it with the replay
+        // line instead of tearing down the caller (`retrysim run` exits 2).
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.step())) {
+            Ok(Ok(true)) => break,
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => return Err(fail(e.to_string())),
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("a panic without a message");
+                return Err(fail(format!("the simulation panicked (a harness bug, please report it): {what}")));
+            }
         }
     }
 
