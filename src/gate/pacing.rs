@@ -485,45 +485,19 @@ impl Schedule for PacingState {
     }
 }
 
-/// Paces a fleet ahead of the limit: a [`Gate`] over [`PacingState`].
+/// Paces a fleet ahead of the limit: the [`Gate`] that runs a [`PacingState`]
+/// on tokio's clock (from its creation).
 ///
 /// ```
 /// # use std::sync::Arc;
-/// use retrysim::gate::pacing::{Pacing, PacingConfig};
+/// use retrysim::gate::pacing::{Pacing, PacingConfig, PacingState};
 /// # fn client(c: retrysim::RetryClient<retrysim::env::TokioClock, retrysim::env::HyperTransport>) {
 /// // One gate for the fleet, shared by every worker's client.
-/// let gate = Arc::new(Pacing::new(PacingConfig::default()));
+/// let gate = Arc::new(Pacing::new(PacingState::new(PacingConfig::default())));
 /// let client = c.with_gate(gate.clone());
 /// # }
 /// ```
-#[derive(Debug)]
-pub struct Pacing {
-    inner: Scheduled<PacingState>,
-}
-
-impl Pacing {
-    /// A pacing gate; its clock is tokio's, from now.
-    pub fn new(config: PacingConfig) -> Pacing {
-        Pacing { inner: Scheduled::new(PacingState::new(config)) }
-    }
-
-    /// A copy of the state, for tests and metrics.
-    pub fn state(&self) -> PacingState {
-        self.inner.with_schedule(Clone::clone)
-    }
-}
-
-impl Gate for Pacing {
-    fn admit(&self) -> Admission<'_> {
-        self.inner.admit()
-    }
-    fn done(&self, feedback: &Feedback<'_>) {
-        self.inner.done(feedback)
-    }
-    fn queued(&self) -> usize {
-        self.inner.queued()
-    }
-}
+pub type Pacing = Scheduled<PacingState>;
 
 #[cfg(test)]
 mod tests {
@@ -709,7 +683,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_gate_holds_waiters_until_the_reset_in_order() {
-        let gate = Arc::new(Pacing::new(PacingConfig::default()));
+        let gate = Arc::new(Pacing::new(PacingState::new(PacingConfig::default())));
         let start = tokio::time::Instant::now();
         gate.admit().await;
         gate.done(&feedback(201, &rl(5, 1, 2)));
@@ -732,12 +706,12 @@ mod tests {
         assert!(order.iter().all(|o| o.1 == Duration::from_secs(2)), "{order:?}");
         // 5 per window, less the one in flight at the reset (it may land in
         // the new window), less the three just admitted.
-        assert_eq!(gate.state().allowance(), Some(1));
+        assert_eq!(gate.with_schedule(PacingState::allowance), Some(1));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_cancelled_waiter_leaves_the_queue() {
-        let gate = Pacing::new(PacingConfig::default());
+        let gate = Pacing::new(PacingState::new(PacingConfig::default()));
         gate.admit().await;
         gate.done(&feedback(429, &headers(&[("retry-after", "1")])));
         let start = tokio::time::Instant::now();

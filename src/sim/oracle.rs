@@ -36,8 +36,10 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use crate::gate::Feedback;
+#[cfg(doc)]
+use crate::gate::Gate;
 use crate::gate::pacing::{Schedule, Scheduled, Verdict};
-use crate::gate::{Admission, Feedback, Gate};
 use crate::sim::api::limiter::{Limiter, Verdict as LimiterVerdict};
 use crate::sim::api::{ApiConfig, LimiterKind};
 
@@ -102,31 +104,10 @@ impl Schedule for IdealSchedule {
     }
 }
 
-/// An oracle that admits exactly what the limiter will accept.
-#[derive(Debug)]
-pub struct IdealGate {
-    inner: Scheduled<IdealSchedule>,
-}
-
-impl IdealGate {
-    /// The oracle for an API. Build it inside the simulation: it reads
-    /// tokio's (virtual) clock.
-    pub fn new(api: &ApiConfig) -> IdealGate {
-        IdealGate { inner: Scheduled::new(IdealSchedule::new(api)) }
-    }
-}
-
-impl Gate for IdealGate {
-    fn admit(&self) -> Admission<'_> {
-        self.inner.admit()
-    }
-    fn done(&self, feedback: &Feedback<'_>) {
-        self.inner.done(feedback)
-    }
-    fn queued(&self) -> usize {
-        self.inner.queued()
-    }
-}
+/// An oracle that admits exactly what the limiter will accept: the [`Gate`]
+/// that runs an [`IdealSchedule`]. Build it inside the simulation: it reads
+/// tokio's (virtual) clock.
+pub type IdealGate = Scheduled<IdealSchedule>;
 
 #[cfg(test)]
 mod tests {

@@ -22,12 +22,12 @@ use crate::core::classify::Operation;
 use crate::env::{Rng, TokioClock};
 use crate::gate::Gate;
 use crate::gate::aimd::Aimd;
-use crate::gate::pacing::Pacing;
+use crate::gate::pacing::{Pacing, PacingState};
 use crate::sim::api::{Api, Ledger};
 use crate::sim::fleet::{FleetFacts, Hooks, Shared, fleet_hosts};
 use crate::sim::limiter_service::LIMITER_HOST;
 use crate::sim::net::{API_HOST, Fault, Server, ServerFaults, SimTransport, serve};
-use crate::sim::oracle::IdealGate;
+use crate::sim::oracle::{IdealGate, IdealSchedule};
 use crate::sim::scenario::{BudgetConfig, GateConfig, Scenario};
 use crate::sim::seed::derive;
 use crate::trace::{EventKind, Trace, ms};
@@ -294,8 +294,8 @@ pub fn run_with(s: &Scenario, seed: u64, hooks: Hooks) -> Result<Report, RunErro
 pub(crate) fn build_gate(s: &Scenario) -> Option<Arc<dyn Gate>> {
     match s.fleet.gate {
         GateConfig::None => None,
-        GateConfig::Ideal => Some(Arc::new(IdealGate::new(&s.api))),
-        GateConfig::Pacing(c) => Some(Arc::new(Pacing::new(c))),
+        GateConfig::Ideal => Some(Arc::new(IdealGate::new(IdealSchedule::new(&s.api)))),
+        GateConfig::Pacing(c) => Some(Arc::new(Pacing::new(PacingState::new(c)))),
         GateConfig::Aimd(c) => Some(Arc::new(Aimd::new(c))),
     }
 }
