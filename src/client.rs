@@ -76,6 +76,15 @@ impl std::error::Error for RetryError {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NoIdempotencyKey;
 
+/// A request extension: the caller vouches that this request may be sent
+/// again even when the server may already have run it (a POST that only
+/// reads, or one the server deduplicates by other means). Method names alone
+/// do not say this (seed 001); the driver then treats the request as
+/// idempotent. A wrong vouch double-charges: it is how the harness models
+/// seed 002's naive client that "retried network errors like any other".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replayable;
+
 /// A retrying HTTP client over an injected clock and transport.
 pub struct RetryClient<C, T> {
     clock: C,
@@ -185,14 +194,16 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
         if key.is_none() && p.idempotency_keys && wants_key(req.method()) && !opted_out {
             key = Some(new_key(rng));
         }
-        let operation = Operation::of(req.method(), key.is_some());
+        let operation = match req.extensions().get::<Replayable>() {
+            Some(Replayable) if !matches!(Operation::of(req.method(), key.is_some()), Operation::Safe) => {
+                Operation::Idempotent
+            }
+            _ => Operation::of(req.method(), key.is_some()),
+        };
         let path = req.uri().path().to_owned();
         let (mut attempts, mut unclear, mut waited, mut previous_wait) = (0u32, 0u32, Duration::ZERO, None);
         loop {
             attempts += 1;
-            if attempts > 1 && key.is_some() && p.sabotage.fresh_key_each_attempt {
-                key = Some(new_key(rng));
-            }
             if let Some(k) = &key {
                 let v = HeaderValue::from_str(k).expect("generated and caller keys are visible ASCII");
                 req.headers_mut().insert(IDEMPOTENCY_KEY, v);

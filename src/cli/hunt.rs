@@ -77,7 +77,7 @@ pub struct HuntArgs {
 pub fn run(args: HuntArgs) -> Outcome {
     let mut target = Target::of(Kind::from(args.scenario_kind));
     for name in &args.sabotage {
-        if !hunt::set_defect(&mut target.sabotage, name) {
+        if !target.sabotage.set(name) {
             return Err(UserError(format!("unknown defect {name:?}; the defects are: {}", hunt::DEFECTS.join(", "))));
         }
     }
@@ -174,7 +174,7 @@ impl Summary {
             start: config.start,
             seeds_run: results.len() as u64,
             scenario_kind: config.target.kind,
-            sabotage: hunt::defects_on(&config.target.sabotage),
+            sabotage: config.target.sabotage.names(),
             kinds: BTreeMap::new(),
             determinism_checked: results.iter().filter(|r| r.determinism_checked).count() as u64,
             liveness_checked: results.iter().filter(|r| r.liveness_checked).count() as u64,

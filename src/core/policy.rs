@@ -52,43 +52,16 @@ pub struct Policy {
     pub spread: Spread,
     /// Retries allowed for 429s with no or an unknown code.
     pub unclear_max_retries: u32,
-    /// Whether to read `Retry-After` and body hints at all. Off only to
-    /// reproduce naive policies in comparisons.
+    /// Whether to read `Retry-After` and body hints at all. Off, the backoff
+    /// alone decides every wait: only for a server whose advice is known to
+    /// be wrong (the invariant "never earlier than advised" then no longer
+    /// holds, and the checks do not hold such a policy to it).
     pub use_advice: bool,
     /// Whether the driver gives a POST an `Idempotency-Key` (generated once
-    /// per logical operation). Off reproduces the unkeyed client of seed 002.
+    /// per logical operation). Off for an API that rejects unknown headers
+    /// or does not deduplicate: a POST is then unsafe and never replayed
+    /// after an ambiguous failure.
     pub idempotency_keys: bool,
-    /// Deliberate defects: naive behaviours reproduced for comparisons and
-    /// negative controls. All off by default, and absent from TOML unless set.
-    #[serde(skip_serializing_if = "Sabotage::is_off")]
-    pub sabotage: Sabotage,
-}
-
-/// Deliberately broken behaviours: the naive clients of the seed documents
-/// (for side-by-side comparisons) and the negative controls that show each
-/// invariant checker can fail. Never set these in production.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Sabotage {
-    /// A fresh Idempotency-Key on every attempt.
-    pub fresh_key_each_attempt: bool,
-    /// Sleep the advice even when it passes the deadline.
-    pub ignore_deadline: bool,
-    /// Retry immediately, ignoring Retry-After.
-    pub ignore_retry_after: bool,
-    /// Retry after a terminal answer such as QUOTA_EXCEEDED.
-    pub retry_terminal: bool,
-    /// Replay an unsafe POST after an ambiguous failure.
-    pub replay_unsafe: bool,
-    /// Allow one attempt more than `max_retries + 1`.
-    pub extra_attempt: bool,
-}
-
-impl Sabotage {
-    /// Whether every defect is off.
-    pub fn is_off(&self) -> bool {
-        *self == Sabotage::default()
-    }
 }
 
 impl Default for Policy {
@@ -121,7 +94,6 @@ impl Policy {
             unclear_max_retries: 1,
             use_advice: true,
             idempotency_keys: true,
-            sabotage: Sabotage::default(),
         }
     }
 
@@ -401,13 +373,12 @@ pub fn decide(
     budget: Option<&dyn RetryBudget>,
     now: Duration,
 ) -> Decision {
-    let sab = policy.sabotage;
     match a.class {
         Class::Success => return Decision::Done,
-        Class::Terminal if !sab.retry_terminal => {
+        Class::Terminal => {
             return give_up(GiveUpReason::Terminal { status: a.status.unwrap_or(0), code: a.code.map(str::to_owned) });
         }
-        Class::Transient | Class::Ambiguous if !a.operation.replayable() && !sab.replay_unsafe => {
+        Class::Transient | Class::Ambiguous if !a.operation.replayable() => {
             // A request that never left may always be sent; one that may have
             // arrived, or that the server answered with a 5xx, only if replayable.
             let never_left = a.class == Class::Transient && a.status.is_none();
@@ -420,7 +391,7 @@ pub fn decide(
     if a.cancelled {
         return give_up(GiveUpReason::Cancelled);
     }
-    let max_attempts = policy.max_retries.saturating_add(1).saturating_add(sab.extra_attempt as u32);
+    let max_attempts = policy.max_retries.saturating_add(1);
     if a.attempts >= max_attempts {
         return give_up(GiveUpReason::AttemptsExhausted { attempts: a.attempts });
     }
@@ -431,7 +402,7 @@ pub fn decide(
     let retry_index = a.attempts.saturating_sub(1);
     let backoff = policy.backoff.wait(retry_index, a.previous_wait, draws.backoff);
     let window = Some(policy.backoff.window(retry_index));
-    let advised = a.advice.wait.filter(|_| policy.use_advice && !sab.ignore_retry_after);
+    let advised = a.advice.wait.filter(|_| policy.use_advice);
     let why = match advised {
         None => WaitWhy { basis: WaitBasis::Backoff, advised: None, base: backoff, jitter: Duration::ZERO, window },
         Some(adv) => {
@@ -460,7 +431,7 @@ pub fn decide(
     why.jitter = Duration::from_millis(why.jitter.as_millis() as u64);
     let wait = why.base.saturating_add(why.jitter);
     let remaining = policy.deadline.saturating_sub(a.elapsed);
-    if wait.saturating_add(policy.min_attempt_time) > remaining && !sab.ignore_deadline {
+    if wait.saturating_add(policy.min_attempt_time) > remaining {
         return give_up(GiveUpReason::DeadlineWouldPass { wait, remaining });
     }
     if let Some(b) = budget

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::core::classify::{Class, Operation, TransportFailure};
+use crate::core::classify::{Class, Classifier, DefaultTable, Operation, Outcome, TransportFailure};
 use crate::core::retry_after::AdviceSource;
 use crate::sim::api::{AdviceForm, Arrival, ArrivalOutcome, NO_KEY};
 use crate::sim::render::{Show, render_run};
@@ -216,7 +216,10 @@ fn no_unsafe_retry(j: &JobRecord, out: &mut Vec<Violation>) {
                     return;
                 }
             }
-            EventKind::Answer { class: Class::Terminal, status, code, .. } => {
+            // Terminal by what the server said (status and code), never by
+            // the class the client wrote down: a client that misreads a
+            // quota as a full window must not hide behind its own label.
+            EventKind::Answer { status, code, .. } if terminal(*status, code.as_deref()) => {
                 stop = Some(format!("a terminal answer {status} {}", code.as_deref().unwrap_or("")));
             }
             EventKind::Answer { status, .. } if j.operation == Operation::Unsafe && *status >= 500 => {
@@ -228,6 +231,13 @@ fn no_unsafe_retry(j: &JobRecord, out: &mut Vec<Violation>) {
             _ => {}
         }
     }
+}
+
+/// Whether the default table calls this answer terminal: what the server
+/// meant, whatever the client made of it.
+pub fn terminal(status: u16, code: Option<&str>) -> bool {
+    let Ok(status) = http::StatusCode::from_u16(status) else { return false };
+    DefaultTable::default().classify(Outcome::Answer { status, code }) == Class::Terminal
 }
 
 /// Invariant 5, server side: a POST without a key ran at most once per job. A correct
@@ -462,8 +472,11 @@ fn advice_respected(r: &Report, out: &mut Vec<Violation>) {
 }
 
 /// Invariant 6: Every attempt of a keyed operation carried the same key, and no two
-/// operations shared one. A job that never sent an attempt (a gate held it
-/// past its deadline) carried no key and is skipped.
+/// operations shared one. What the client says it sent (`attempt_keys`) and
+/// what the server received (the ledger's keys per job label) must both
+/// hold: a transport that swaps keys under the driver shows only in the
+/// latter. A job that never sent an attempt (a gate held it past its
+/// deadline) carried no key and is skipped.
 fn one_key_per_operation(r: &Report, out: &mut Vec<Violation>) {
     let mut seen: BTreeMap<&str, u32> = BTreeMap::new();
     for j in &r.records {
@@ -482,6 +495,23 @@ fn one_key_per_operation(r: &Report, out: &mut Vec<Violation>) {
             && let Some(other) = seen.insert(k, j.job)
         {
             out.push(v(Invariant::OneKeyPerOperation, format!("jobs {other} and {} share one key", j.job)));
+        }
+    }
+    let keyed: BTreeSet<u32> = r.records.iter().filter(|j| j.operation == Operation::Keyed).map(|j| j.job).collect();
+    let mut received: BTreeMap<u32, BTreeSet<&str>> = BTreeMap::new();
+    for a in &r.ledger.arrivals {
+        if let (Some(job), Some(key)) = (crate::sim::job::job_of_label(&a.client), a.idempotency_key.as_deref())
+            && keyed.contains(&job)
+        {
+            received.entry(job).or_default().insert(key);
+        }
+    }
+    for (job, keys) in received {
+        if keys.len() > 1 {
+            out.push(v(
+                Invariant::OneKeyPerOperation,
+                format!("job {job}: the server received {} different idempotency keys from it", keys.len()),
+            ));
         }
     }
 }
@@ -567,7 +597,7 @@ pub fn faults_heal_at(s: &Scenario) -> Duration {
 /// complete. The conditions are conservative; each rules out a legitimate way
 /// for a job to stop without success:
 ///
-/// - no deliberate defect (`policy.sabotage`), and the advice is read;
+/// - retrysim's own client with no deliberate defect (`[client]`), and the advice is read;
 /// - only keyed POSTs (`fleet.mix` keyed only, `policy.idempotency_keys`): an
 ///   unkeyed POST rightly stops after an ambiguous failure, and a GET of a job
 ///   that was not created yet rightly gets a terminal 404;
@@ -590,7 +620,7 @@ pub fn liveness_expected(s: &Scenario) -> Result<(), String> {
     let f = &s.fleet;
     let api = &s.api;
     let need = |ok: bool, why: &str| if ok { Ok(()) } else { Err(why.to_owned()) };
-    need(p.sabotage.is_off(), "a deliberate defect is on")?;
+    need(s.client.is_default(), "a baseline client or a deliberate defect runs the jobs")?;
     need(p.use_advice, "the policy ignores Retry-After")?;
     need(f.mix.unsafe_post == 0 && f.mix.safe == 0 && f.mix.keyed > 0, "not every job is a keyed POST")?;
     need(p.idempotency_keys, "the policy sends no Idempotency-Key")?;

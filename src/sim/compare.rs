@@ -38,10 +38,10 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
-use crate::core::backoff::{Backoff, Jitter};
 use crate::core::policy::Policy;
 use crate::gate::pacing::PacingConfig;
 use crate::sim::api::{LimiterConfig, LimiterKind};
+use crate::sim::clients::Builtin;
 use crate::sim::runner::{self, Report};
 use crate::sim::scenario::{self, GateConfig, Scenario};
 
@@ -106,10 +106,13 @@ pub fn unknown(name: &str) -> String {
     format!("unknown preset {name:?}; the presets are: {}", PRESETS.join(", "))
 }
 
-/// A policy of seed 002's table that ignores `Retry-After` and waits its
-/// own backoff: 50 tries, like every row of the seed.
-fn ignoring_advice(name: &str, backoff: Backoff) -> Policy {
-    Policy { name: name.into(), backoff, use_advice: false, ..scenario::retry_after_jitter() }
+/// One of seed 002's naive clients on `base`: 50 tries, like every row of
+/// the seed, and the policy the client really runs written out in full.
+fn baseline(base: &Scenario, name: &str, kind: Builtin, description: &str) -> Scenario {
+    let policy = Policy { name: name.into(), ..kind.policy(&scenario::retry_after_jitter()) };
+    let mut s = with_policy(base, policy, description);
+    s.client.kind = kind;
+    s
 }
 
 fn with_policy(base: &Scenario, policy: Policy, description: &str) -> Scenario {
@@ -124,32 +127,21 @@ fn with_gate(base: &Scenario, gate: GateConfig, description: &str) -> Scenario {
 
 /// The rows every Blinkimg preset has, on `base` (whose policy is Retry-After + jitter).
 fn blinkimg_rows(p: &mut Preset, base: &Scenario) {
-    let ms = Duration::from_millis;
-    let exp = |jitter| Backoff { base: ms(100), cap: ms(8_000), jitter };
-    p.push(
-        "retry-at-once",
-        with_policy(
-            base,
-            ignoring_advice("retry-at-once", Backoff { base: ms(0), cap: ms(0), jitter: Jitter::None }),
-            "retry at once, ignoring Retry-After",
-        ),
-    );
-    p.push(
-        "exponential-no-jitter",
-        with_policy(
-            base,
-            ignoring_advice("exponential-no-jitter", exp(Jitter::None)),
+    for (name, kind, description) in [
+        ("retry-at-once", Builtin::RetryAtOnce, "retry at once, ignoring Retry-After"),
+        (
+            "exponential-no-jitter",
+            Builtin::ExponentialNoJitter,
             "wait min(8 s, 100 ms * 2^n), ignoring Retry-After",
         ),
-    );
-    p.push(
-        "exponential-full-jitter",
-        with_policy(
-            base,
-            ignoring_advice("exponential-full-jitter", exp(Jitter::Full)),
+        (
+            "exponential-full-jitter",
+            Builtin::ExponentialFullJitter,
             "wait uniform[0, min(8 s, 100 ms * 2^n)], ignoring Retry-After",
         ),
-    );
+    ] {
+        p.push(name, baseline(base, name, kind, description));
+    }
     p.push("retry-after-jitter", with_policy(base, base.policy.clone(), "wait Retry-After plus 0-250 ms"));
     for (name, keys) in [("no-key-10pct-lost", false), ("key-10pct-lost", true)] {
         let mut s = base.clone();
@@ -160,7 +152,7 @@ fn blinkimg_rows(p: &mut Preset, base: &Scenario) {
         } else {
             // Seed 002's unkeyed client retried network errors like any other.
             s.policy.name = "no-key-naive".into();
-            s.policy.sabotage.replay_unsafe = true;
+            s.client.kind = Builtin::NoKeyNaive;
             s.description = "Retry-After + jitter, 10% of answers lost after charging, no key: replays".into();
         }
         p.push(name, s);

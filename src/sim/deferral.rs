@@ -21,12 +21,12 @@ use bytes::Bytes;
 use http::{HeaderValue, Request};
 use tokio::sync::Notify;
 
-use crate::client::{IDEMPOTENCY_KEY, RetryClient};
+use crate::client::IDEMPOTENCY_KEY;
 use crate::env::{Clock, TokioClock, seeded_rng};
-use crate::sim::net::SimTransport;
-use crate::sim::runner::{JobKind, JobOutcome, JobRecord, execute_job, request};
+use crate::sim::job::{JobKind, JobOutcome, JobRecord, Run, request};
 use crate::sim::scenario::Scenario;
 use crate::sim::seed::derive;
+use crate::sim::subject::Subject;
 use crate::trace::EventKind;
 
 /// Give-ups that mean "the wait is longer than this caller can afford":
@@ -156,7 +156,8 @@ impl DeferralQueue {
 /// `fleet.workers + i` and labelled `bg<i> job-<n>`.
 pub(crate) async fn background_worker(
     i: u32,
-    client: &RetryClient<TokioClock, SimTransport>,
+    client: &dyn Subject,
+    clock: &TokioClock,
     s: &Scenario,
     seed: u64,
     queue: &DeferralQueue,
@@ -164,13 +165,20 @@ pub(crate) async fn background_worker(
     let max_passes = s.fleet.deferral.as_ref().map_or(1, |d| d.max_passes);
     let mut rng = seeded_rng(derive(seed, "background", i as u64));
     while let Some(item) = queue.next().await {
-        let now = client.clock().now();
+        let now = clock.now();
         if item.not_before > now {
-            client.clock().sleep(item.not_before - now).await;
+            clock.sleep(item.not_before - now).await;
         }
-        let req = keyed_request(s, &item);
-        let label = format!("bg{i} job-{}", item.job);
-        let mut record = execute_job(client, req, item.kind, item.job, item.worker, label, &mut rng).await;
+        let run = Run {
+            subject: client,
+            clock,
+            request: keyed_request(s, &item),
+            kind: item.kind,
+            job: item.job,
+            worker: item.worker,
+            trace_label: format!("bg{i} job-{}", item.job),
+        };
+        let mut record = run.record(&mut rng).await;
         record.worker = s.fleet.workers + i;
         let again = match &record.outcome {
             JobOutcome::GaveUp { reason } if deferrable(reason) && item.passes + 1 < max_passes => {

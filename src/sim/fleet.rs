@@ -24,15 +24,17 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::client::RetryClient;
 use crate::core::budget::RetryBudget;
 use crate::env::{TokioClock, seeded_rng};
 use crate::gate::aimd::{Aimd, GateFact, GateLog};
 use crate::gate::{Admission, Feedback, Gate};
 use crate::sim::deferral::{self, DeferralQueue};
 use crate::sim::limiter_service::{LIMITER_HOST, RemoteGate, RouteFact, RouteLog, serve_limiter};
-use crate::sim::net::{SimTransport, sim_now};
-use crate::sim::runner::{FLEET_HOST, JobRecord, build_budget, build_gate, epoch, run_job};
+use crate::sim::clients::{Builtin, builtin};
+use crate::sim::job::{JobRecord, run_job};
+use crate::sim::net::sim_now;
+use crate::sim::runner::{FLEET_HOST, build_budget, build_gate, epoch};
+use crate::sim::subject::{Host, MakeSubject, Promises, Subject};
 use crate::sim::scenario::{GateConfig, Hosts, Scenario};
 use crate::sim::seed::derive;
 
@@ -101,6 +103,7 @@ pub(crate) struct Shared {
     routes: RouteLog,
     depth: Arc<Mutex<Depth>>,
     deferral: Arc<DeferralQueue>,
+    promises: Mutex<Option<Promises>>,
 }
 
 impl Shared {
@@ -117,6 +120,7 @@ impl Shared {
             routes: RouteLog::default(),
             depth: Arc::default(),
             deferral: Arc::new(DeferralQueue::new(s.fleet.workers)),
+            promises: Mutex::default(),
         }
     }
 
@@ -126,6 +130,22 @@ impl Shared {
 
     fn push(&self, record: JobRecord) {
         lock(&self.records).push(record);
+    }
+
+    /// Remembers what the first client built promised.
+    fn made(&self, subject: &dyn Subject) {
+        lock(&self.promises).get_or_insert_with(|| subject.promises());
+    }
+
+    /// What the client under test promised, once one was built.
+    pub(crate) fn promises(&self) -> Option<Promises> {
+        lock(&self.promises).clone()
+    }
+
+    /// The jobs of `1..=jobs` with no record yet, in order.
+    pub(crate) fn unfinished_jobs(&self, jobs: u32) -> Vec<u32> {
+        let done: std::collections::BTreeSet<u32> = lock(&self.records).iter().map(|r| r.job).collect();
+        (1..=jobs).filter(|j| !done.contains(j)).collect()
     }
 
     /// The front-end records, the background records, and the facts.
@@ -164,32 +184,44 @@ fn budget_for(s: &Scenario, hooks: Hooks) -> Option<Arc<dyn RetryBudget>> {
 }
 
 /// Registers the fleet's hosts (and the limiter service's) with the simulation.
-pub(crate) fn spawn(sim: &mut turmoil::Sim<'_>, s: &Scenario, seed: u64, hooks: Hooks, shared: &Arc<Shared>) {
+pub(crate) fn spawn(
+    sim: &mut turmoil::Sim<'_>,
+    s: &Scenario,
+    seed: u64,
+    hooks: Hooks,
+    make: &Arc<dyn MakeSubject>,
+    shared: &Arc<Shared>,
+) {
     match s.fleet.hosts {
-        Hosts::Shared => spawn_shared(sim, s, seed, hooks, shared),
-        Hosts::PerWorker => spawn_per_worker(sim, s, seed, hooks, shared),
+        Hosts::Shared => spawn_shared(sim, s, seed, hooks, make, shared),
+        Hosts::PerWorker => spawn_per_worker(sim, s, seed, hooks, make, shared),
     }
 }
 
-fn spawn_shared(sim: &mut turmoil::Sim<'_>, s: &Scenario, seed: u64, hooks: Hooks, shared: &Arc<Shared>) {
-    let (scenario, shared) = (Arc::new(s.clone()), shared.clone());
+fn spawn_shared(
+    sim: &mut turmoil::Sim<'_>,
+    s: &Scenario,
+    seed: u64,
+    hooks: Hooks,
+    make: &Arc<dyn MakeSubject>,
+    shared: &Arc<Shared>,
+) {
+    let (scenario, shared, make) = (Arc::new(s.clone()), shared.clone(), make.clone());
     sim.client(FLEET_HOST, async move {
         let clock = TokioClock::from_epoch(epoch(&scenario));
-        let mut client = RetryClient::new(clock.clone(), SimTransport, scenario.policy.clone());
-        if let Some(gate) = gate_for(&scenario, &shared.gate_log, hooks) {
-            client = client.with_gate(Arc::new(MeteredGate { inner: gate, depth: shared.depth.clone() }));
-        }
-        if let Some(budget) = budget_for(&scenario, hooks) {
-            client = client.with_budget(budget);
-        }
-        let client = Arc::new(client);
+        let gate = gate_for(&scenario, &shared.gate_log, hooks)
+            .map(|inner| Arc::new(MeteredGate { inner, depth: shared.depth.clone() }) as Arc<dyn Gate>);
+        let budget = budget_for(&scenario, hooks);
+        let host = Host { scenario: &scenario, clock: clock.clone(), worker: None, gate, budget };
+        let subject = make.make(host);
+        shared.made(&*subject);
         let mut tasks = tokio::task::JoinSet::new();
         for w in 0..scenario.fleet.workers {
-            let (client, scenario, shared) = (client.clone(), scenario.clone(), shared.clone());
+            let (subject, scenario, shared, clock) = (subject.clone(), scenario.clone(), shared.clone(), clock.clone());
             tasks.spawn(async move {
                 let mut rng = seeded_rng(derive(seed, "worker", w as u64));
                 while let Some(job) = shared.next_job() {
-                    let record = run_job(&client, &scenario, seed, job, w, &mut rng).await;
+                    let record = run_job(&*subject, &clock, &scenario, seed, job, w, &mut rng).await;
                     if scenario.fleet.deferral.is_some() {
                         shared.deferral.offer(&record, &scenario);
                     }
@@ -199,10 +231,14 @@ fn spawn_shared(sim: &mut turmoil::Sim<'_>, s: &Scenario, seed: u64, hooks: Hook
             });
         }
         if let Some(d) = scenario.fleet.deferral.clone() {
-            let background = Arc::new(RetryClient::new(clock, SimTransport, d.policy.clone()));
+            let host = Host { scenario: &scenario, clock: clock.clone(), worker: None, gate: None, budget: None };
+            let background = builtin(Builtin::Retrysim, d.defects, &d.policy, host, seed);
             for i in 0..d.workers {
-                let (client, scenario, queue) = (background.clone(), scenario.clone(), shared.deferral.clone());
-                tasks.spawn(async move { deferral::background_worker(i, &client, &scenario, seed, &queue).await });
+                let (client, scenario, queue, clock) =
+                    (background.clone(), scenario.clone(), shared.deferral.clone(), clock.clone());
+                tasks.spawn(
+                    async move { deferral::background_worker(i, &*client, &clock, &scenario, seed, &queue).await },
+                );
             }
         }
         while tasks.join_next().await.is_some() {}
@@ -210,7 +246,14 @@ fn spawn_shared(sim: &mut turmoil::Sim<'_>, s: &Scenario, seed: u64, hooks: Hook
     });
 }
 
-fn spawn_per_worker(sim: &mut turmoil::Sim<'_>, s: &Scenario, seed: u64, hooks: Hooks, shared: &Arc<Shared>) {
+fn spawn_per_worker(
+    sim: &mut turmoil::Sim<'_>,
+    s: &Scenario,
+    seed: u64,
+    hooks: Hooks,
+    make: &Arc<dyn MakeSubject>,
+    shared: &Arc<Shared>,
+) {
     let scenario = Arc::new(s.clone());
     if let Some(config) = s.fleet.coordinator {
         let (scenario, shared) = (scenario.clone(), shared.clone());
@@ -227,10 +270,9 @@ fn spawn_per_worker(sim: &mut turmoil::Sim<'_>, s: &Scenario, seed: u64, hooks: 
         });
     }
     for w in 0..s.fleet.workers {
-        let (scenario, shared) = (scenario.clone(), shared.clone());
+        let (scenario, shared, make) = (scenario.clone(), shared.clone(), make.clone());
         sim.client(worker_host(w), async move {
             let clock = TokioClock::from_epoch(epoch(&scenario));
-            let mut client = RetryClient::new(clock, SimTransport, scenario.policy.clone());
             let log = shared.local_logs[&w].clone();
             let gate: Option<Arc<dyn Gate>> = match scenario.fleet.coordinator {
                 Some(c) => {
@@ -246,15 +288,13 @@ fn spawn_per_worker(sim: &mut turmoil::Sim<'_>, s: &Scenario, seed: u64, hooks: 
                 }
                 None => gate_for(&scenario, &log, hooks),
             };
-            if let Some(gate) = gate {
-                client = client.with_gate(gate);
-            }
-            if let Some(budget) = budget_for(&scenario, hooks) {
-                client = client.with_budget(budget);
-            }
+            let budget = budget_for(&scenario, hooks);
+            let host = Host { scenario: &scenario, clock: clock.clone(), worker: Some(w), gate, budget };
+            let subject = make.make(host);
+            shared.made(&*subject);
             let mut rng = seeded_rng(derive(seed, "worker", w as u64));
             while let Some(job) = shared.next_job() {
-                let record = run_job(&client, &scenario, seed, job, w, &mut rng).await;
+                let record = run_job(&*subject, &clock, &scenario, seed, job, w, &mut rng).await;
                 shared.push(record);
             }
             Ok(())

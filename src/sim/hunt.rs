@@ -33,7 +33,8 @@ use rand_pcg::Pcg64;
 use serde::Serialize;
 
 use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
-use crate::core::policy::{Policy, Sabotage};
+use crate::core::policy::Policy;
+use crate::sim::defects::Defects;
 use crate::env::{Rng, seeded_rng};
 use crate::sim::api::{
     AccountConfig, AdviceForm, ConcurrencyConfig, DateForm, Envelope, LimiterConfig, LimiterKind, ScriptStep,
@@ -282,7 +283,6 @@ fn random_policy(g: &mut Draw) -> Policy {
         unclear_max_retries: g.range(0, 3) as u32,
         use_advice: g.chance(950),
         idempotency_keys: g.chance(900),
-        sabotage: Default::default(),
     }
 }
 
@@ -331,43 +331,8 @@ pub fn time_limit(s: &Scenario) -> Duration {
     (s.policy.deadline + S(1)) * rounds + check::faults_heal_at(s)
 }
 
-/// The deliberate defects of [`Sabotage`], by the names the CLI uses.
-pub const DEFECTS: [&str; 6] = [
-    "fresh-key-each-attempt",
-    "ignore-deadline",
-    "ignore-retry-after",
-    "retry-terminal",
-    "replay-unsafe",
-    "extra-attempt",
-];
-
-/// Turns on the defect named `name` (one of [`DEFECTS`]); `false` for an unknown name.
-pub fn set_defect(sabotage: &mut Sabotage, name: &str) -> bool {
-    let flag = match name {
-        "fresh-key-each-attempt" => &mut sabotage.fresh_key_each_attempt,
-        "ignore-deadline" => &mut sabotage.ignore_deadline,
-        "ignore-retry-after" => &mut sabotage.ignore_retry_after,
-        "retry-terminal" => &mut sabotage.retry_terminal,
-        "replay-unsafe" => &mut sabotage.replay_unsafe,
-        "extra-attempt" => &mut sabotage.extra_attempt,
-        _ => return false,
-    };
-    *flag = true;
-    true
-}
-
-/// The names of the defects that are on, in [`DEFECTS`] order.
-pub fn defects_on(sabotage: &Sabotage) -> Vec<&'static str> {
-    let on = [
-        sabotage.fresh_key_each_attempt,
-        sabotage.ignore_deadline,
-        sabotage.ignore_retry_after,
-        sabotage.retry_terminal,
-        sabotage.replay_unsafe,
-        sabotage.extra_attempt,
-    ];
-    DEFECTS.iter().zip(on).filter(|(_, on)| *on).map(|(n, _)| *n).collect()
-}
+/// The deliberate defects, by the names the CLI uses (see [`Defects`]).
+pub const DEFECTS: [&str; 6] = crate::sim::defects::NAMES;
 
 /// What a hunt draws for each seed: the kind of scenario, and optionally
 /// deliberate defects in every policy (a negative control: the hunt must
@@ -375,26 +340,26 @@ pub fn defects_on(sabotage: &Sabotage) -> Vec<&'static str> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Target {
     pub kind: Kind,
-    pub sabotage: Sabotage,
+    pub sabotage: Defects,
 }
 
 impl Target {
     /// Swarm scenarios of `kind`, policies as drawn.
     pub fn of(kind: Kind) -> Target {
-        Target { kind, sabotage: Sabotage::default() }
+        Target { kind, sabotage: Defects::default() }
     }
 
     /// Seed `seed`'s scenario: [`swarm`], with the defects turned on.
     pub fn scenario(&self, seed: u64) -> Scenario {
         let mut s = swarm(seed, self.kind);
-        s.policy.sabotage = self.sabotage;
+        s.client.defects = self.sabotage;
         s
     }
 
     /// The one-line command that reproduces seed `seed` of this hunt.
     pub fn replay(&self, seed: u64) -> String {
         let mut cmd = format!("retrysim hunt --seeds 1 --start {seed} --scenario-kind {}", self.kind);
-        for d in defects_on(&self.sabotage) {
+        for d in self.sabotage.names() {
             cmd.push_str(" --sabotage ");
             cmd.push_str(d);
         }

@@ -1,11 +1,14 @@
 //! The deterministic simulation harness.
 pub mod api;
 pub mod check;
+pub mod clients;
 pub mod compare;
 pub mod deferral;
+pub mod defects;
 pub mod fleet;
 pub mod fleet_check;
 pub mod hunt;
+pub mod job;
 pub mod limiter_service;
 pub mod net;
 pub mod oracle;
@@ -13,3 +16,4 @@ pub mod render;
 pub mod runner;
 pub mod scenario;
 pub mod seed;
+pub mod subject;

@@ -11,26 +11,23 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use bytes::Bytes;
-use http::Request;
 use serde::Serialize;
-use tokio_util::sync::CancellationToken;
 
-use crate::client::{NoIdempotencyKey, RetryClient};
 use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
-use crate::core::classify::Operation;
-use crate::env::{Rng, TokioClock};
 use crate::gate::Gate;
 use crate::gate::aimd::Aimd;
 use crate::gate::pacing::{Pacing, PacingState};
 use crate::sim::api::{Api, Ledger};
 use crate::sim::fleet::{FleetFacts, Hooks, Shared, fleet_hosts};
 use crate::sim::limiter_service::LIMITER_HOST;
-use crate::sim::net::{API_HOST, Fault, Server, ServerFaults, SimTransport, serve};
+use crate::sim::clients::ScenarioClient;
+use crate::sim::job::job_of_label;
+use crate::sim::net::{API_HOST, Fault, Server, ServerFaults, serve};
 use crate::sim::oracle::{IdealGate, IdealSchedule};
 use crate::sim::scenario::{BudgetConfig, GateConfig, Scenario};
 use crate::sim::seed::derive;
-use crate::trace::{EventKind, Trace, ms};
+use crate::sim::subject::{MakeSubject, Promises};
+use crate::trace::EventKind;
 
 /// turmoil's per-host TCP capacity: the listener backlog and each stream's
 /// buffer, in messages (turmoil's default is 64; buffers grow lazily).
@@ -39,52 +36,16 @@ pub const TCP_CAPACITY: usize = 1 << 16;
 /// The fleet's host name.
 pub const FLEET_HOST: &str = "fleet";
 
-/// Secrets planted in every request, so the checks can prove none leaks.
-pub const PLANTED_SECRETS: [&str; 2] = ["sk-live-PLANTED-SECRET", "session=PLANTED-COOKIE"];
-
-/// The kind of operation a job is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobKind {
-    Keyed,
-    Unsafe,
-    Safe,
-}
-
-/// How one job ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobOutcome {
-    Succeeded { status: u16 },
-    GaveUp { reason: String },
-}
-
-/// One job, start to end, with its trace.
-#[derive(Debug, Clone, Serialize)]
-pub struct JobRecord {
-    pub job: u32,
-    pub worker: u32,
-    pub kind: JobKind,
-    pub operation: Operation,
-    pub started_ms: u64,
-    pub finished_ms: u64,
-    pub attempts: u32,
-    pub waited_ms: u64,
-    pub outcome: JobOutcome,
-    /// The full key, for the checkers only: never rendered or serialised.
-    #[serde(skip)]
-    pub key: Option<String>,
-    /// Every key the job's attempts carried, in order (checkers only).
-    #[serde(skip)]
-    pub attempt_keys: Vec<Option<String>>,
-    pub trace: Trace,
-}
+pub use crate::sim::job::{JobKind, JobOutcome, JobRecord, PLANTED_SECRETS};
 
 /// What a run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The scenario's name.
     pub scenario: String,
+    /// The master seed.
     pub seed: u64,
+    /// The client's label: the policy's name for retrysim's client.
     pub policy: String,
     /// Virtual time until the last job ended.
     pub virtual_ms: u64,
@@ -141,6 +102,9 @@ pub struct Report {
     /// The scenario that ran (with the seed's policy and faults).
     #[serde(skip)]
     pub scenario_config: Scenario,
+    /// What the client under test promised (the black-box checks hold it to this).
+    #[serde(skip)]
+    pub promises: Promises,
 }
 
 /// Why a run could not finish.
@@ -168,45 +132,6 @@ pub fn epoch(s: &Scenario) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(s.api.epoch_unix_s)
 }
 
-pub(crate) fn kind_of(s: &Scenario, seed: u64, job: u32) -> JobKind {
-    let m = s.fleet.mix;
-    let total = (m.keyed + m.unsafe_post + m.safe) as u64;
-    let pick = derive(seed, "mix", job as u64) % total;
-    if pick < m.keyed as u64 {
-        JobKind::Keyed
-    } else if pick < (m.keyed + m.unsafe_post) as u64 {
-        JobKind::Unsafe
-    } else {
-        JobKind::Safe
-    }
-}
-
-pub(crate) fn request(s: &Scenario, kind: JobKind, job: u32, worker: u32) -> Request<Bytes> {
-    let b = match kind {
-        JobKind::Safe => Request::get(format!("http://{API_HOST}/v1/jobs/job_{job}")),
-        JobKind::Keyed | JobKind::Unsafe => Request::post(format!("http://{API_HOST}/v1/jobs")),
-    };
-    let mut b = b
-        .header("x-retrysim-client", format!("w{worker} job-{job}"))
-        .header("content-type", "application/json")
-        .header("authorization", format!("Bearer {}", PLANTED_SECRETS[0]))
-        .header("cookie", PLANTED_SECRETS[1]);
-    if !s.fleet.anonymous {
-        let keys = &s.api.accounts.first().map(|a| a.keys.clone()).unwrap_or_default();
-        if !keys.is_empty() {
-            b = b.header("x-api-key", keys[worker as usize % keys.len()].as_str());
-        }
-    }
-    if kind == JobKind::Unsafe {
-        b = b.extension(NoIdempotencyKey);
-    }
-    let body = match kind {
-        JobKind::Safe => Bytes::new(),
-        _ => Bytes::from(format!(r#"{{"uploadId":"u{job}","options":{{"op":"{}"}}}}"#, s.fleet.op)),
-    };
-    b.body(body).expect("the request parts are valid")
-}
-
 fn percentile(sorted: &[u64], p: u64) -> u64 {
     if sorted.is_empty() {
         return 0;
@@ -215,8 +140,13 @@ fn percentile(sorted: &[u64], p: u64) -> u64 {
     sorted[rank.min(sorted.len()) - 1]
 }
 
-/// Runs a scenario with a seed. The same scenario and seed give the same
+/// Runs a scenario with a seed, with the client the scenario names
+/// (retrysim's own by default). The same scenario and seed give the same
 /// report and the same traces, byte for byte.
+///
+/// Safe to call from inside an async test or `#[tokio::main]`: the
+/// simulation then runs on a thread of its own (turmoil builds its own
+/// runtime, which cannot nest in another).
 pub fn run(s: &Scenario, seed: u64) -> Result<Report, RunError> {
     run_with(s, seed, Hooks::default())
 }
@@ -224,6 +154,34 @@ pub fn run(s: &Scenario, seed: u64) -> Result<Report, RunError> {
 /// [`run`], with what the fleet builds wrapped by `hooks` (tests use it to
 /// plant a deliberately broken gate or budget).
 pub fn run_with(s: &Scenario, seed: u64, hooks: Hooks) -> Result<Report, RunError> {
+    run_subject(s, seed, hooks, Arc::new(ScenarioClient::new(seed)))
+}
+
+/// Runs a scenario with a seed and the client `make` builds on each fleet
+/// host: any retry client behind the [`Subject`](crate::sim::subject::Subject)
+/// boundary. The scenario's `[client]` section is then ignored for the
+/// fleet (deferral's background workers stay retrysim's).
+pub fn run_subject(s: &Scenario, seed: u64, hooks: Hooks, make: Arc<dyn MakeSubject>) -> Result<Report, RunError> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return std::thread::scope(|scope| {
+            let worker = std::thread::Builder::new()
+                .name(format!("retrysim {} seed {seed}", s.name))
+                .spawn_scoped(scope, || simulate(s, seed, hooks, make));
+            match worker.map(|w| w.join()) {
+                Ok(Ok(result)) => result,
+                Ok(Err(panic)) => std::panic::resume_unwind(panic),
+                Err(e) => Err(RunError {
+                    scenario: s.name.clone(),
+                    seed,
+                    message: format!("could not start the simulation's thread: {e}"),
+                }),
+            }
+        });
+    }
+    simulate(s, seed, hooks, make)
+}
+
+fn simulate(s: &Scenario, seed: u64, hooks: Hooks, make: Arc<dyn MakeSubject>) -> Result<Report, RunError> {
     let fail = |message: String| RunError { scenario: s.name.clone(), seed, message };
     s.validate().map_err(|e| fail(e.0))?;
     let mut sim = turmoil::Builder::new()
@@ -247,7 +205,7 @@ pub fn run_with(s: &Scenario, seed: u64, hooks: Hooks) -> Result<Report, RunErro
     sim.host(API_HOST, move || serve(host_server.clone()));
 
     let shared = Arc::new(Shared::new(s));
-    crate::sim::fleet::spawn(&mut sim, s, seed, hooks, &shared);
+    crate::sim::fleet::spawn(&mut sim, s, seed, hooks, &make, &shared);
 
     let mut schedule: Vec<(Duration, usize, bool)> = Vec::new();
     for (i, f) in s.faults.schedule.iter().enumerate() {
@@ -269,7 +227,7 @@ pub fn run_with(s: &Scenario, seed: u64, hooks: Hooks) -> Result<Report, RunErro
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.step())) {
             Ok(Ok(true)) => break,
             Ok(Ok(false)) => {}
-            Ok(Err(e)) => return Err(fail(e.to_string())),
+            Ok(Err(e)) => return Err(fail(unfinished(e.to_string(), s, &shared))),
             Err(panic) => {
                 let what = panic
                     .downcast_ref::<String>()
@@ -285,9 +243,44 @@ pub fn run_with(s: &Scenario, seed: u64, hooks: Hooks) -> Result<Report, RunErro
     records.sort_by_key(|r| r.job);
     deferred_records.sort_by_key(|r| (r.job, r.started_ms));
     let ledger = server.api.lock().unwrap_or_else(|e| e.into_inner()).ledger().clone();
-    let mut report = report(s, seed, records, ledger);
+    count_unreported_attempts(&mut records, &ledger);
+    let promises = shared.promises().unwrap_or_else(|| Promises::of_policy(&s.policy));
+    let mut report = report(s, seed, records, ledger, make.label(s), promises);
     report.add_fleet_figures(deferred_records, fleet_facts);
     Ok(report)
+}
+
+/// Why a run stopped early, with the jobs still running when it did.
+fn unfinished(why: String, s: &Scenario, shared: &Shared) -> String {
+    let running = shared.unfinished_jobs(s.fleet.jobs);
+    if running.is_empty() {
+        return why;
+    }
+    let shown: Vec<String> = running.iter().take(10).map(|j| j.to_string()).collect();
+    let more = if running.len() > 10 { format!(" and {} more", running.len() - 10) } else { String::new() };
+    format!(
+        "{why}; {} job(s) never ended: {}{more} (a client that never returns, or waits past time_limit = {}: raise time_limit or fix the client)",
+        running.len(),
+        shown.join(", "),
+        humantime::format_duration(s.time_limit)
+    )
+}
+
+/// For a client that does not count its attempts: the requests the server
+/// saw from the job (by its label).
+fn count_unreported_attempts(records: &mut [JobRecord], ledger: &Ledger) {
+    if records.iter().all(|r| r.attempts_reported) {
+        return;
+    }
+    let mut seen: BTreeMap<u32, u32> = BTreeMap::new();
+    for a in &ledger.arrivals {
+        if let Some(job) = job_of_label(&a.client) {
+            *seen.entry(job).or_default() += 1;
+        }
+    }
+    for r in records.iter_mut().filter(|r| !r.attempts_reported) {
+        r.attempts = seen.get(&r.job).copied().unwrap_or(0);
+    }
 }
 
 /// The fleet's gate, built inside the simulation (it reads tokio's clock).
@@ -344,72 +337,14 @@ fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, fault: &Fault, start: bool
     }
 }
 
-/// Runs job `job` on worker `worker`: its request, under the client's policy.
-pub(crate) async fn run_job(
-    client: &RetryClient<TokioClock, SimTransport>,
+fn report(
     s: &Scenario,
     seed: u64,
-    job: u32,
-    worker: u32,
-    rng: &mut dyn Rng,
-) -> JobRecord {
-    let kind = kind_of(s, seed, job);
-    let req = request(s, kind, job, worker);
-    execute_job(client, req, kind, job, worker, format!("w{worker} job-{job}"), rng).await
-}
-
-/// Runs one request to its end and records it. A request that already
-/// carries an `Idempotency-Key` (a deferred job) keeps it.
-pub(crate) async fn execute_job(
-    client: &RetryClient<TokioClock, SimTransport>,
-    req: Request<Bytes>,
-    kind: JobKind,
-    job: u32,
-    worker: u32,
+    records: Vec<JobRecord>,
+    ledger: Ledger,
     label: String,
-    rng: &mut dyn Rng,
-) -> JobRecord {
-    use crate::env::Clock;
-    let has_key = kind == JobKind::Keyed
-        && (client.policy().idempotency_keys || req.headers().contains_key(crate::client::IDEMPOTENCY_KEY));
-    let operation = Operation::of(req.method(), has_key);
-    let mut trace = Trace::new(label);
-    let started = client.clock().now();
-    let mut attempt_keys = Vec::new();
-    let result =
-        client.execute_recording_keys(req, rng, &CancellationToken::new(), &mut trace, &mut attempt_keys).await;
-    let finished = client.clock().now();
-    let (outcome, attempts, waited, key) = match result {
-        Ok(res) => {
-            let attempts = trace.events.iter().filter(|e| matches!(e.kind, EventKind::Attempt { .. })).count() as u32;
-            let waited = trace.events.iter().find_map(|e| match e.kind {
-                EventKind::Done { waited_ms, .. } => Some(waited_ms),
-                _ => None,
-            });
-            let key = attempt_keys.last().cloned().flatten();
-            (JobOutcome::Succeeded { status: res.status().as_u16() }, attempts, waited.unwrap_or(0), key)
-        }
-        Err(e) => {
-            (JobOutcome::GaveUp { reason: e.reason.kind().to_owned() }, e.attempts, ms(e.waited), e.idempotency_key)
-        }
-    };
-    JobRecord {
-        job,
-        worker,
-        kind,
-        operation,
-        started_ms: ms(started),
-        finished_ms: ms(finished),
-        attempts,
-        waited_ms: waited,
-        outcome,
-        key,
-        attempt_keys,
-        trace,
-    }
-}
-
-fn report(s: &Scenario, seed: u64, records: Vec<JobRecord>, ledger: Ledger) -> Report {
+    promises: Promises,
+) -> Report {
     let mut gave_up = BTreeMap::new();
     let mut succeeded = 0;
     for r in &records {
@@ -433,7 +368,7 @@ fn report(s: &Scenario, seed: u64, records: Vec<JobRecord>, ledger: Ledger) -> R
     Report {
         scenario: s.name.clone(),
         seed,
-        policy: s.policy.name.clone(),
+        policy: label,
         virtual_ms: records.iter().map(|r| r.finished_ms).max().unwrap_or(0),
         requests: ledger.arrivals.len() as u64,
         limited: ledger.arrivals.iter().filter(|a| a.status == 429).count() as u64,
@@ -461,6 +396,7 @@ fn report(s: &Scenario, seed: u64, records: Vec<JobRecord>, ledger: Ledger) -> R
         fleet_facts: FleetFacts::default(),
         ledger,
         scenario_config: s.clone(),
+        promises,
     }
 }
 

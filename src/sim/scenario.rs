@@ -11,6 +11,8 @@ use crate::core::duration_text;
 use crate::core::policy::Policy;
 use crate::gate::aimd::AimdConfig;
 use crate::gate::pacing::PacingConfig;
+use crate::sim::clients::{Builtin, ClientConfig};
+use crate::sim::defects::Defects;
 use crate::sim::api::{AdviceForm, ApiConfig, Envelope, LimiterConfig, LimiterKind, ScriptStep};
 use crate::sim::net::{Fault, ScheduledFault};
 
@@ -28,6 +30,10 @@ pub struct Scenario {
     pub fleet: Fleet,
     /// The retry policy every worker runs.
     pub policy: Policy,
+    /// Which built-in client runs the jobs (retrysim's own unless a
+    /// comparison or a negative control says otherwise), and its defects.
+    #[serde(skip_serializing_if = "ClientConfig::is_default")]
+    pub client: ClientConfig,
     /// The simulated network.
     pub net: NetConfig,
     /// Faults injected into the network and the server.
@@ -165,11 +171,14 @@ pub struct DeferralConfig {
     pub policy: Policy,
     /// Background runs per job, at most.
     pub max_passes: u32,
+    /// Deliberate defects of the background client (negative controls).
+    #[serde(skip_serializing_if = "Defects::is_off")]
+    pub defects: Defects,
 }
 
 impl Default for DeferralConfig {
     fn default() -> Self {
-        DeferralConfig { workers: 1, policy: Policy::background(), max_passes: 3 }
+        DeferralConfig { workers: 1, policy: Policy::background(), max_passes: 3, defects: Defects::default() }
     }
 }
 
@@ -281,6 +290,7 @@ impl Default for Scenario {
             api: ApiConfig::default(),
             fleet: Fleet::default(),
             policy: Policy::standard(),
+            client: ClientConfig::default(),
             net: NetConfig::default(),
             faults: Faults::default(),
             time_limit: Duration::from_secs(3600),
@@ -449,7 +459,7 @@ fn lost_answers(name: &str, keys: bool) -> Scenario {
         // Seed 002's unkeyed client retried network errors like any other:
         // exactly the replay the core refuses. Reproduce it to show the cost.
         s.policy.name = "no-key-naive".into();
-        s.policy.sabotage.replay_unsafe = true;
+        s.client.kind = Builtin::NoKeyNaive;
     }
     s.description = if keys {
         "seed 002: 10% of answers lost after charging; the Idempotency-Key keeps charges == jobs".into()

@@ -425,7 +425,7 @@ fn negative_control_a_background_worker_with_a_fresh_key_is_caught() {
     let mut s = scenario("deferral-queue-full");
     // The background run forgets the key it was given.
     let deferral = s.fleet.deferral.as_mut().unwrap();
-    deferral.policy.sabotage.fresh_key_each_attempt = true;
+    deferral.defects.fresh_key_each_attempt = true;
     s.faults.lost_answers_per_mille = 300;
     let double_charged = (1..=4).any(|seed| {
         let found = deferred_charged_once(&run(&s, seed).unwrap());

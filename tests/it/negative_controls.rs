@@ -1,6 +1,6 @@
 //! Negative controls: every invariant checker, and the hunt, shown able to
 //! fail. Each test builds a concrete scenario where a deliberate defect
-//! (`Policy.sabotage`) must show, checks that the clean scenario passes, and
+//! (`[client.defects]`, built around the unchanged driver in `sim::defects`) must show, checks that the clean scenario passes, and
 //! that the broken one is reported under the right invariant.
 //!
 //! A failure prints the seed and a replay command for the broken scenario,
@@ -9,7 +9,8 @@
 use std::process::Command;
 use std::time::Duration;
 
-use retrysim::core::policy::{Policy, Sabotage};
+use retrysim::core::policy::Policy;
+use retrysim::sim::defects::Defects;
 use retrysim::sim::api::ScriptStep;
 use retrysim::sim::check::{self, Invariant, Violation, check_run};
 use retrysim::sim::hunt::{self, Kind, Target};
@@ -37,8 +38,8 @@ fn named(name: &str) -> Scenario {
     scenario::named(name).unwrap_or_else(|| panic!("no scenario {name}"))
 }
 
-fn broken(mut s: Scenario, defect: impl FnOnce(&mut Sabotage)) -> Scenario {
-    defect(&mut s.policy.sabotage);
+fn broken(mut s: Scenario, defect: impl FnOnce(&mut Defects)) -> Scenario {
+    defect(&mut s.client.defects);
     s.name = format!("{}-sabotaged", s.name);
     s
 }
@@ -242,7 +243,7 @@ fn jobs_that_give_up_break_liveness() {
 /// The first seed (of 300) whose swarm scenario, with `defect`, shows `expected`.
 fn hunt_finds(defect: &str, expected: Invariant) -> u64 {
     let mut target = Target::of(Kind::All);
-    assert!(hunt::set_defect(&mut target.sabotage, defect), "{defect}");
+    assert!(target.sabotage.set(defect), "{defect}");
     for seed in 1..=300 {
         let r = hunt::check_seed(seed, &target, false);
         if r.findings.iter().any(|f| f.invariant == expected.to_string()) {

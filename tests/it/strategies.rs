@@ -90,7 +90,6 @@ pub fn arb_random_policy() -> impl Strategy<Value = Policy> {
                 unclear_max_retries,
                 use_advice,
                 idempotency_keys,
-                sabotage: Default::default(),
             }
         },
     )

@@ -1,0 +1,176 @@
+//! Deliberate defects: the negative controls that show each invariant check
+//! can fail, and what `retrysim hunt --sabotage` plants.
+//!
+//! They live here, in the harness, and never in the production types: each
+//! defect is built *around* retrysim's unchanged driver, as a plausible slip
+//! a user could make with its public API (a classifier that calls a quota
+//! a full window, a transport that mints a new key, a policy configured
+//! with one retry more than promised). The client still declares the
+//! scenario's policy as its promise, so the checks hold it to that.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response};
+use rand_pcg::Pcg64;
+use serde::{Deserialize, Serialize};
+
+use crate::client::IDEMPOTENCY_KEY;
+use crate::core::classify::{Class, Classifier, DefaultTable, Outcome};
+use crate::core::policy::Policy;
+use crate::env::{Rng, Transport, TransportError, seeded_rng};
+use crate::sim::job::CLIENT_LABEL;
+
+/// Which deliberate defects are on. All off by default, and absent from a
+/// scenario's TOML unless set (`[client.defects]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Defects {
+    /// A fresh Idempotency-Key on every attempt after the first (a
+    /// transport that mints its own key).
+    pub fresh_key_each_attempt: bool,
+    /// Sleep the advice even when it passes the deadline (the client runs
+    /// with ten times the deadline it declares).
+    pub ignore_deadline: bool,
+    /// Retry on the backoff alone, ignoring Retry-After.
+    pub ignore_retry_after: bool,
+    /// Retry after a terminal answer such as QUOTA_EXCEEDED (a classifier
+    /// that calls every terminal answer a full window).
+    pub retry_terminal: bool,
+    /// Replay an unsafe POST after an ambiguous failure (the caller vouches
+    /// for every request as replayable).
+    pub replay_unsafe: bool,
+    /// One attempt more than `max_retries + 1`.
+    pub extra_attempt: bool,
+}
+
+/// The defects by their command-line names, in a fixed order.
+pub const NAMES: [&str; 6] = [
+    "fresh-key-each-attempt",
+    "ignore-deadline",
+    "ignore-retry-after",
+    "retry-terminal",
+    "replay-unsafe",
+    "extra-attempt",
+];
+
+impl Defects {
+    /// Whether every defect is off.
+    pub fn is_off(&self) -> bool {
+        *self == Defects::default()
+    }
+
+    fn flag(&mut self, name: &str) -> Option<&mut bool> {
+        Some(match name {
+            "fresh-key-each-attempt" => &mut self.fresh_key_each_attempt,
+            "ignore-deadline" => &mut self.ignore_deadline,
+            "ignore-retry-after" => &mut self.ignore_retry_after,
+            "retry-terminal" => &mut self.retry_terminal,
+            "replay-unsafe" => &mut self.replay_unsafe,
+            "extra-attempt" => &mut self.extra_attempt,
+            _ => return None,
+        })
+    }
+
+    /// Turns on the defect named `name` (one of [`NAMES`]); `false` for an unknown name.
+    pub fn set(&mut self, name: &str) -> bool {
+        self.flag(name).map(|f| *f = true).is_some()
+    }
+
+    /// The names of the defects that are on, in [`NAMES`] order.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut copy = *self;
+        NAMES.iter().copied().filter(|n| copy.flag(n).is_some_and(|f| *f)).collect()
+    }
+
+    /// The policy the defective client really runs, from the one it declares.
+    pub fn running_policy(&self, declared: &Policy) -> Policy {
+        let mut p = declared.clone();
+        if self.ignore_deadline {
+            p.deadline = p.deadline.saturating_mul(10);
+        }
+        if self.ignore_retry_after {
+            p.use_advice = false;
+        }
+        if self.extra_attempt {
+            p.max_retries = p.max_retries.saturating_add(1);
+        }
+        p
+    }
+
+    /// The classifier the defective client uses.
+    pub fn classifier(&self) -> Arc<dyn Classifier> {
+        if self.retry_terminal { Arc::new(TerminalAsThrottled(DefaultTable::default())) } else { Arc::new(DefaultTable::default()) }
+    }
+}
+
+/// Calls every terminal answer a full window: QUOTA_EXCEEDED is retried.
+struct TerminalAsThrottled(DefaultTable);
+
+impl Classifier for TerminalAsThrottled {
+    fn classify(&self, outcome: Outcome<'_>) -> Class {
+        match self.0.classify(outcome) {
+            Class::Terminal => Class::Throttled,
+            class => class,
+        }
+    }
+}
+
+/// A transport that replaces the `Idempotency-Key` of every attempt after a
+/// job's first with a fresh one. Attempts are told apart by the job's label.
+pub struct FreshKeys<T> {
+    inner: T,
+    state: Mutex<(BTreeMap<String, u32>, Pcg64)>,
+}
+
+impl<T> FreshKeys<T> {
+    /// Wraps `inner`; fresh keys are drawn from a generator seeded with `seed`.
+    pub fn new(inner: T, seed: u64) -> FreshKeys<T> {
+        FreshKeys { inner, state: Mutex::new((BTreeMap::new(), seeded_rng(seed))) }
+    }
+}
+
+impl<T: Transport> Transport for FreshKeys<T> {
+    async fn send(&self, mut req: Request<Bytes>) -> Result<Response<Bytes>, TransportError> {
+        if req.headers().contains_key(IDEMPOTENCY_KEY) {
+            let label = req.headers().get(CLIENT_LABEL).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+            let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let (seen, rng) = &mut *guard;
+            let n = seen.entry(label).or_insert(0);
+            *n += 1;
+            if *n > 1 {
+                let key = format!("{:016x}{:016x}", rng.draw(), rng.draw());
+                req.headers_mut().insert(IDEMPOTENCY_KEY, HeaderValue::from_str(&key).expect("hex is a header value"));
+            }
+        }
+        self.inner.send(req).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for name in NAMES {
+            let mut d = Defects::default();
+            assert!(d.set(name));
+            assert_eq!(d.names(), vec![name]);
+        }
+        assert!(!Defects::default().set("nope"));
+        assert!(Defects::default().is_off());
+    }
+
+    #[test]
+    fn the_running_policy_breaks_the_declared_one() {
+        let declared = Policy::batch();
+        let d = Defects { ignore_deadline: true, ignore_retry_after: true, extra_attempt: true, ..Defects::default() };
+        let p = d.running_policy(&declared);
+        assert_eq!(p.deadline, declared.deadline * 10);
+        assert!(!p.use_advice);
+        assert_eq!(p.max_retries, declared.max_retries + 1);
+        assert_eq!(Defects::default().running_policy(&declared), declared);
+    }
+}

@@ -1,0 +1,216 @@
+//! A job's life: which operation it is, the request the harness builds for
+//! it, one run of it through the client under test, and the record the
+//! checkers read. The fleet's workers and deferral's background workers
+//! both run jobs through here.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Request;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::NoIdempotencyKey;
+use crate::core::classify::Operation;
+use crate::env::{Clock, Rng, TokioClock};
+use crate::sim::net::API_HOST;
+use crate::sim::scenario::Scenario;
+use crate::sim::seed::derive;
+use crate::sim::subject::{Job, JobEnd, SimNet, Subject};
+use crate::trace::{Trace, ms};
+
+/// Secrets planted in every request, so the checks can prove none leaks.
+pub const PLANTED_SECRETS: [&str; 2] = ["sk-live-PLANTED-SECRET", "session=PLANTED-COOKIE"];
+
+/// The header the harness labels each job's requests with (`w<worker> job-<n>`):
+/// the server's ledger attributes arrivals to jobs by it.
+pub const CLIENT_LABEL: &str = "x-retrysim-client";
+
+/// The kind of operation a job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    /// A POST that may carry an `Idempotency-Key`.
+    Keyed,
+    /// A POST sent without a key.
+    Unsafe,
+    /// A GET.
+    Safe,
+}
+
+/// How one job ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobOutcome {
+    /// The final answer was a success with this status.
+    Succeeded { status: u16 },
+    /// The client gave up, for this reason.
+    GaveUp { reason: String },
+}
+
+/// One job, start to end, with its trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobRecord {
+    /// The job's number (1-based).
+    pub job: u32,
+    /// The worker that ran it (background workers come after the front end's).
+    pub worker: u32,
+    /// What kind of operation it is.
+    pub kind: JobKind,
+    /// Its operation class, as the harness knows it.
+    pub operation: Operation,
+    /// When the run started (virtual ms).
+    pub started_ms: u64,
+    /// When the run ended (virtual ms).
+    pub finished_ms: u64,
+    /// Attempts made (as the client counts them, else as the server saw them).
+    pub attempts: u32,
+    /// Time slept between attempts (0 when the client does not say).
+    pub waited_ms: u64,
+    /// How it ended.
+    pub outcome: JobOutcome,
+    /// The full key, for the checkers only: never rendered or serialised.
+    #[serde(skip)]
+    pub key: Option<String>,
+    /// Every key the job's attempts carried, in order (checkers only).
+    #[serde(skip)]
+    pub attempt_keys: Vec<Option<String>>,
+    /// Whether the client reported its attempts itself (else the runner
+    /// counts them from the ledger after the run).
+    #[serde(skip)]
+    pub attempts_reported: bool,
+    /// What the client pushed (empty for a client that traces nothing).
+    pub trace: Trace,
+}
+
+/// Which kind job `job` of a run with `seed` is, from the scenario's mix.
+pub fn kind_of(s: &Scenario, seed: u64, job: u32) -> JobKind {
+    let m = s.fleet.mix;
+    let total = (m.keyed + m.unsafe_post + m.safe) as u64;
+    let pick = derive(seed, "mix", job as u64) % total;
+    if pick < m.keyed as u64 {
+        JobKind::Keyed
+    } else if pick < (m.keyed + m.unsafe_post) as u64 {
+        JobKind::Unsafe
+    } else {
+        JobKind::Safe
+    }
+}
+
+/// The label of job `job`'s requests from worker `worker`.
+pub fn label(job: u32, worker: u32) -> String {
+    format!("w{worker} job-{job}")
+}
+
+/// The job number in a label such as `w3 job-17` (`None` for other text).
+pub fn job_of_label(label: &str) -> Option<u32> {
+    label.rsplit_once("job-")?.1.parse().ok()
+}
+
+/// The request the harness builds for a job: its label, planted secrets,
+/// the account's API key, and (for an unsafe job) no idempotency key.
+pub fn request(s: &Scenario, kind: JobKind, job: u32, worker: u32) -> Request<Bytes> {
+    let b = match kind {
+        JobKind::Safe => Request::get(format!("http://{API_HOST}/v1/jobs/job_{job}")),
+        JobKind::Keyed | JobKind::Unsafe => Request::post(format!("http://{API_HOST}/v1/jobs")),
+    };
+    let mut b = b
+        .header(CLIENT_LABEL, label(job, worker))
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {}", PLANTED_SECRETS[0]))
+        .header("cookie", PLANTED_SECRETS[1]);
+    if !s.fleet.anonymous {
+        let keys = &s.api.accounts.first().map(|a| a.keys.clone()).unwrap_or_default();
+        if !keys.is_empty() {
+            b = b.header("x-api-key", keys[worker as usize % keys.len()].as_str());
+        }
+    }
+    if kind == JobKind::Unsafe {
+        b = b.extension(NoIdempotencyKey);
+    }
+    let body = match kind {
+        JobKind::Safe => Bytes::new(),
+        _ => Bytes::from(format!(r#"{{"uploadId":"u{job}","options":{{"op":"{}"}}}}"#, s.fleet.op)),
+    };
+    b.body(body).expect("the request parts are valid")
+}
+
+/// One run of a job through the client under test.
+pub(crate) struct Run<'a> {
+    pub subject: &'a dyn Subject,
+    pub clock: &'a TokioClock,
+    pub request: Request<Bytes>,
+    pub kind: JobKind,
+    pub job: u32,
+    pub worker: u32,
+    /// The trace's label (the front end's `w<worker> job-<n>`, or a
+    /// background worker's `bg<i> job-<n>`).
+    pub trace_label: String,
+}
+
+/// Runs job `job` on worker `worker`: its request, through `subject`.
+pub(crate) async fn run_job(
+    subject: &dyn Subject,
+    clock: &TokioClock,
+    s: &Scenario,
+    seed: u64,
+    job: u32,
+    worker: u32,
+    rng: &mut dyn Rng,
+) -> JobRecord {
+    let kind = kind_of(s, seed, job);
+    let request = request(s, kind, job, worker);
+    let run = Run { subject, clock, request, kind, job, worker, trace_label: label(job, worker) };
+    run.record(rng).await
+}
+
+impl Run<'_> {
+    /// Runs the request to its end and records it.
+    pub(crate) async fn record(self, rng: &mut dyn Rng) -> JobRecord {
+        let method = self.request.method().clone();
+        let mut trace = Trace::new(self.trace_label);
+        let cancel = CancellationToken::new();
+        let started = self.clock.now();
+        let job = Job {
+            number: self.job,
+            worker: self.worker,
+            request: self.request,
+            keyed: self.kind == JobKind::Keyed,
+            net: SimNet,
+            rng,
+            clock: self.clock,
+            cancel: &cancel,
+            trace: &mut trace,
+        };
+        let end: JobEnd = self.subject.run(job).await;
+        let finished = self.clock.now();
+        let has_key = self.kind == JobKind::Keyed && end.key.is_some();
+        JobRecord {
+            job: self.job,
+            worker: self.worker,
+            kind: self.kind,
+            operation: Operation::of(&method, has_key),
+            started_ms: ms(started),
+            finished_ms: ms(finished),
+            attempts: end.attempts.unwrap_or(0),
+            attempts_reported: end.attempts.is_some(),
+            waited_ms: ms(end.waited.unwrap_or(Duration::ZERO)),
+            outcome: end.outcome,
+            key: end.key,
+            attempt_keys: end.attempt_keys,
+            trace,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_name_their_job() {
+        assert_eq!(job_of_label(&label(17, 3)), Some(17));
+        assert_eq!(job_of_label("(unknown)"), None);
+        assert_eq!(job_of_label("w1 job-x"), None);
+    }
+}

@@ -1,0 +1,258 @@
+//! The client boundary: what the harness drives, one job at a time.
+//!
+//! Any retry client can be put into the simulated world: retrysim's own
+//! [`RetryClient`](crate::client::RetryClient), the seed documents' naive
+//! clients ([`baseline`](crate::sim::baseline)), or a user's own loop,
+//! `tower::retry` stack or `backon` call. A client implements [`Subject`];
+//! the harness builds one per fleet host through a [`MakeSubject`] (inside
+//! the simulation, so it can read the virtual clock) and hands it each job:
+//! the request the harness built, the simulated network, the worker's seeded
+//! [`Rng`], the [`Clock`](crate::env::Clock) on virtual time and a
+//! cancellation token.
+//!
+//! The client reports how the job ended ([`JobEnd`]) and may push events to
+//! the job's [`Trace`] (retrysim's driver pushes its full trace; a foreign
+//! client may push none). What it [`Promises`] is what the black-box checks
+//! ([`blackbox`](crate::sim::blackbox)) hold it to, from the server's ledger
+//! alone.
+//!
+//! # Example: a hand-written loop
+//!
+//! ```
+//! use std::time::Duration;
+//! use retrysim::env::{Clock, Transport};
+//! use retrysim::sim::subject::{BoxFuture, Job, JobEnd, Promises, Subject};
+//!
+//! /// Three tries, one second apart, whatever the server says.
+//! struct ThreeTries;
+//!
+//! impl Subject for ThreeTries {
+//!     fn promises(&self) -> Promises {
+//!         Promises { max_attempts: Some(3), deadline: None, honours_retry_after: false }
+//!     }
+//!
+//!     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {
+//!         Box::pin(async move {
+//!             let mut last = JobEnd::gave_up("no attempt");
+//!             for _ in 0..3 {
+//!                 match job.net.transport().send(job.request_copy()).await {
+//!                     Ok(res) if res.status().is_success() => return JobEnd::succeeded(res.status().as_u16()),
+//!                     Ok(res) => last = JobEnd::gave_up(format!("status {}", res.status())),
+//!                     Err(e) => last = JobEnd::gave_up(e.to_string()),
+//!                 }
+//!                 job.clock.sleep(Duration::from_secs(1)).await;
+//!             }
+//!             last
+//!         })
+//!     }
+//! }
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Request;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::budget::RetryBudget;
+use crate::env::{Rng, TokioClock};
+use crate::gate::Gate;
+use crate::sim::job::JobOutcome;
+use crate::sim::net::SimTransport;
+use crate::sim::scenario::Scenario;
+use crate::trace::Trace;
+
+/// A boxed future that a [`Subject`] returns for a job.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a client under test promises. The black-box checks hold it to
+/// exactly this, from the server's ledger; `None` promises nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Promises {
+    /// At most this many requests per job (first attempt and retries).
+    pub max_attempts: Option<u32>,
+    /// A job ends (answer or give-up) within this much time of its start.
+    pub deadline: Option<Duration>,
+    /// It never sends again before the server's advice has passed.
+    pub honours_retry_after: bool,
+}
+
+impl Promises {
+    /// What a retrysim [`Policy`](crate::core::policy::Policy) promises.
+    pub fn of_policy(p: &crate::core::policy::Policy) -> Promises {
+        Promises {
+            max_attempts: Some(p.max_retries.saturating_add(1)),
+            deadline: Some(p.deadline),
+            honours_retry_after: p.use_advice,
+        }
+    }
+}
+
+/// The simulated network, as a client reaches it: a [`Transport`](crate::env::Transport)
+/// (one connection per attempt).
+/// Faults (partitions, holds, lost answers, bounces) reach both alike.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SimNet;
+
+impl SimNet {
+    /// retrysim's transport over simulated TCP.
+    pub fn transport(&self) -> SimTransport {
+        SimTransport
+    }
+}
+
+/// One job, handed to the client under test.
+pub struct Job<'a> {
+    /// The job's number (1-based).
+    pub number: u32,
+    /// The worker running it.
+    pub worker: u32,
+    /// The request the harness built: method, URI, headers (the job's
+    /// `x-retrysim-client` label, which the ledger attributes arrivals by,
+    /// and planted secrets that must never leak) and body. Forward every
+    /// header.
+    pub request: Request<Bytes>,
+    /// Whether the job may carry an `Idempotency-Key` (a keyed POST).
+    pub keyed: bool,
+    /// The simulated network.
+    pub net: SimNet,
+    /// The worker's seeded generator: draw jitter and keys from it.
+    pub rng: &'a mut dyn Rng,
+    /// The clock on virtual time.
+    pub clock: &'a TokioClock,
+    /// Cancelled when the harness stops the job.
+    pub cancel: &'a CancellationToken,
+    /// The job's trace: push events to it, or leave it empty.
+    pub trace: &'a mut Trace,
+}
+
+impl Job<'_> {
+    /// A copy of the request (extensions are not copied), for a client that
+    /// sends it more than once.
+    pub fn request_copy(&self) -> Request<Bytes> {
+        let mut r = Request::new(self.request.body().clone());
+        *r.method_mut() = self.request.method().clone();
+        *r.uri_mut() = self.request.uri().clone();
+        *r.version_mut() = self.request.version();
+        *r.headers_mut() = self.request.headers().clone();
+        r
+    }
+}
+
+/// How a job ended, as the client reports it. Only `outcome` is required:
+/// what a client leaves out, the harness counts from the server's ledger
+/// (attempts) or leaves at zero (waited).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobEnd {
+    /// Success with a status, or a give-up with a reason (a short word such
+    /// as `attempts_exhausted`, shown in reports: never put secrets here).
+    pub outcome: JobOutcome,
+    /// Attempts the client made, if it counts them.
+    pub attempts: Option<u32>,
+    /// Time it slept between attempts, if it counts it.
+    pub waited: Option<Duration>,
+    /// The idempotency key the job carried, if any.
+    pub key: Option<String>,
+    /// Every key each attempt carried, in order (for the trace-based checks).
+    pub attempt_keys: Vec<Option<String>>,
+}
+
+impl JobEnd {
+    /// The job succeeded with `status`.
+    pub fn succeeded(status: u16) -> JobEnd {
+        JobEnd::with(JobOutcome::Succeeded { status })
+    }
+
+    /// The client gave up, for `reason`.
+    pub fn gave_up(reason: impl Into<String>) -> JobEnd {
+        JobEnd::with(JobOutcome::GaveUp { reason: reason.into() })
+    }
+
+    fn with(outcome: JobOutcome) -> JobEnd {
+        JobEnd { outcome, attempts: None, waited: None, key: None, attempt_keys: Vec::new() }
+    }
+
+    /// Records the attempts made.
+    pub fn attempts(mut self, n: u32) -> JobEnd {
+        self.attempts = Some(n);
+        self
+    }
+
+    /// Records the time slept between attempts.
+    pub fn waited(mut self, d: Duration) -> JobEnd {
+        self.waited = Some(d);
+        self
+    }
+}
+
+/// A retry client the harness can drive.
+pub trait Subject: Send + Sync {
+    /// What it promises (attempts, deadline, Retry-After).
+    fn promises(&self) -> Promises;
+    /// Runs one job to its end.
+    fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd>;
+}
+
+/// What the harness hands a [`MakeSubject`] on each fleet host.
+pub struct Host<'a> {
+    /// The scenario running.
+    pub scenario: &'a Scenario,
+    /// The host's clock on virtual time.
+    pub clock: TokioClock,
+    /// With per-worker hosts, the worker this host runs; `None` on the shared host.
+    pub worker: Option<u32>,
+    /// The fleet gate the scenario configures, if any (retrysim's client uses it).
+    pub gate: Option<Arc<dyn Gate>>,
+    /// The shared retry budget the scenario configures, if any.
+    pub budget: Option<Arc<dyn RetryBudget>>,
+}
+
+/// Builds the client a fleet host runs. Called inside the simulation, once
+/// per fleet host (one for a shared fleet, one per worker otherwise).
+pub trait MakeSubject: Send + Sync {
+    /// A label for reports (the `policy` line).
+    fn label(&self, s: &Scenario) -> String;
+    /// The client for `host`.
+    fn make(&self, host: Host<'_>) -> Arc<dyn Subject>;
+}
+
+/// A [`MakeSubject`] from a label and a closure.
+pub struct FromFn<F> {
+    label: String,
+    make: F,
+}
+
+/// A [`MakeSubject`] from a closure that builds the client for a host.
+///
+/// ```
+/// # use retrysim::sim::subject::*;
+/// # struct Mine; impl Subject for Mine {
+/// #   fn promises(&self) -> Promises { Promises { max_attempts: None, deadline: None, honours_retry_after: false } }
+/// #   fn run<'a>(&'a self, _: Job<'a>) -> BoxFuture<'a, JobEnd> { Box::pin(async { JobEnd::gave_up("x") }) } }
+/// let make = from_fn("my-client", |_host| Mine);
+/// ```
+pub fn from_fn<S, F>(label: impl Into<String>, make: F) -> FromFn<F>
+where
+    S: Subject + 'static,
+    F: Fn(Host<'_>) -> S + Send + Sync,
+{
+    FromFn { label: label.into(), make }
+}
+
+impl<S, F> MakeSubject for FromFn<F>
+where
+    S: Subject + 'static,
+    F: Fn(Host<'_>) -> S + Send + Sync,
+{
+    fn label(&self, _: &Scenario) -> String {
+        self.label.clone()
+    }
+
+    fn make(&self, host: Host<'_>) -> Arc<dyn Subject> {
+        Arc::new((self.make)(host))
+    }
+}
