@@ -60,9 +60,12 @@
 //! use bytes::Bytes;
 //! use retrysim::{client::RetryClient, core::policy::Policy, env::*, trace::Trace};
 //!
-//! let client = RetryClient::new(TokioClock::real(), HyperTransport, Policy::interactive());
+//! // One transport per program: its clones share one keep-alive pool.
+//! let client = RetryClient::new(TokioClock::real(), HyperTransport::new(), Policy::interactive());
+//! // Keys and jitter from OS entropy. Never a fixed seed in production: a
+//! // second run would resend the first run's keys and get its answers replayed.
+//! let mut rng = os_rng()?;
 //! let req = http::Request::post("http://localhost:8080/v1/jobs").body(Bytes::from("{}"))?;
-//! let mut rng = seeded_rng(42);
 //! let mut trace = Trace::new("job-1");
 //! match client.execute(req, &mut rng, &Default::default(), &mut trace).await {
 //!     Ok(res) => println!("{}", res.status()),

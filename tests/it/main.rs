@@ -5,6 +5,7 @@ mod driver;
 mod fleet;
 mod negative_controls;
 mod properties;
+mod real_servers;
 mod scenarios;
 mod snapshots;
 mod strategies;
