@@ -76,17 +76,27 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Cargo features
+//! - `sim` (default): the simulation harness (module `sim`: turmoil, TOML scenario
+//!   files, the simulated API's server).
+//! - `cli` (default, implies `sim`): the `retrysim` binary (clap).
+//!
+//! With `default-features = false` you get [`core`], [`env`](mod@env),
+//! [`client`], [`gate`] and [`trace`], and compile neither turmoil, clap nor
+//! toml.
+//!
 //! # Layout
 //! - [`core`]: Retry-After, classification, backoff, the policy and
 //!   [`decide`](core::policy::decide), budgets. Pure.
 //! - [`env`](mod@env): the injected `Clock`, `Rng`, `Transport`, and real ones.
 //! - [`client`]: the async driver. [`trace`]: what it did, rendered.
-//! - [`sim`]: the simulated API, network, scenarios, runner and checkers.
+//! - `sim` (feature `sim`): the simulated API, network, scenarios, runner and checkers.
 
 pub mod client;
 pub mod core;
 pub mod env;
 pub mod gate;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod trace;
 

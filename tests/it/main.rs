@@ -3,6 +3,7 @@ mod cli;
 mod compare;
 mod driver;
 mod fleet;
+mod lean_build;
 mod negative_controls;
 mod properties;
 mod real_servers;
