@@ -270,8 +270,8 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
             let (class, envelope) = match &sent {
                 Sent::Answer(res) => {
                     let envelope = if res.status().is_success() { None } else { ErrorEnvelope::parse(res.body()) };
-                    let code = envelope.as_ref().and_then(|e| e.code.as_deref());
-                    (self.classifier.classify(Outcome::Answer { status: res.status(), code }), envelope)
+                    let outcome = Outcome::answer(res.status(), res.headers(), envelope.as_ref(), self.clock.wall());
+                    (self.classifier.classify(outcome), envelope)
                 }
                 Sent::Failed(e) => (self.classifier.classify(Outcome::Transport(e.failure)), None),
                 Sent::Cancelled => (Class::Transient, None),

@@ -5,9 +5,12 @@ use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::{Request, Response};
+use http::header::HOST;
+use http::{HeaderValue, Request, Response, Uri};
 use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rand_core::SeedableRng;
 use rand_pcg::Pcg64;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -78,8 +81,42 @@ impl<R: rand_core::Rng + Send> Rng for R {
 
 /// The generator the harness uses: PCG-64, seeded. The same seed gives the
 /// same draws on every platform.
+///
+/// **For tests and the simulator only, never in production.** The driver
+/// draws every `Idempotency-Key` from this generator, so two runs with the
+/// same seed send the same keys: the second run's POSTs are deduplicated
+/// against the first run's, and the server *replays the old answers* instead
+/// of doing the new work (issue 11: 65 of 120 "successes" were replays). A
+/// production client uses [`os_rng`].
 pub fn seeded_rng(seed: u64) -> Pcg64 {
     Pcg64::seed_from_u64(seed)
+}
+
+/// Draws straight from the operating system's entropy source (`getrandom`):
+/// the generator for production. Keys drawn from it are unique across runs,
+/// processes and machines, and an attacker cannot predict them from earlier
+/// ones. Create it with [`os_rng`]; it holds no state, so one per task is fine.
+#[derive(Debug, Clone, Copy)]
+pub struct EntropyRng(());
+
+/// The production [`Rng`]: keys and jitter from OS entropy.
+///
+/// Fails only where the OS offers no entropy source at all (some sandboxes,
+/// very early boot); the error says so, and the caller should not fall back
+/// to a fixed seed (see [`seeded_rng`] for why).
+pub fn os_rng() -> Result<EntropyRng, getrandom::Error> {
+    // One probe here, so that a platform without entropy fails at
+    // construction with an error instead of inside a draw.
+    getrandom::u64()?;
+    Ok(EntropyRng(()))
+}
+
+impl Rng for EntropyRng {
+    fn draw(&mut self) -> u64 {
+        // `os_rng` already drew once, so the source exists; the OS does not
+        // take it away mid-process.
+        getrandom::u64().expect("the OS entropy source worked at os_rng() and failed now")
+    }
 }
 
 /// Why a request got no answer, and whether it may have reached the server.
@@ -129,13 +166,46 @@ fn maybe_arrived(message: String) -> TransportError {
     TransportError { failure: TransportFailure::MaybeArrived, message }
 }
 
-/// One HTTP/1.1 exchange with hyper over an established connection. A
-/// failure before the request is handed to the connection is `NotSent`;
-/// any failure after is `MaybeArrived`.
-pub async fn exchange<IO>(io: IO, req: Request<Bytes>) -> Result<Response<Bytes>, TransportError>
+/// Rewrites an absolute-form request (`http://host:port/path?q`) into what
+/// an HTTP/1.1 origin server expects: the request target in origin form
+/// (`/path?q`, RFC 9112 §3.2.1) and a `Host` header naming the authority, with
+/// the port only when it is not the scheme's default (RFC 9110 §7.2). A `Host`
+/// the caller set is kept. A URI without an authority is refused: without it
+/// there is no host to name.
+pub fn origin_form<B>(req: &mut Request<B>) -> Result<(), TransportError> {
+    let uri = req.uri().clone();
+    let Some(authority) = uri.authority() else {
+        return Err(not_sent(format!("the URI {uri} has no host; write an absolute URI like http://host:port/path")));
+    };
+    if !req.headers().contains_key(HOST) {
+        let default_port = match uri.scheme_str() {
+            Some("https") => Some(443),
+            Some("http") => Some(80),
+            _ => None,
+        };
+        let host = match authority.port_u16() {
+            Some(p) if Some(p) != default_port => format!("{}:{p}", authority.host()),
+            _ => authority.host().to_owned(),
+        };
+        let value = HeaderValue::from_str(&host)
+            .map_err(|_| not_sent(format!("the host {host:?} cannot be sent in a Host header")))?;
+        req.headers_mut().insert(HOST, value);
+    }
+    let target = uri.path_and_query().map_or("/", |pq| pq.as_str());
+    *req.uri_mut() = Uri::try_from(if target.is_empty() { "/" } else { target })
+        .map_err(|e| not_sent(format!("the path of {uri} is not a valid request target: {e}")))?;
+    Ok(())
+}
+
+/// One HTTP/1.1 exchange with hyper over an established connection, in
+/// origin form with a `Host` header (see [`origin_form`]). A failure before
+/// the request is handed to the connection is `NotSent`; any failure after
+/// is `MaybeArrived`.
+pub async fn exchange<IO>(io: IO, mut req: Request<Bytes>) -> Result<Response<Bytes>, TransportError>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    origin_form(&mut req)?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .map_err(|e| not_sent(format!("HTTP/1.1 handshake failed: {e}")))?;
@@ -154,21 +224,101 @@ where
     Ok(Response::from_parts(parts, body))
 }
 
-/// A plain-HTTP transport over tokio TCP, one connection per attempt (no
-/// pooling, no TLS): enough for local services and examples. For HTTPS,
-/// implement [`Transport`] over your own client.
-#[derive(Debug, Clone, Default)]
-pub struct HyperTransport;
+/// How long an idle pooled connection is kept: below the keep-alive timeout
+/// of common servers (Node.js: 5 s), so a reused connection is rarely one the
+/// server is closing at that moment.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Plain HTTP/1.1 over tokio TCP with keep-alive: hyper-util's pooled client
+/// (`Client` over `HttpConnector`), which sends origin-form targets and a
+/// `Host` header. No TLS: for HTTPS, implement [`Transport`] over your own
+/// client. Clones share one connection pool, so build one per program (inside
+/// the tokio runtime that will use it) and hand clones to every worker.
+///
+/// # What a failure means
+/// - Connect refused, DNS failure, a URI that is not `http://host...`:
+///   [`TransportFailure::NotSent`], nothing reached the server.
+/// - Anything after a connection was handed the request (reset, the server
+///   closing mid-answer, a cut-off body): [`TransportFailure::MaybeArrived`].
+///   This errs on the safe side: the few cases where hyper knows the request
+///   was not yet written on a *fresh* connection are also reported here, so
+///   an unkeyed POST is never replayed on a guess.
+///
+/// # A pooled connection the server closed
+/// A server may close an idle keep-alive connection at any time. If it closed
+/// before the request went out (the pool sees the close at checkout, or hyper
+/// hands the request back unwritten), hyper-util sends it on another
+/// connection by itself (`retry_canceled_requests`, on by default): no byte
+/// reached the server, so this is safe for any method and invisible to the
+/// retry core. If the close races the request
+/// after it was written, the attempt is `MaybeArrived`, and the core retries it
+/// only if the operation is replayable (keyed, idempotent or safe). Idle
+/// connections are dropped after [`POOL_IDLE_TIMEOUT`] to keep that race rare.
+#[derive(Clone, Debug)]
+pub struct HyperTransport {
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl HyperTransport {
+    /// A transport with its own connection pool (idle connections kept
+    /// [`POOL_IDLE_TIMEOUT`], `TCP_NODELAY` on).
+    pub fn new() -> HyperTransport {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .pool_timer(TokioTimer::new())
+            .build(connector);
+        HyperTransport { client }
+    }
+
+    /// A transport over a client you configured (pool size, timeouts, a
+    /// resolver). It must keep `set_host` on (the default).
+    pub fn from_client(client: Client<HttpConnector, Full<Bytes>>) -> HyperTransport {
+        HyperTransport { client }
+    }
+}
+
+impl Default for HyperTransport {
+    fn default() -> Self {
+        HyperTransport::new()
+    }
+}
+
+/// `e` and its causes, for people: hyper-util's own text is only the kind.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
 
 impl Transport for HyperTransport {
     async fn send(&self, req: Request<Bytes>) -> Result<Response<Bytes>, TransportError> {
-        let authority =
-            req.uri().authority().ok_or_else(|| not_sent(format!("the URI {} has no host", req.uri())))?.clone();
-        let port = authority.port_u16().unwrap_or(80);
-        let stream = tokio::net::TcpStream::connect((authority.host(), port))
-            .await
-            .map_err(|e| not_sent(format!("connect to {authority} failed: {e}")))?;
-        exchange(stream, req).await
+        // hyper-util refuses these before connecting; checking here gives the
+        // caller a clear message and keeps its errors to connect-or-later.
+        let uri = req.uri();
+        if uri.scheme_str() != Some("http") || uri.authority().is_none() {
+            return Err(not_sent(format!(
+                "HyperTransport sends plain http:// to an absolute URI, not {uri}; for https, implement Transport over a TLS client"
+            )));
+        }
+        let (parts, body) = req.into_parts();
+        let res = self.client.request(Request::from_parts(parts, Full::new(body))).await.map_err(|e| {
+            if e.is_connect() {
+                not_sent(format!("connect failed: {}", chain(&e)))
+            } else {
+                maybe_arrived(format!("connection failed after sending: {}", chain(&e)))
+            }
+        })?;
+        let (parts, body) = res.into_parts();
+        let body =
+            body.collect().await.map_err(|e| maybe_arrived(format!("answer cut off: {}", chain(&e))))?.to_bytes();
+        Ok(Response::from_parts(parts, body))
     }
 }
 
@@ -195,11 +345,52 @@ mod tests {
         assert_eq!(c.wall(), epoch + Duration::from_millis(1500));
     }
 
+    fn origin(uri: &str, host: Option<&'static str>) -> Result<(String, String), TransportError> {
+        let mut b = Request::post(uri);
+        if let Some(h) = host {
+            b = b.header(HOST, h);
+        }
+        let mut req = b.body(()).unwrap();
+        origin_form(&mut req)?;
+        Ok((req.uri().to_string(), req.headers()[HOST].to_str().unwrap().to_owned()))
+    }
+
+    #[test]
+    fn origin_form_and_host() {
+        let o = |uri| origin(uri, None).unwrap();
+        let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+        assert_eq!(o("http://127.0.0.1:18090/v1/jobs"), pair("/v1/jobs", "127.0.0.1:18090"));
+        assert_eq!(o("http://api/v1/jobs?page=2&x=%20"), pair("/v1/jobs?page=2&x=%20", "api"));
+        // The scheme's default port is left out; another port is kept.
+        assert_eq!(o("http://api:80/v1/jobs"), pair("/v1/jobs", "api"));
+        assert_eq!(o("https://api:443/"), pair("/", "api"));
+        assert_eq!(o("https://api:80/"), pair("/", "api:80"));
+        assert_eq!(o("http://api"), pair("/", "api"));
+        assert_eq!(o("http://[::1]:8080/x"), pair("/x", "[::1]:8080"));
+        // A Host the caller set is kept.
+        assert_eq!(origin("http://10.0.0.1/x", Some("api.example")).unwrap(), pair("/x", "api.example"));
+        // No authority: nothing to name, nothing sent.
+        let e = origin("/v1/jobs", None).unwrap_err();
+        assert_eq!(e.failure, TransportFailure::NotSent);
+        assert!(e.message.contains("absolute URI"), "{e}");
+    }
+
+    #[test]
+    fn os_rng_draws_differ_between_generators() {
+        // Two generators from OS entropy: 128-bit keys never collide in practice
+        // (a seeded pair would repeat exactly, see seeded_rng_is_stable).
+        let (mut a, mut b) = (os_rng().unwrap(), os_rng().unwrap());
+        let xs: Vec<u64> = (0..4).map(|_| a.draw()).collect();
+        let ys: Vec<u64> = (0..4).map(|_| b.draw()).collect();
+        assert_ne!(xs, ys);
+        assert!(xs.iter().collect::<std::collections::BTreeSet<_>>().len() == 4);
+    }
+
     #[tokio::test]
     async fn connect_refused_is_not_sent() {
         // Port 9 on loopback: nothing listens in the test environment.
         let req = Request::get("http://127.0.0.1:9/").body(Bytes::new()).unwrap();
-        let err = HyperTransport.send(req).await.unwrap_err();
+        let err = HyperTransport::new().send(req).await.unwrap_err();
         assert_eq!(err.failure, TransportFailure::NotSent, "{err}");
     }
 }

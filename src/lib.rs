@@ -38,7 +38,8 @@
 //! let body = br#"{"error":{"type":"queue_full","retry_after_seconds":30}}"#;
 //! let envelope = ErrorEnvelope::parse(body);
 //! let code = envelope.as_ref().and_then(|e| e.code.as_deref());
-//! let class = DefaultTable::default().classify(Outcome::Answer { status: StatusCode::TOO_MANY_REQUESTS, code });
+//! let status = StatusCode::TOO_MANY_REQUESTS;
+//! let class = DefaultTable::default().classify(Outcome::answer(status, &headers, envelope.as_ref(), SystemTime::UNIX_EPOCH));
 //! let advice = read_advice(&headers, envelope.as_ref(), SystemTime::UNIX_EPOCH);
 //! let attempted = Attempted {
 //!     operation: Operation::Keyed, class, status: Some(429), code, advice: &advice,
@@ -59,9 +60,12 @@
 //! use bytes::Bytes;
 //! use retrysim::{client::RetryClient, core::policy::Policy, env::*, trace::Trace};
 //!
-//! let client = RetryClient::new(TokioClock::real(), HyperTransport, Policy::interactive());
+//! // One transport per program: its clones share one keep-alive pool.
+//! let client = RetryClient::new(TokioClock::real(), HyperTransport::new(), Policy::interactive());
+//! // Keys and jitter from OS entropy. Never a fixed seed in production: a
+//! // second run would resend the first run's keys and get its answers replayed.
+//! let mut rng = os_rng()?;
 //! let req = http::Request::post("http://localhost:8080/v1/jobs").body(Bytes::from("{}"))?;
-//! let mut rng = seeded_rng(42);
 //! let mut trace = Trace::new("job-1");
 //! match client.execute(req, &mut rng, &Default::default(), &mut trace).await {
 //!     Ok(res) => println!("{}", res.status()),
@@ -72,17 +76,27 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Cargo features
+//! - `sim` (default): the simulation harness (module `sim`: turmoil, TOML scenario
+//!   files, the simulated API's server).
+//! - `cli` (default, implies `sim`): the `retrysim` binary (clap).
+//!
+//! With `default-features = false` you get [`core`], [`env`](mod@env),
+//! [`client`], [`gate`] and [`trace`], and compile neither turmoil, clap nor
+//! toml.
+//!
 //! # Layout
 //! - [`core`]: Retry-After, classification, backoff, the policy and
 //!   [`decide`](core::policy::decide), budgets. Pure.
 //! - [`env`](mod@env): the injected `Clock`, `Rng`, `Transport`, and real ones.
 //! - [`client`]: the async driver. [`trace`]: what it did, rendered.
-//! - [`sim`]: the simulated API, network, scenarios, runner and checkers.
+//! - `sim` (feature `sim`): the simulated API, network, scenarios, runner and checkers.
 
 pub mod client;
 pub mod core;
 pub mod env;
 pub mod gate;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod trace;
 

@@ -132,7 +132,9 @@ fn explain(args: &ExplainArgs) -> Result<String, UserError> {
     let (class, advice, status) = match (status, transport_error) {
         (Some(s), _) => {
             let st = StatusCode::from_u16(s).map_err(|_| UserError(format!("invalid --status {s}")))?;
-            let class = table.classify(AttemptOutcome::Answer { status: st, code: code.as_deref() });
+            // The class sees the headers and whether the advice is valid: a
+            // 429 with no known code is throttling when it carries advice.
+            let class = table.classify(AttemptOutcome::answer(st, &map, envelope.as_ref(), received_at));
             let advice = if class == Class::Success {
                 Advice::none()
             } else {

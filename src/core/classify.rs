@@ -5,10 +5,18 @@
 //! *ambiguous*: the server may have run it, so only a replayable operation may
 //! be retried. The same status carries different meanings, so the body's
 //! `error.code` (or `error.type`) decides between a full window and an
-//! exhausted quota.
+//! exhausted quota. A 429 without a code the table knows is still throttling
+//! when the server advised a wait (a valid `Retry-After` or a body hint):
+//! limiters such as Flask-Limiter answer an HTML page and `Retry-After`, and
+//! that advice is the server saying "the window is full, come back then".
 
-use http::{Method, StatusCode};
+use std::time::SystemTime;
+
+use http::{HeaderMap, Method, StatusCode};
 use serde::Serialize;
+
+use super::body::ErrorEnvelope;
+use super::retry_after::read_advice;
 
 /// How a transport failure relates to the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -24,10 +32,39 @@ pub enum TransportFailure {
 /// One attempt's outcome as the classifier sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome<'a> {
-    /// An answer with its status and the body's error code, if any.
-    Answer { status: StatusCode, code: Option<&'a str> },
+    /// An answer: its status, the body's error code, its headers, and whether
+    /// it carried valid advice. Build it with [`Outcome::answer`], which reads
+    /// the code and the advice the same way the retry loop does.
+    Answer {
+        status: StatusCode,
+        /// The body's `error.code` (else `error.type`), if the body is an envelope.
+        code: Option<&'a str>,
+        /// The response's headers, for tables that read vendor headers.
+        headers: &'a HeaderMap,
+        /// A valid advised wait exists: a valid `Retry-After` line, else the
+        /// body's `error.retry_after_seconds` or `error.resetAt` (see
+        /// [`read_advice`]).
+        advised: bool,
+    },
     /// No answer.
     Transport(TransportFailure),
+}
+
+impl<'a> Outcome<'a> {
+    /// The outcome of an answer, from its parsed error body (if any) and
+    /// headers. `received_at` is the client's wall clock at receipt: it only
+    /// anchors an RFC 850 date's two-digit year, so that "is the advice valid"
+    /// is answered exactly as [`read_advice`] answers it.
+    pub fn answer(
+        status: StatusCode,
+        headers: &'a HeaderMap,
+        envelope: Option<&'a ErrorEnvelope>,
+        received_at: SystemTime,
+    ) -> Outcome<'a> {
+        let code = envelope.and_then(|e| e.code.as_deref());
+        let advised = read_advice(headers, envelope, received_at).wait.is_some();
+        Outcome::Answer { status, code, headers, advised }
+    }
 }
 
 /// What the retry loop does with an outcome (see the table in the crate docs).
@@ -40,7 +77,8 @@ pub enum Class {
     Throttled,
     /// Retrying cannot help (quota, credits, a client error): stop.
     Terminal,
-    /// A 429 with no or an unknown code: a bounded number of retries.
+    /// A 429 with no or an unknown code and no valid advice: a bounded
+    /// number of retries.
     Unclear,
     /// The same key is still running on the server: back off, same key.
     InProgress,
@@ -91,6 +129,11 @@ pub trait Classifier: Send + Sync {
 
 /// The default table (DESIGN.md "Classification").
 ///
+/// A 429 whose code is in neither list is [`Class::Throttled`] when it
+/// carries valid advice (`advised`) and [`Class::Unclear`]
+/// otherwise. A listed terminal code wins over any advice: a quota does not
+/// come back in 30 s because a header says so.
+///
 /// # Default
 /// - throttled codes: `RATE_LIMITED`, `rate_limited`, `queue_full`
 /// - terminal 429 codes: `QUOTA_EXCEEDED`, `insufficient_quota`, `SIGNUP_REQUIRED`, `signup_required`
@@ -118,16 +161,18 @@ impl Default for DefaultTable {
 
 impl Classifier for DefaultTable {
     fn classify(&self, outcome: Outcome<'_>) -> Class {
-        let (status, code) = match outcome {
+        let answer = match outcome {
             Outcome::Transport(TransportFailure::NotSent) => return Class::Transient,
             Outcome::Transport(TransportFailure::MaybeArrived) => return Class::Ambiguous,
-            Outcome::Answer { status, code } => (status, code),
+            Outcome::Answer { status, code, advised, .. } => (status, code, advised),
         };
+        let (status, code, advised) = answer;
         let listed = |list: &[String]| code.is_some_and(|c| list.iter().any(|l| l == c));
         match status.as_u16() {
             200..=299 => Class::Success,
             429 if listed(&self.throttled_codes) => Class::Throttled,
             429 if listed(&self.terminal_codes) => Class::Terminal,
+            429 if advised => Class::Throttled,
             429 => Class::Unclear,
             409 if code.is_some_and(|c| c.eq_ignore_ascii_case("IDEMPOTENCY_IN_PROGRESS")) => Class::InProgress,
             s if self.transient_statuses.contains(&s) => Class::Transient,
@@ -138,11 +183,29 @@ impl Classifier for DefaultTable {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::LazyLock;
+
+    use http::HeaderValue;
+
     use super::*;
+
+    static NO_HEADERS: LazyLock<HeaderMap> = LazyLock::new(HeaderMap::new);
 
     fn class(status: u16, code: Option<&str>) -> Class {
         let status = StatusCode::from_u16(status).unwrap();
-        DefaultTable::default().classify(Outcome::Answer { status, code })
+        DefaultTable::default().classify(Outcome::Answer { status, code, headers: &NO_HEADERS, advised: false })
+    }
+
+    /// The class of a whole answer, as the driver builds it.
+    fn class_of(status: u16, headers: &[(&'static str, &'static str)], body: &[u8]) -> Class {
+        let mut map = HeaderMap::new();
+        for (n, v) in headers {
+            map.append(*n, HeaderValue::from_static(v));
+        }
+        let envelope = ErrorEnvelope::parse(body);
+        let outcome =
+            Outcome::answer(StatusCode::from_u16(status).unwrap(), &map, envelope.as_ref(), SystemTime::UNIX_EPOCH);
+        DefaultTable::default().classify(outcome)
     }
 
     #[test]
@@ -171,13 +234,77 @@ mod tests {
     }
 
     #[test]
+    fn a_429_with_valid_advice_and_no_known_code_is_throttled() {
+        // Flask-Limiter's default refusal: an HTML page and `Retry-After`.
+        let html = b"<!doctype html><title>429 Too Many Requests</title>";
+        assert_eq!(class_of(429, &[("retry-after", "1")], html), Class::Throttled);
+        // `Retry-After: 0` (truncated to whole seconds) is valid advice too.
+        assert_eq!(class_of(429, &[("retry-after", "0")], b""), Class::Throttled);
+        assert_eq!(class_of(429, &[("retry-after", "Sun, 06 Nov 1994 08:49:37 GMT")], b""), Class::Throttled);
+        // A body hint without a header, with an unknown code or none.
+        assert_eq!(class_of(429, &[], br#"{"error":{"code":"SLOW_DOWN","retry_after_seconds":2}}"#), Class::Throttled);
+        assert_eq!(
+            class_of(429, &[], br#"{"error":{"message":"m","resetAt":"2026-10-17T09:12:31.000Z"}}"#),
+            Class::Throttled
+        );
+        // Several lines, one valid: advice exists.
+        assert_eq!(class_of(429, &[("retry-after", "soon"), ("retry-after", "3")], b""), Class::Throttled);
+    }
+
+    #[test]
+    fn a_429_with_neither_advice_nor_a_known_code_stays_unclear() {
+        assert_eq!(class_of(429, &[], b"<html>"), Class::Unclear);
+        // Advice that is not valid is no advice.
+        assert_eq!(class_of(429, &[("retry-after", "soon")], b""), Class::Unclear);
+        assert_eq!(class_of(429, &[("retry-after", "-1")], br#"{"error":{"code":"SLOW_DOWN"}}"#), Class::Unclear);
+        assert_eq!(class_of(429, &[], br#"{"error":{"retry_after_seconds":"2"}}"#), Class::Unclear);
+        // Only a 429 is turned into throttling by advice.
+        assert_eq!(class_of(400, &[("retry-after", "1")], b""), Class::Terminal);
+    }
+
+    #[test]
+    fn a_known_code_wins_over_advice() {
+        let quota = br#"{"error":{"code":"QUOTA_EXCEEDED"}}"#;
+        assert_eq!(class_of(429, &[("retry-after", "30")], quota), Class::Terminal);
+        assert_eq!(class_of(429, &[], br#"{"error":{"code":"RATE_LIMITED"}}"#), Class::Throttled);
+    }
+
+    #[test]
     fn the_table_is_replaceable() {
         let mut t = DefaultTable::default();
         t.transient_statuses.push(500);
         t.terminal_codes.push("DAILY_CAP".into());
         let s = StatusCode::from_u16;
-        assert_eq!(t.classify(Outcome::Answer { status: s(500).unwrap(), code: None }), Class::Transient);
-        assert_eq!(t.classify(Outcome::Answer { status: s(429).unwrap(), code: Some("DAILY_CAP") }), Class::Terminal);
+        let h = &*NO_HEADERS;
+        let answer = |status, code| Outcome::Answer { status, code, headers: h, advised: false };
+        assert_eq!(t.classify(answer(s(500).unwrap(), None)), Class::Transient);
+        assert_eq!(t.classify(answer(s(429).unwrap(), Some("DAILY_CAP"))), Class::Terminal);
+    }
+
+    /// A user's table can read the headers: here a vendor header that marks
+    /// a daily quota, which no body code says.
+    #[test]
+    fn a_table_can_read_headers() {
+        struct VendorQuota(DefaultTable);
+        impl Classifier for VendorQuota {
+            fn classify(&self, outcome: Outcome<'_>) -> Class {
+                match outcome {
+                    Outcome::Answer { headers, .. }
+                        if headers.get("x-ratelimit-scope").is_some_and(|v| v == "daily") =>
+                    {
+                        Class::Terminal
+                    }
+                    _ => self.0.classify(outcome),
+                }
+            }
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert("retry-after", HeaderValue::from_static("3600"));
+        let t = VendorQuota(DefaultTable::default());
+        let at = SystemTime::UNIX_EPOCH;
+        assert_eq!(t.classify(Outcome::answer(StatusCode::TOO_MANY_REQUESTS, &headers, None, at)), Class::Throttled);
+        headers.insert("x-ratelimit-scope", HeaderValue::from_static("daily"));
+        assert_eq!(t.classify(Outcome::answer(StatusCode::TOO_MANY_REQUESTS, &headers, None, at)), Class::Terminal);
     }
 
     #[test]

@@ -105,6 +105,22 @@ fn explain_a_retry_a_date_and_an_invalid_header() {
     assert_eq!((v["decision"].as_str(), v["reason"].as_str()), (Some("give_up"), Some("not_replayable")));
 }
 
+/// Flask-Limiter's refusal: no error code, a valid `Retry-After`. The advice
+/// makes it throttling (wait and retry), not an unclear 429.
+#[test]
+fn explain_a_429_with_advice_and_no_code() {
+    let base = ["explain", "--status", "429", "--now", "2026-01-01T00:00:00Z", "--format", "json"];
+    let v = json(&[&base[..], &["-H", "retry-after: 1"]].concat());
+    assert_eq!(v["class"], "throttled");
+    assert_eq!(v["decision"], "retry");
+    assert!(v["wait_ms"].as_u64().unwrap() >= 1000);
+    let v = json(&[&base[..], &["--body", r#"{"error":{"message":"slow down","retry_after_seconds":2}}"#]].concat());
+    assert_eq!((v["class"].as_str(), v["advice"]["source"].as_str()), (Some("throttled"), Some("body_seconds")));
+    // Neither advice nor a code: unclear.
+    let v = json(&base);
+    assert_eq!(v["class"], "unclear");
+}
+
 #[test]
 fn bad_input_is_refused_with_exit_code_2() {
     refused(&["explain", "--status", "429", "--body", "{not json"], "--body is not valid JSON");

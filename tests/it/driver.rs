@@ -108,6 +108,24 @@ async fn once_429_then_200_succeeds_after_one_wait() {
     assert_eq!(r.elapsed, Duration::from_millis(w[0]));
 }
 
+/// Flask-Limiter's refusal: an HTML page, no error code, a valid
+/// `Retry-After`. The advice makes it throttling: wait what it says and retry
+/// as often as a `RATE_LIMITED` (standard allows 2 unclear retries, so four
+/// refusals would give up if this were "unclear").
+#[tokio::test(start_paused = true)]
+async fn a_429_with_advice_and_no_code_waits_the_advice() {
+    let html = |secs: &str| answer(429, &[("retry-after", secs)], "<!doctype html><h1>Too Many Requests</h1>");
+    let s = Script::new(vec![html("1"), html("1"), html("1"), html("1"), ok()]);
+    let r = run(Policy::standard(), &s, post()).await;
+    assert_eq!(r.result.unwrap().status(), 201);
+    let w = waits(&r.trace);
+    assert!(w.len() == 4 && w.iter().all(|w| (1000..=1200).contains(w)), "{w:?}");
+    // Without advice the same answer is unclear: backoff, then give up.
+    let s = Script::new(vec![answer(429, &[], "<html>"), answer(429, &[], "<html>"), answer(429, &[], "<html>")]);
+    let e = run(Policy::standard(), &s, post()).await.result.unwrap_err();
+    assert_eq!(e.reason, GiveUpReason::UnclearExhausted { unclear: 3 });
+}
+
 #[tokio::test(start_paused = true)]
 async fn two_429s_then_success_under_the_batch_preset() {
     let s = Script::new(vec![rate_limited(2), rate_limited(2), ok()]);
