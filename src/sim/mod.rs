@@ -2,6 +2,7 @@
 pub mod api;
 pub mod check;
 pub mod compare;
+pub mod connector;
 pub mod deferral;
 pub mod fleet;
 pub mod fleet_check;
