@@ -1,5 +1,6 @@
 //! The deterministic simulation harness.
 pub mod api;
+pub mod blackbox;
 pub mod check;
 pub mod compare;
 pub mod connector;
