@@ -237,7 +237,9 @@ fn no_unsafe_retry(j: &JobRecord, out: &mut Vec<Violation>) {
 /// meant, whatever the client made of it.
 pub fn terminal(status: u16, code: Option<&str>) -> bool {
     let Ok(status) = http::StatusCode::from_u16(status) else { return false };
-    DefaultTable::default().classify(Outcome::Answer { status, code }) == Class::Terminal
+    // Advice never makes an answer terminal, so none is passed.
+    let none = http::HeaderMap::new();
+    DefaultTable::default().classify(Outcome::Answer { status, code, headers: &none, advised: false }) == Class::Terminal
 }
 
 /// Invariant 5, server side: a POST without a key ran at most once per job. A correct

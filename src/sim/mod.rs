@@ -1,8 +1,10 @@
 //! The deterministic simulation harness.
 pub mod api;
+pub mod blackbox;
 pub mod check;
 pub mod clients;
 pub mod compare;
+pub mod connector;
 pub mod deferral;
 pub mod defects;
 pub mod fleet;

@@ -1,4 +1,5 @@
 //! Integration tests, compiled as one binary (faster to build and link).
+mod blackbox;
 mod cli;
 mod compare;
 mod driver;
