@@ -3,6 +3,7 @@ mod cli;
 mod compare;
 mod driver;
 mod fleet;
+mod habits;
 mod negative_controls;
 mod properties;
 mod scenarios;

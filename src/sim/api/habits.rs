@@ -62,8 +62,8 @@
 //! # The windows
 //! - Fixed window: `limits`' `FixedWindowRateLimiter.hit` is
 //!   `storage.incr(key, expiry) <= amount` (`strategies.py` L156-162), so a
-//!   refused hit counts too; its memory storage sets the expiry to `time.time()
-//!   + expiry` on the first hit of a window (`memory.py` L96-97) and forgets
+//!   refused hit counts too; its memory storage sets the expiry to
+//!   `time.time() + expiry` on the first hit of a window (`memory.py` L96-97) and forgets
 //!   the count once `expiry <= time.time()` (L119). That is
 //!   @fastify/rate-limit's window exactly (first hit, refused hits count,
 //!   `iterationStartMs + timeWindow <= nowInMs` ends it, `LocalStore.js` L18),
@@ -139,13 +139,13 @@ pub(crate) fn html_page(limit: u32, window: Duration) -> String {
 /// largest unit that divides it (it has no unit under a second: milliseconds here).
 fn granularity(window: Duration) -> String {
     let ms = window.as_millis();
-    if ms == 0 || ms % 1_000 != 0 {
+    if ms == 0 || !ms.is_multiple_of(1_000) {
         return format!("{ms} millisecond");
     }
     let secs = ms / 1_000;
     let (n, unit) = [(86_400, "day"), (3_600, "hour"), (60, "minute"), (1, "second")]
         .into_iter()
-        .find(|(unit, _)| secs % unit == 0)
+        .find(|(unit, _)| secs.is_multiple_of(*unit))
         .map_or((secs, "second"), |(unit, name)| (secs / unit, name));
     format!("{n} {unit}")
 }
