@@ -46,7 +46,7 @@ use crate::sim::runner::{self, Report};
 use crate::sim::scenario::{self, GateConfig, Scenario};
 
 /// The presets, in the order `retrysim compare` lists them.
-pub const PRESETS: [&str; 3] = ["blinkimg-1s", "blinkimg-60s", "berlin"];
+pub const PRESETS: [&str; 4] = ["blinkimg-1s", "blinkimg-60s", "berlin", "habits"];
 
 /// The number of seeds a comparison runs by default (seed 002: "the median of 5 runs").
 pub const DEFAULT_SEEDS: u32 = 5;
@@ -97,6 +97,7 @@ pub fn preset(name: &str) -> Option<Preset> {
         "blinkimg-1s" => Some(blinkimg_1s()),
         "blinkimg-60s" => Some(blinkimg_60s()),
         "berlin" => Some(berlin()),
+        "habits" => Some(habits()),
         _ => None,
     }
 }
@@ -218,6 +219,101 @@ pub fn berlin() -> Preset {
     let mut paced = with_gate(&forty, GateConfig::Pacing(PacingConfig::default()), "40 workers behind the Pacing gate");
     paced.api.rate_limit_headers = true;
     p.push("pacing", paced);
+    p
+}
+
+/// The habits of the `habits` preset: a name, what it is, and how it
+/// changes seed 002's API (see `sim::api::habits` for their sources).
+pub const HABITS: [(&str, &str); 11] = [
+    ("fastify", "@fastify/rate-limit, seed 002's API: Retry-After rounded up, RateLimit-* in seconds left"),
+    ("retry-after-down-mid", "Flask-Limiter's truncated Retry-After, the run 0.5 s into a wall-clock second"),
+    ("retry-after-down-late", "Flask-Limiter's truncated Retry-After, the run 0.9 s into a wall-clock second"),
+    ("reset-unix", "X-RateLimit-Reset in whole Unix seconds (int(reset + 1)) against a whole-second Date"),
+    ("no-date", "X-RateLimit-Reset in Unix seconds and no Date header to measure it against"),
+    ("ietf-fields", "only draft-10's structured RateLimit and RateLimit-Policy fields"),
+    ("html-429", "429 as Flask-Limiter's HTML page: Retry-After, but no error code"),
+    ("moving-window", "limits' moving window: refusals are free, slots free one by one"),
+    ("flask-fixed", "all of Flask-Limiter's habits, fixed window, 0.5 s into a wall-clock second"),
+    ("flask-moving", "all of Flask-Limiter's habits, moving window, 0.5 s into a wall-clock second"),
+    ("flask-fixed-late", "all of Flask-Limiter's habits, fixed window, 0.9 s into a wall-clock second"),
+];
+
+/// Seed 002's API with one habit (a name of [`HABITS`]) applied.
+pub fn with_habit(habit: &str) -> Option<Scenario> {
+    use crate::sim::api::{RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding};
+    use crate::sim::scenario::{HALF_SECOND_PHASE_MS, LATE_PHASE_MS, flask_limiter_habits};
+    let mut s = scenario::blinkimg_1s();
+    s.api.rate_limit_headers = true;
+    let api = &mut s.api;
+    match habit {
+        "fastify" => {}
+        "retry-after-down-mid" | "retry-after-down-late" => {
+            api.retry_after_rounding = RetryAfterRounding::Down;
+            api.clock_skew_ms = if habit.ends_with("late") { LATE_PHASE_MS } else { HALF_SECOND_PHASE_MS };
+        }
+        "reset-unix" | "no-date" => {
+            api.rate_limit_fields = RateLimitFields::XRateLimit;
+            api.rate_limit_reset = ResetForm::UnixSeconds;
+            api.clock_skew_ms = HALF_SECOND_PHASE_MS;
+            api.send_date = habit == "reset-unix";
+        }
+        "ietf-fields" => api.rate_limit_fields = RateLimitFields::Structured,
+        "html-429" => {
+            api.rate_limited_body = RateLimitedBody::Html;
+            api.advice = crate::sim::api::AdviceForm::HeaderSeconds;
+        }
+        "moving-window" => api.limiter.kind = LimiterKind::MovingWindow,
+        "flask-fixed" | "flask-moving" | "flask-fixed-late" => {
+            flask_limiter_habits(api);
+            if habit == "flask-moving" {
+                api.limiter.kind = LimiterKind::MovingWindow;
+            }
+            if habit == "flask-fixed-late" {
+                api.clock_skew_ms = LATE_PHASE_MS;
+            }
+        }
+        _ => return None,
+    }
+    Some(s)
+}
+
+/// How each of seed 002's kinds of policy fares under each habit of
+/// [`HABITS`]: retrying at once, exponential backoff with full jitter
+/// (both ignore `Retry-After`), Retry-After plus jitter, and the Pacing
+/// gate. Rows are `habit/policy`.
+///
+/// One ideal row is the yardstick for all: the oracle reads no header and
+/// meets no refusal, and it admits an attempt only a whole window after an
+/// earlier one came back, which both windows accept, so every habit gives it
+/// the same schedule (a test runs it under each).
+pub fn habits() -> Preset {
+    let mut p = Preset::new(
+        "habits",
+        "seed 002's setup (8 workers, 120 jobs, 30 writes per 1 s) under real servers' habits; rows are habit/policy",
+    );
+    for (habit, what) in HABITS {
+        let base = with_habit(habit).expect("every habit of HABITS applies");
+        let rows = [
+            ("retry-at-once", baseline(&base, "retry-at-once", Builtin::RetryAtOnce, "retry at once")),
+            (
+                "exponential-full-jitter",
+                baseline(
+                    &base,
+                    "exponential-full-jitter",
+                    Builtin::ExponentialFullJitter,
+                    "uniform[0, min(8 s, 100 ms * 2^n)]",
+                ),
+            ),
+            ("retry-after-jitter", with_policy(&base, base.policy.clone(), "Retry-After plus 0-250 ms")),
+            ("pacing", with_gate(&base, GateConfig::Pacing(PacingConfig::default()), "the Pacing gate")),
+        ];
+        for (policy, mut s) in rows {
+            s.description = format!("{what}; {}", s.description);
+            p.push(&format!("{habit}/{policy}"), s);
+        }
+    }
+    let fastify = with_habit("fastify").expect("a habit");
+    p.push("ideal", with_gate(&fastify, GateConfig::Ideal, "the oracle: knows the window, paces perfectly"));
     p
 }
 
@@ -672,6 +768,28 @@ mod tests {
                 "pacing"
             ]
         );
+    }
+
+    #[test]
+    fn the_habits_preset_crosses_every_habit_with_four_policies_and_one_ideal() {
+        let p = habits();
+        assert_eq!(p.rows.len(), HABITS.len() * 4 + 1);
+        assert_eq!(
+            p.row_names()[..4],
+            [
+                "fastify/retry-at-once",
+                "fastify/exponential-full-jitter",
+                "fastify/retry-after-jitter",
+                "fastify/pacing"
+            ]
+        );
+        assert_eq!(p.row_names().last(), Some(&"ideal"));
+        for (habit, _) in HABITS {
+            let rows: Vec<_> = p.rows.iter().filter(|r| r.name.starts_with(&format!("{habit}/"))).collect();
+            assert_eq!(rows.len(), 4, "{habit}");
+            let control = with_habit("fastify").unwrap().api;
+            assert!(habit == "fastify" || rows.iter().all(|r| r.scenario.api != control), "{habit} changes the API");
+        }
     }
 
     #[test]

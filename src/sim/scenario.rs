@@ -512,7 +512,7 @@ pub fn deferral_queue_full() -> Scenario {
 }
 
 /// The names of the named scenarios, in the order `retrysim scenarios` lists them.
-pub const NAMES: [&str; 25] = [
+pub const NAMES: [&str; 33] = [
     "once-429-then-200",
     "always-429-30s-budget-10s",
     "queue-full-30s",
@@ -538,6 +538,14 @@ pub const NAMES: [&str; 25] = [
     "berlin-40-processes-coordinated",
     "berlin-40-processes-limiter-partition",
     "deferral-queue-full",
+    "retry-after-rounded-down",
+    "reset-unix-seconds",
+    "ietf-ratelimit-fields",
+    "html-429-no-code",
+    "no-date-skewed-clock",
+    "moving-window-1s",
+    "flask-limiter-fixed",
+    "flask-limiter-moving",
 ];
 
 /// A named scenario, or `None`.
@@ -703,9 +711,124 @@ pub fn named(name: &str) -> Option<Scenario> {
             s
         }
         "deferral-queue-full" => deferral_queue_full(),
+        "retry-after-rounded-down"
+        | "reset-unix-seconds"
+        | "ietf-ratelimit-fields"
+        | "html-429-no-code"
+        | "no-date-skewed-clock"
+        | "moving-window-1s" => habit(name)?,
+        "flask-limiter-fixed" => flask_limiter(name, LimiterKind::FixedWindow),
+        "flask-limiter-moving" => flask_limiter(name, LimiterKind::MovingWindow),
         _ => return None,
     };
     let _ = Envelope::Blinkimg;
+    Some(s)
+}
+
+/// The server's wall clock half a second ahead: a run then starts half-way
+/// through one of the server's wall-clock seconds. Real runs start at any
+/// phase, and every whole-second habit (`Date`, a Unix-seconds reset,
+/// Flask-Limiter's truncated `Retry-After`) depends on it: at phase 0 each
+/// 1 s window would open just after a whole second, and a truncated
+/// `Retry-After` would almost never say 0. Half a second is the mean phase.
+/// The clients read only the server's own `Date` in these scenarios, so for
+/// them this is the phase, not a skew.
+pub const HALF_SECOND_PHASE_MS: i64 = 500;
+
+/// The server's wall clock 0.9 s ahead: a phase at which seed 002's
+/// refusals, which come early in each window, fall in the wall-clock second
+/// of the window's reset, so Flask-Limiter's truncated `Retry-After` says 0.
+/// At [`HALF_SECOND_PHASE_MS`] the same workload never sees a 0.
+pub const LATE_PHASE_MS: i64 = 900;
+
+/// Flask-Limiter's habits on an API (see `sim::api::habits` for the source
+/// of each): `X-RateLimit-*` headers on every answer (with
+/// `RATELIMIT_HEADERS_ENABLED`), the reset in Unix seconds, `int(int(reset
+/// + 1) - now)` as `Retry-After`, Werkzeug's HTML 429 page without a code,
+/// and only the header to carry the wait. `Date` is sent (Werkzeug's server
+/// sends it, truncated to the second), and the run starts at
+/// [`HALF_SECOND_PHASE_MS`].
+pub fn flask_limiter_habits(api: &mut ApiConfig) {
+    use crate::sim::api::{RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding};
+    api.rate_limit_headers = true;
+    api.rate_limit_fields = RateLimitFields::XRateLimit;
+    api.rate_limit_reset = ResetForm::UnixSeconds;
+    api.retry_after_rounding = RetryAfterRounding::Down;
+    api.rate_limited_body = RateLimitedBody::Html;
+    api.advice = AdviceForm::HeaderSeconds;
+    api.send_date = true;
+    api.clock_skew_ms = HALF_SECOND_PHASE_MS;
+}
+
+/// A Flask-Limiter server (`limits`' fixed or moving window, 30 POSTs per
+/// 1 s, in memory) in front of seed 002's workload: 8 workers, 120 jobs,
+/// Retry-After plus up to 250 ms of jitter. The later calibration runs the
+/// same against the real Flask-Limiter.
+pub fn flask_limiter(name: &str, kind: LimiterKind) -> Scenario {
+    let mut s = blinkimg_1s();
+    s.name = name.into();
+    s.api.limiter.kind = kind;
+    flask_limiter_habits(&mut s.api);
+    let window = if kind == LimiterKind::MovingWindow { "moving" } else { "fixed" };
+    s.description = format!(
+        "Flask-Limiter ({window} window, 30 per 1 s) under seed 002's 8 workers and 120 jobs: HTML 429, truncated Retry-After, Unix reset"
+    );
+    s
+}
+
+/// One habit at a time on seed 002's setup (`blinkimg-1s`), each against
+/// what it changes: the advice, the headers a pacing gate reads, the body's
+/// code, the clock, the window.
+fn habit(name: &str) -> Option<Scenario> {
+    use crate::sim::api::{RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding};
+    let mut s = blinkimg_1s();
+    s.name = name.into();
+    match name {
+        "retry-after-rounded-down" => {
+            s.description =
+                "seed 002's setup, Retry-After truncated as Flask-Limiter does, 0.9 s into a second: a 429 says 0, the retry meets the same window".into();
+            s.api.retry_after_rounding = RetryAfterRounding::Down;
+            s.api.clock_skew_ms = LATE_PHASE_MS;
+        }
+        "reset-unix-seconds" => {
+            s.description =
+                "seed 002's setup behind the Pacing gate, X-RateLimit-Reset in whole Unix seconds (int(reset + 1)) against a whole-second Date".into();
+            s.api.rate_limit_headers = true;
+            s.api.rate_limit_fields = RateLimitFields::XRateLimit;
+            s.api.rate_limit_reset = ResetForm::UnixSeconds;
+            s.api.clock_skew_ms = HALF_SECOND_PHASE_MS;
+            s.fleet.gate = GateConfig::Pacing(PacingConfig::default());
+        }
+        "ietf-ratelimit-fields" => {
+            s.description =
+                "seed 002's setup behind the Pacing gate, only draft-10's structured RateLimit and RateLimit-Policy fields".into();
+            s.api.rate_limit_headers = true;
+            s.api.rate_limit_fields = RateLimitFields::Structured;
+            s.fleet.gate = GateConfig::Pacing(PacingConfig::default());
+        }
+        "html-429-no-code" => {
+            s.description =
+                "seed 002's setup, 429 as Flask-Limiter's HTML page: a valid Retry-After but no error code".into();
+            s.api.rate_limited_body = RateLimitedBody::Html;
+            s.api.advice = AdviceForm::HeaderSeconds;
+        }
+        "no-date-skewed-clock" => {
+            s = named("skewed-server-clock")?;
+            s.name = name.into();
+            s.description =
+                "seed 001: the server clock an hour ahead and no Date header: the HTTP-date advice reads as an hour"
+                    .into();
+            s.api.send_date = false;
+        }
+        "moving-window-1s" => {
+            s.description =
+                "seed 002's setup behind the Pacing gate on limits' moving window: slots free one by one, RateLimit-Reset tells only the first".into();
+            s.api.limiter.kind = LimiterKind::MovingWindow;
+            s.api.rate_limit_headers = true;
+            s.fleet.gate = GateConfig::Pacing(PacingConfig::default());
+        }
+        _ => return None,
+    }
     Some(s)
 }
 

@@ -12,8 +12,9 @@ use http::Request;
 use super::account::Denial;
 use super::endpoint::{self, Endpoint};
 use super::envelope::ErrorCode;
+use super::habits;
 use super::idempotency::{Fingerprint, Lookup, StoredAnswer};
-use super::limiter::{Verdict, ceil_seconds, whole_seconds_at_least_one};
+use super::limiter::{Verdict, ceil_seconds};
 use super::{API_KEY_HEADER, Api, Caller, Meter, Run, ScriptStep};
 
 /// The idempotency scope of callers without a key.
@@ -54,7 +55,8 @@ impl Api {
         };
         if let Verdict::Refused { wait } = verdict {
             let code = if caller == Caller::Anonymous { ErrorCode::SignupRequired } else { ErrorCode::RateLimited };
-            return Err(refused(code, Some(whole_seconds_at_least_one(wait)), meter));
+            let seconds = habits::retry_after_seconds(self.config.retry_after_rounding, wait, self.clock.at(now));
+            return Err(refused(code, Some(seconds), meter));
         }
         let queue = self.config.concurrency.as_ref();
         if let Some(cap) = queue.filter(|cap| self.running.len() >= cap.max_in_flight as usize) {

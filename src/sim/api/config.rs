@@ -33,9 +33,21 @@ pub struct ApiConfig {
     pub epoch_unix_s: u64,
     /// How far the server's wall clock is ahead of the true one (negative: behind).
     pub clock_skew_ms: i64,
-    /// Send `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` on
+    /// Send the request-rate headers (`rate_limit_fields` says which) on
     /// every answer that passed authentication.
     pub rate_limit_headers: bool,
+    /// Which request-rate headers `rate_limit_headers` sends.
+    #[serde(skip_serializing_if = "is_default")]
+    pub rate_limit_fields: RateLimitFields,
+    /// How `RateLimit-Reset` / `X-RateLimit-Reset` tells the reset.
+    #[serde(skip_serializing_if = "is_default")]
+    pub rate_limit_reset: ResetForm,
+    /// How a request-rate refusal's wait becomes whole `Retry-After` seconds.
+    #[serde(skip_serializing_if = "is_default")]
+    pub retry_after_rounding: RetryAfterRounding,
+    /// The body of a request-rate refusal (429 `RATE_LIMITED`).
+    #[serde(skip_serializing_if = "is_default")]
+    pub rate_limited_body: RateLimitedBody,
     /// How long an accepted request runs between `begin` and `complete`.
     pub processing_ms: u64,
     /// Answers handed to arriving requests, in order, before any other check.
@@ -63,6 +75,10 @@ impl Default for ApiConfig {
             epoch_unix_s: 1_791_450_000,
             clock_skew_ms: 0,
             rate_limit_headers: false,
+            rate_limit_fields: RateLimitFields::default(),
+            rate_limit_reset: ResetForm::default(),
+            retry_after_rounding: RetryAfterRounding::default(),
+            rate_limited_body: RateLimitedBody::default(),
             processing_ms: 0,
             script: Vec::new(),
             script_repeat: false,
@@ -107,6 +123,12 @@ pub enum LimiterKind {
     TokenBucket,
     /// At most `limit` accepted requests in any trailing window; refusals are free.
     SlidingWindow,
+    /// Flask-Limiter's `moving-window`, exactly as `limits`'
+    /// `MovingWindowRateLimiter` over its memory storage does it: the sliding
+    /// window above (refusals are free, a slot frees when its hit is one
+    /// window old), except that a hit exactly one window after the
+    /// `limit`-th newest accepted one is still refused. See `habits`.
+    MovingWindow,
 }
 
 /// Request-rate budgets per account: `writes` and `reads` per `window_ms`.
@@ -182,6 +204,72 @@ pub enum AdviceForm {
     Malformed,
 }
 
+/// Which request-rate headers an answer carries (with `rate_limit_headers`).
+/// Every form describes the budget the request drew from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateLimitFields {
+    /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`: the IETF
+    /// draft up to -06, as @fastify/rate-limit sends them with `enableDraftSpec`.
+    #[default]
+    Draft6,
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`:
+    /// Flask-Limiter's names, and @fastify/rate-limit's default ones.
+    #[serde(rename = "x_ratelimit")]
+    XRateLimit,
+    /// The structured fields of draft-ietf-httpapi-ratelimit-headers-10:
+    /// `RateLimit-Policy: "writes";q=30;w=1` and `RateLimit: "writes";r=12;t=1`.
+    Structured,
+    /// `Draft6` and `Structured` side by side, as a server migrating between them sends.
+    Draft6AndStructured,
+}
+
+/// How the reset header (`RateLimit-Reset`, `X-RateLimit-Reset`) tells when
+/// the budget is whole again. The structured field's `t` is always seconds left.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResetForm {
+    /// Whole seconds until the reset, rounded up (@fastify/rate-limit).
+    #[default]
+    SecondsLeft,
+    /// The reset as whole Unix seconds, `int(reset + 1)` (Flask-Limiter): a
+    /// client needs the answer's `Date` to turn it into a wait.
+    UnixSeconds,
+}
+
+/// How a request-rate refusal's wait becomes whole `Retry-After` seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryAfterRounding {
+    /// `max(1, ceil(wait))` (@fastify/rate-limit): never early, never zero.
+    #[default]
+    Up,
+    /// Flask-Limiter's `int(int(reset + 1) - now)` on the server's wall clock:
+    /// the whole seconds between now's second and the reset's. A reset in the
+    /// current wall-clock second says `Retry-After: 0`, and the advice is up
+    /// to a second early.
+    Down,
+}
+
+/// The body of a request-rate refusal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateLimitedBody {
+    /// The JSON `envelope`, with its error code.
+    #[default]
+    Envelope,
+    /// Flask-Limiter's default: Werkzeug's HTML error page
+    /// (`<title>429 Too Many Requests</title>`, `<p>30 per 1 second</p>`),
+    /// `text/html`, no error code and no wait in the body.
+    Html,
+}
+
+/// Whether a value is its type's default (such knobs stay out of the TOML,
+/// so scenarios written before them print as they did).
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
 /// RFC 9110's three HTTP-date forms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -243,6 +331,56 @@ mod tests {
         assert_eq!(c.concurrency, Some(ConcurrencyConfig { max_in_flight: 2, retry_after_s: 30 }));
         assert_eq!(c.date_form, DateForm::Rfc850);
         assert_eq!(c.accounts, ApiConfig::default().accounts);
+    }
+
+    #[test]
+    fn the_habits_read_from_toml_and_default_to_fastifys() {
+        let c = ApiConfig::default();
+        assert_eq!(
+            (c.rate_limit_fields, c.rate_limit_reset, c.retry_after_rounding, c.rate_limited_body),
+            (RateLimitFields::Draft6, ResetForm::SecondsLeft, RetryAfterRounding::Up, RateLimitedBody::Envelope)
+        );
+        let c: ApiConfig = toml::from_str(
+            r#"
+            rate_limit_fields = "x_ratelimit"
+            rate_limit_reset = "unix_seconds"
+            retry_after_rounding = "down"
+            rate_limited_body = "html"
+            limiter = { kind = "moving_window" }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.rate_limit_fields, RateLimitFields::XRateLimit);
+        assert_eq!(c.rate_limit_reset, ResetForm::UnixSeconds);
+        assert_eq!(c.retry_after_rounding, RetryAfterRounding::Down);
+        assert_eq!(c.rate_limited_body, RateLimitedBody::Html);
+        assert_eq!(c.limiter.kind, LimiterKind::MovingWindow);
+        for fields in ["draft6", "structured", "draft6_and_structured"] {
+            toml::from_str::<ApiConfig>(&format!("rate_limit_fields = {fields:?}")).unwrap();
+        }
+        // Left at their defaults, the habits stay out of the TOML.
+        let text = toml::to_string(&ApiConfig::default()).unwrap();
+        for key in ["rate_limit_fields", "rate_limit_reset", "retry_after_rounding", "rate_limited_body"] {
+            assert!(!text.contains(key), "{key} in\n{text}");
+        }
+        let back: ApiConfig = toml::from_str(&toml::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn a_bad_habit_names_its_key_and_the_allowed_values() {
+        let cases = [
+            ("retry_after_rounding = \"nearest\"", "`up` or `down`"),
+            ("rate_limit_reset = \"unix\"", "`seconds_left` or `unix_seconds`"),
+            ("rate_limit_fields = \"ietf\"", "`draft6`, `x_ratelimit`, `structured`, `draft6_and_structured`"),
+            ("rate_limited_body = \"text\"", "`envelope` or `html`"),
+            ("limiter = { kind = \"moving\" }", "`moving_window`"),
+        ];
+        for (line, allowed) in cases {
+            let e = toml::from_str::<ApiConfig>(line).unwrap_err().to_string();
+            let key = line.split([' ', '=']).next().unwrap();
+            assert!(e.contains(key) && e.contains(allowed), "{line}:\n{e}");
+        }
     }
 
     #[test]

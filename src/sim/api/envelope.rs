@@ -116,10 +116,14 @@ pub(crate) struct Style {
     pub(crate) wall: WallTime,
 }
 
+/// The `Content-Type` of every JSON answer.
+pub(crate) const JSON: &str = "application/json";
+
 /// A rendered refusal: body, an optional `Retry-After` value, and the wait it advised.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Rendered {
     pub(crate) body: Bytes,
+    pub(crate) content_type: &'static str,
     pub(crate) retry_after_header: Option<String>,
     /// From the answer's instant to the earliest retry the advice allows.
     pub(crate) advised: Option<Duration>,
@@ -152,6 +156,43 @@ struct SumeError<'a> {
 
 /// Writes `refusal` in `style`; `request` numbers Blinkimg's `requestId`.
 pub(crate) fn render(refusal: &Refusal, style: &Style, request: usize) -> Rendered {
+    let (retry_after_header, mut advised, wait) = advise(refusal, style);
+    let code = refusal.code.as_deref();
+    let body = match style.envelope {
+        Envelope::Blinkimg => {
+            let reset = wait.map(|w| style.wall.plus(w).ceil_to_milli());
+            let hinted = reset.map(|r| r.since(style.wall));
+            advised = min_some(advised, hinted);
+            let error = BlinkimgError {
+                code,
+                message: &refusal.message,
+                request_id: format!("req_{request}"),
+                reset_at: reset.map(WallTime::rfc3339_millis),
+            };
+            serde_json::to_vec(&Outer { error })
+        }
+        Envelope::Sume => {
+            advised = min_some(advised, wait);
+            let error =
+                SumeError { kind: code, message: &refusal.message, retry_after_seconds: wait.map(|w| w.as_secs()) };
+            serde_json::to_vec(&Outer { error })
+        }
+    };
+    let body = Bytes::from(body.expect("an error envelope always serializes"));
+    Rendered { body, content_type: JSON, retry_after_header, advised }
+}
+
+/// Writes `refusal` as an HTML `page` (Flask-Limiter's default, see
+/// `habits`): the advice goes only in the header, since the page has no
+/// place for a wait; `body_only` advice is then no advice at all.
+pub(crate) fn render_html(refusal: &Refusal, style: &Style, page: String) -> Rendered {
+    let (retry_after_header, advised, _) = advise(refusal, style);
+    Rendered { body: Bytes::from(page), content_type: super::habits::HTML, retry_after_header, advised }
+}
+
+/// The `Retry-After` value `style` gives a refusal, the wait that value
+/// advises, and the wait for the body's hint (`None`: no hint).
+fn advise(refusal: &Refusal, style: &Style) -> (Option<String>, Option<Duration>, Option<Duration>) {
     let wait = refusal.retry_after_s.map(Duration::from_secs);
     let (header, body_hint) = match (wait, style.advice) {
         (None, _) | (Some(_), AdviceForm::None) => (None, false),
@@ -178,30 +219,7 @@ pub(crate) fn render(refusal: &Refusal, style: &Style, request: usize) -> Render
             }
         }
     });
-    let wait = wait.filter(|_| body_hint);
-    let code = refusal.code.as_deref();
-    let body = match style.envelope {
-        Envelope::Blinkimg => {
-            let reset = wait.map(|w| style.wall.plus(w).ceil_to_milli());
-            let hinted = reset.map(|r| r.since(style.wall));
-            advised = min_some(advised, hinted);
-            let error = BlinkimgError {
-                code,
-                message: &refusal.message,
-                request_id: format!("req_{request}"),
-                reset_at: reset.map(WallTime::rfc3339_millis),
-            };
-            serde_json::to_vec(&Outer { error })
-        }
-        Envelope::Sume => {
-            advised = min_some(advised, wait);
-            let error =
-                SumeError { kind: code, message: &refusal.message, retry_after_seconds: wait.map(|w| w.as_secs()) };
-            serde_json::to_vec(&Outer { error })
-        }
-    };
-    let body = Bytes::from(body.expect("an error envelope always serializes"));
-    Rendered { body, retry_after_header, advised }
+    (retry_after_header, advised, wait.filter(|_| body_hint))
 }
 
 enum Advised {

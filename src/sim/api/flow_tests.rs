@@ -290,3 +290,89 @@ fn a_server_crash_aborts_every_run_but_keeps_windows_and_stored_answers() {
     assert_eq!(header(&r, "idempotent-replayed"), Some("true"), "a stored answer survived");
     assert!(matches!(api.begin(&job(Some("k1"), "compress"), ms(1_001)), Begin::Run(_)), "k1 runs again");
 }
+
+/// Flask-Limiter's habits (see `habits`), with the server clock half a
+/// second into a wall-clock second at virtual time zero.
+fn flask(cfg: ApiConfig) -> ApiConfig {
+    ApiConfig {
+        clock_skew_ms: 500,
+        rate_limit_headers: true,
+        rate_limit_fields: RateLimitFields::XRateLimit,
+        rate_limit_reset: ResetForm::UnixSeconds,
+        retry_after_rounding: RetryAfterRounding::Down,
+        rate_limited_body: RateLimitedBody::Html,
+        advice: AdviceForm::HeaderSeconds,
+        ..cfg
+    }
+}
+
+#[test]
+fn flask_limiters_429_is_an_html_page_with_whole_second_headers() {
+    let mut api = Api::new(flask(small()));
+    // The window opens at wall x.500 and resets at x+1.500.
+    for t in [0, 1, 2] {
+        assert_eq!(api.handle(&job(None, "compress"), ms(t)).status(), 201);
+    }
+    // Refused at x.600: the reset's second is x+1, so Retry-After: 1 (0.9 s is true).
+    let r = api.handle(&job(None, "compress"), ms(100));
+    assert_eq!(r.status(), 429);
+    assert_eq!(header(&r, "content-type"), Some("text/html; charset=utf-8"));
+    assert!(text(&r).contains("<title>429 Too Many Requests</title>") && text(&r).contains("<p>3 per 1 second</p>"));
+    assert_eq!(header(&r, "retry-after"), Some("1"));
+    // int(reset + 1) = x + 2, against a Date of x: two seconds for a 0.9 s wait.
+    assert_eq!(header(&r, "x-ratelimit-reset"), Some("1791450002"));
+    assert_eq!(header(&r, "date"), Some("Thu, 08 Oct 2026 09:00:00 GMT"));
+    assert_eq!((header(&r, "x-ratelimit-limit"), header(&r, "x-ratelimit-remaining")), (Some("3"), Some("0")));
+    assert_eq!(header(&r, "ratelimit-limit"), None);
+    // Refused at x+1.100, in the reset's own second: Retry-After: 0.
+    let r = api.handle(&job(None, "compress"), ms(600));
+    assert_eq!(header(&r, "retry-after"), Some("0"));
+    let l = api.ledger();
+    assert_eq!((l.arrivals[3].code.as_deref(), l.arrivals[4].retry_after), (None, Some(Duration::ZERO)));
+    // Other refusals keep the JSON envelope (they are the app's, not Flask-Limiter's).
+    let r = api.handle(&get("key-a", "/nope"), ms(700));
+    assert_eq!((r.status().as_u16(), header(&r, "content-type")), (404, Some("application/json")));
+}
+
+#[test]
+fn the_html_page_carries_no_body_advice() {
+    let mut cfg = flask(small());
+    cfg.advice = AdviceForm::BodyOnly;
+    let mut api = Api::new(cfg);
+    for t in 0..4 {
+        api.handle(&job(None, "compress"), ms(t));
+    }
+    let r = &api.ledger().arrivals[3];
+    assert_eq!((r.status, r.retry_after), (429, None), "the page has no place for a wait");
+}
+
+#[test]
+fn structured_fields_beside_or_instead_of_draft_6() {
+    let mut cfg = small();
+    cfg.rate_limit_headers = true;
+    cfg.rate_limit_fields = RateLimitFields::Structured;
+    let r = Api::new(cfg.clone()).handle(&upload(None), ms(400));
+    assert_eq!(header(&r, "ratelimit-policy"), Some("\"writes\";q=3;w=1"));
+    assert_eq!(header(&r, "ratelimit"), Some("\"writes\";r=2;t=1"));
+    assert_eq!(header(&r, "ratelimit-limit"), None);
+    cfg.rate_limit_fields = RateLimitFields::Draft6AndStructured;
+    let r = Api::new(cfg).handle(&get("key-a", "/v1/jobs/x"), ms(0));
+    assert_eq!(header(&r, "ratelimit"), Some("\"reads\";r=4;t=1"));
+    assert_eq!((header(&r, "ratelimit-limit"), header(&r, "ratelimit-reset")), (Some("5"), Some("1")));
+}
+
+#[test]
+fn the_moving_window_through_the_api_frees_one_slot_at_a_time() {
+    let mut cfg = small();
+    cfg.limiter.kind = LimiterKind::MovingWindow;
+    let mut api = Api::new(cfg);
+    for t in [0, 300, 600] {
+        assert_eq!(api.handle(&job(None, "compress"), ms(t)).status(), 201);
+    }
+    // Refused, and not counted: the 0 ms hit frees its slot after 1 s.
+    assert_eq!(header(&api.handle(&job(None, "compress"), ms(700)), "retry-after"), Some("1"));
+    assert_eq!(api.handle(&job(None, "compress"), ms(1_000)).status(), 429, "still on the edge");
+    assert_eq!(api.handle(&job(None, "compress"), ms(1_001)).status(), 201);
+    assert_eq!(api.handle(&job(None, "compress"), ms(1_002)).status(), 429, "the 300 ms hit holds the next slot");
+    assert_eq!(api.handle(&job(None, "compress"), ms(1_301)).status(), 201);
+}

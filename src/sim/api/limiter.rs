@@ -4,8 +4,10 @@
 //! @fastify/rate-limit, whose two quirks drive the seed's numbers. The window
 //! starts at the caller's *first hit* (not on a clock boundary), and *every*
 //! request counts, refused ones included, so retrying at once keeps the window
-//! full. The token bucket and sliding window are the other common designs and
-//! let scenarios check a policy that does not over-fit one limiter.
+//! full. `limits` (under Flask-Limiter) counts its fixed window the same way.
+//! The token bucket and sliding window are the other common designs and let
+//! scenarios check a policy that does not over-fit one limiter; the moving
+//! window is the sliding one as `limits` implements it (see `habits`).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -57,7 +59,9 @@ enum State {
     /// refill at `limit` per window is exact integer arithmetic.
     Bucket { scaled: u128, last: Option<Duration> },
     /// Arrival times of accepted requests inside the trailing window.
-    Sliding { log: VecDeque<Duration> },
+    /// `edge_refuses`: a hit exactly one window old still takes its slot
+    /// (`limits`' moving window; see `habits`).
+    Sliding { log: VecDeque<Duration>, edge_refuses: bool },
 }
 
 impl Limiter {
@@ -67,7 +71,8 @@ impl Limiter {
         let state = match kind {
             LimiterKind::FixedWindow => State::Fixed { start: None, count: 0 },
             LimiterKind::TokenBucket => State::Bucket { scaled: 0, last: None },
-            LimiterKind::SlidingWindow => State::Sliding { log: VecDeque::new() },
+            LimiterKind::SlidingWindow => State::Sliding { log: VecDeque::new(), edge_refuses: false },
+            LimiterKind::MovingWindow => State::Sliding { log: VecDeque::new(), edge_refuses: true },
         };
         Limiter { limit, window, state }
     }
@@ -101,8 +106,9 @@ impl Limiter {
                 }
                 Verdict::Refused { wait: refill_time(one - *scaled, limit, window) }
             }
-            State::Sliding { log } => {
-                while log.front().is_some_and(|&t| t + window <= now) {
+            State::Sliding { log, edge_refuses } => {
+                let gone = |t: Duration| if *edge_refuses { t + window < now } else { t + window <= now };
+                while log.front().is_some_and(|&t| gone(t)) {
                     log.pop_front();
                 }
                 if log.len() < limit as usize {
@@ -130,7 +136,7 @@ impl Limiter {
                 let tokens = u32::try_from(level / one).unwrap_or(u32::MAX);
                 (tokens, refill_time(full.saturating_sub(level), limit, window))
             }
-            State::Sliding { log } => {
+            State::Sliding { log, .. } => {
                 let live: Vec<_> = log.iter().filter(|&&t| t + window > now).collect();
                 let reset = live.first().map_or(Duration::ZERO, |&&t| t + window - now);
                 (limit.saturating_sub(live.len() as u32), reset)
@@ -233,8 +239,25 @@ mod tests {
     }
 
     #[test]
+    fn the_moving_window_refuses_on_its_edge_where_the_sliding_one_admits() {
+        let (mut moving, mut sliding) = (
+            Limiter::new(LimiterKind::MovingWindow, 1, ms(1_000)),
+            Limiter::new(LimiterKind::SlidingWindow, 1, ms(1_000)),
+        );
+        assert_eq!((moving.hit(ms(0)), sliding.hit(ms(0))), (Verdict::Allowed, Verdict::Allowed));
+        // One window after the hit: `limits` still counts it, the sliding window does not.
+        assert_eq!(refused(moving.hit(ms(1_000))), Duration::ZERO);
+        assert_eq!(sliding.hit(ms(1_000)), Verdict::Allowed);
+        // The refusal was free, and its standing (`get_moving_window`) already shows the slot free.
+        assert_eq!(moving.standing(ms(1_000)), Standing { limit: 1, remaining: 1, reset: Duration::ZERO });
+        assert_eq!(moving.hit(ms(1_001)), Verdict::Allowed);
+    }
+
+    #[test]
     fn zero_limits_refuse_everything() {
-        for kind in [LimiterKind::FixedWindow, LimiterKind::TokenBucket, LimiterKind::SlidingWindow] {
+        for kind in
+            [LimiterKind::FixedWindow, LimiterKind::TokenBucket, LimiterKind::SlidingWindow, LimiterKind::MovingWindow]
+        {
             let mut l = Limiter::new(kind, 0, ms(1_000));
             assert!(matches!(l.hit(ms(0)), Verdict::Refused { .. }), "{kind:?}");
         }

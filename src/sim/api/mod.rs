@@ -26,6 +26,7 @@ mod admission;
 mod config;
 mod endpoint;
 mod envelope;
+mod habits;
 mod idempotency;
 mod ledger;
 pub(crate) mod limiter;
@@ -44,7 +45,8 @@ use bytes::Bytes;
 use http::{Request, Response};
 
 pub use config::{
-    AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Envelope, LimiterConfig, LimiterKind, ScriptStep,
+    AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Envelope, LimiterConfig, LimiterKind,
+    RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding, ScriptStep,
 };
 pub use ledger::{Arrival, ArrivalOutcome, Ledger, NO_KEY};
 
@@ -242,7 +244,8 @@ impl Api {
         }
         let settled = Settled { status, code: None, outcome, advised: None };
         let meter = Some((run.caller, run.endpoint.budget()));
-        let answer = Answer { status, body, retry_after: None, replayed: false, meter, settled };
+        let content_type = envelope::JSON;
+        let answer = Answer { status, body, content_type, retry_after: None, replayed: false, meter, settled };
         self.send(index, answer, now)
     }
 

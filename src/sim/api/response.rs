@@ -1,8 +1,10 @@
 //! Answers become responses, and every response is recorded in the ledger.
 //!
-//! All answers share the same headers: `content-type: application/json`, the
-//! server's `Date` (unless turned off), `RateLimit-*` (when on, once the caller
-//! is known), and the arrival index the network layer uses to mark a lost answer.
+//! All answers share the same headers: `content-type` (`application/json`, or
+//! `text/html` for Flask-Limiter's page), the server's `Date` (unless turned
+//! off), the request-rate headers in the configured form (when on, once the
+//! caller is known), and the arrival index the network layer uses to mark a
+//! lost answer.
 
 use std::time::Duration;
 
@@ -10,15 +12,18 @@ use bytes::Bytes;
 use http::{Response, StatusCode, header};
 
 use super::admission::Early;
-use super::envelope::{self, ErrorCode, Refusal, Style};
+use super::config::{RateLimitFields, RateLimitedBody};
+use super::endpoint::BudgetKind;
+use super::envelope::{self, ErrorCode, JSON, Refusal, Style};
+use super::habits;
 use super::ledger::Settled;
-use super::limiter::ceil_seconds;
 use super::{ARRIVAL_HEADER, Api, ArrivalOutcome, Caller, Meter, REPLAYED_HEADER};
 
 /// An answer before it becomes a response: what to send and what to record.
 pub(super) struct Answer {
     pub(super) status: u16,
     pub(super) body: Bytes,
+    pub(super) content_type: &'static str,
     pub(super) retry_after: Option<String>,
     pub(super) replayed: bool,
     pub(super) meter: Meter,
@@ -32,7 +37,16 @@ impl Api {
                 let settled =
                     Settled { status: step.status, code: None, outcome: ArrivalOutcome::Scripted, advised: None };
                 let body = Bytes::from_static(br#"{"scripted":true}"#);
-                Answer { status: step.status, body, retry_after: None, replayed: false, meter: None, settled }
+                let content_type = JSON;
+                Answer {
+                    status: step.status,
+                    body,
+                    content_type,
+                    retry_after: None,
+                    replayed: false,
+                    meter: None,
+                    settled,
+                }
             }
             Early::Scripted(step) => {
                 let refusal = Refusal {
@@ -51,14 +65,42 @@ impl Api {
                     _ => ArrivalOutcome::Refused,
                 };
                 let refusal = Refusal::new(code, self.config.envelope, wait_s);
+                if code == ErrorCode::RateLimited && self.config.rate_limited_body == RateLimitedBody::Html {
+                    return self.html_answer(refusal, outcome, meter, now);
+                }
                 self.error_answer(&refusal, outcome, meter, arrival, now)
             }
             Early::Replay { stored, meter } => {
                 let settled =
                     Settled { status: stored.status, code: None, outcome: ArrivalOutcome::Replayed, advised: None };
-                Answer { status: stored.status, body: stored.body, retry_after: None, replayed: true, meter, settled }
+                let (status, body) = (stored.status, stored.body);
+                Answer { status, body, content_type: JSON, retry_after: None, replayed: true, meter, settled }
             }
         }
+    }
+
+    /// How refusals are written right now.
+    fn style(&self, now: Duration) -> Style {
+        Style {
+            envelope: self.config.envelope,
+            advice: self.config.advice,
+            date_form: self.config.date_form,
+            wall: self.clock.at(now),
+        }
+    }
+
+    /// A request-rate refusal as Flask-Limiter's HTML page: no code, the
+    /// limit of the budget that refused in words, the wait only in the header.
+    fn html_answer(&self, mut refusal: Refusal, outcome: ArrivalOutcome, meter: Meter, now: Duration) -> Answer {
+        refusal.code = None;
+        let limiter = &self.config.limiter;
+        let limit = match meter {
+            Some((_, BudgetKind::Read)) => limiter.reads,
+            _ => limiter.writes,
+        };
+        let page = habits::html_page(limit, Duration::from_millis(limiter.window_ms));
+        let rendered = envelope::render_html(&refusal, &self.style(now), page);
+        self.rendered_answer(&refusal, rendered, outcome, meter)
     }
 
     fn error_answer(
@@ -69,18 +111,23 @@ impl Api {
         arrival: usize,
         now: Duration,
     ) -> Answer {
-        let style = Style {
-            envelope: self.config.envelope,
-            advice: self.config.advice,
-            date_form: self.config.date_form,
-            wall: self.clock.at(now),
-        };
-        let rendered = envelope::render(refusal, &style, arrival);
+        let rendered = envelope::render(refusal, &self.style(now), arrival);
+        self.rendered_answer(refusal, rendered, outcome, meter)
+    }
+
+    fn rendered_answer(
+        &self,
+        refusal: &Refusal,
+        rendered: envelope::Rendered,
+        outcome: ArrivalOutcome,
+        meter: Meter,
+    ) -> Answer {
         let settled =
             Settled { status: refusal.status, code: refusal.code.clone(), outcome, advised: rendered.advised };
         Answer {
             status: refusal.status,
             body: rendered.body,
+            content_type: rendered.content_type,
             retry_after: rendered.retry_after_header,
             replayed: false,
             meter,
@@ -92,7 +139,7 @@ impl Api {
     pub(super) fn send(&mut self, arrival: usize, answer: Answer, now: Duration) -> Response<Bytes> {
         let wall = self.clock.at(now);
         let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response = Response::builder().status(status).header(header::CONTENT_TYPE, "application/json");
+        let mut response = Response::builder().status(status).header(header::CONTENT_TYPE, answer.content_type);
         if self.config.send_date {
             response = response.header(header::DATE, wall.imf_fixdate());
         }
@@ -100,14 +147,33 @@ impl Api {
             response = response.header(header::RETRY_AFTER, value);
         }
         if let (true, Some((caller, budget))) = (self.config.rate_limit_headers, answer.meter) {
-            let standing = match caller {
-                Caller::Account(i) => self.accounts[i].standing(budget, now),
-                Caller::Anonymous => self.anonymous.as_ref().expect("anonymous callers have a cap").standing(wall),
+            let (standing, policy, window) = match caller {
+                Caller::Account(i) => {
+                    let name = if budget == BudgetKind::Read { "reads" } else { "writes" };
+                    (self.accounts[i].standing(budget, now), name, Duration::from_millis(self.config.limiter.window_ms))
+                }
+                Caller::Anonymous => {
+                    let cap = self.anonymous.as_ref().expect("anonymous callers have a cap");
+                    (cap.standing(wall), "anonymous", Duration::from_secs(3_600))
+                }
             };
-            response = response
-                .header("ratelimit-limit", standing.limit)
-                .header("ratelimit-remaining", standing.remaining)
-                .header("ratelimit-reset", ceil_seconds(standing.reset));
+            let fields = self.config.rate_limit_fields;
+            let prefix = match fields {
+                RateLimitFields::Draft6 | RateLimitFields::Draft6AndStructured => Some("ratelimit-"),
+                RateLimitFields::XRateLimit => Some("x-ratelimit-"),
+                RateLimitFields::Structured => None,
+            };
+            if let Some(prefix) = prefix {
+                let reset = habits::reset_value(self.config.rate_limit_reset, standing.reset, wall);
+                response = response
+                    .header(format!("{prefix}limit"), standing.limit)
+                    .header(format!("{prefix}remaining"), standing.remaining)
+                    .header(format!("{prefix}reset"), reset);
+            }
+            if matches!(fields, RateLimitFields::Structured | RateLimitFields::Draft6AndStructured) {
+                let (policy, current) = habits::structured_fields(policy, standing, window);
+                response = response.header("ratelimit-policy", policy).header("ratelimit", current);
+            }
         }
         if answer.replayed {
             response = response.header(REPLAYED_HEADER, "true");

@@ -48,6 +48,16 @@ impl WallTime {
         WallTime { ns: ms.saturating_mul(NS_PER_MS) }
     }
 
+    /// The instant `secs` whole seconds after the Unix epoch.
+    pub(crate) fn from_unix_seconds(secs: u64) -> WallTime {
+        WallTime { ns: secs.saturating_mul(NS_PER_S) }
+    }
+
+    /// Whole seconds since the Unix epoch, truncated (Python's `int(time.time())`).
+    pub(crate) fn unix_seconds(self) -> u64 {
+        self.ns / NS_PER_S
+    }
+
     pub(crate) fn system_time(self) -> SystemTime {
         UNIX_EPOCH + Duration::from_nanos(self.ns)
     }

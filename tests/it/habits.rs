@@ -1,0 +1,188 @@
+//! Real servers' habits (`sim::api::habits`): each named scenario shows its
+//! habit's effect, measured against the same scenario with the habit turned
+//! back to @fastify/rate-limit's (the control, which must not show it).
+
+use retrysim::sim::api::{
+    ApiConfig, ArrivalOutcome, LimiterKind, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding,
+};
+use retrysim::sim::check::check_run;
+use retrysim::sim::compare;
+use retrysim::sim::runner::{Report, run};
+use retrysim::sim::scenario::{Scenario, named};
+
+const SEEDS: [u64; 3] = [1, 2, 3];
+
+fn scenario(name: &str) -> Scenario {
+    named(name).unwrap_or_else(|| panic!("no scenario {name}"))
+}
+
+/// Runs `s` on `seed`; every run must pass every invariant checker.
+fn sim(s: &Scenario, seed: u64) -> Report {
+    let r = run(s, seed).unwrap_or_else(|e| panic!("{e}"));
+    let violations = check_run(&r);
+    assert!(
+        violations.is_empty(),
+        "{}: {violations:?}\nreplay: retrysim trace --scenario {} --seed {seed}",
+        s.name,
+        s.name
+    );
+    r
+}
+
+/// `name`, and the same scenario with `undo` applied to its API.
+fn with_control(name: &str, undo: impl Fn(&mut ApiConfig)) -> (Scenario, Scenario) {
+    let s = scenario(name);
+    let mut control = s.clone();
+    undo(&mut control.api);
+    assert_ne!(s, control, "the control of {name} must differ from it");
+    (s, control)
+}
+
+fn zero_advice(r: &Report) -> usize {
+    r.ledger.arrivals.iter().filter(|a| a.status == 429 && a.retry_after == Some(std::time::Duration::ZERO)).count()
+}
+
+#[test]
+fn a_truncated_retry_after_says_0_and_the_retry_meets_the_same_window() {
+    let (s, control) =
+        with_control("retry-after-rounded-down", |api| api.retry_after_rounding = RetryAfterRounding::Up);
+    for seed in SEEDS {
+        let (r, c) = (sim(&s, seed), sim(&control, seed));
+        assert!(zero_advice(&r) > 0, "seed {seed}: no Retry-After: 0");
+        assert_eq!(zero_advice(&c), 0, "seed {seed}: fastify's rounding never says 0");
+        assert!(r.limited > c.limited + 20, "seed {seed}: {} refusals against {}", r.limited, c.limited);
+        assert_eq!((r.succeeded, c.succeeded), (120, 120));
+    }
+}
+
+#[test]
+fn at_half_a_second_the_same_workload_never_sees_a_0() {
+    let mut s = scenario("retry-after-rounded-down");
+    s.api.clock_skew_ms = retrysim::sim::scenario::HALF_SECOND_PHASE_MS;
+    for seed in SEEDS {
+        assert_eq!(zero_advice(&sim(&s, seed)), 0, "seed {seed}");
+    }
+}
+
+#[test]
+fn a_unix_seconds_reset_holds_the_pacing_gate_about_twice_as_long() {
+    let (s, control) = with_control("reset-unix-seconds", |api| api.rate_limit_reset = ResetForm::SecondsLeft);
+    for seed in SEEDS {
+        let (r, c) = (sim(&s, seed), sim(&control, seed));
+        assert_eq!((r.limited, c.limited, r.succeeded), (0, 0, 120), "seed {seed}");
+        assert!(r.virtual_ms * 10 >= c.virtual_ms * 18, "seed {seed}: {} ms against {} ms", r.virtual_ms, c.virtual_ms);
+    }
+}
+
+#[test]
+fn without_date_the_unix_reset_is_ignored_and_pacing_learns_from_refusals() {
+    let mut s = scenario("reset-unix-seconds");
+    s.api.send_date = false;
+    for seed in SEEDS {
+        let r = sim(&s, seed);
+        assert!(r.limited > 0 && r.virtual_ms < 4_000, "seed {seed}: {} refusals in {} ms", r.limited, r.virtual_ms);
+    }
+}
+
+#[test]
+fn the_pacing_gate_cannot_read_the_structured_fields() {
+    let (s, control) = with_control("ietf-ratelimit-fields", |api| api.rate_limit_fields = RateLimitFields::Draft6);
+    for seed in SEEDS {
+        let (r, c) = (sim(&s, seed), sim(&control, seed));
+        assert!(r.limited > 0, "seed {seed}: the gate saw no limit, so it must learn it from refusals");
+        assert_eq!(c.limited, 0, "seed {seed}");
+    }
+    let both = Scenario {
+        api: ApiConfig { rate_limit_fields: RateLimitFields::Draft6AndStructured, ..s.api.clone() },
+        ..s.clone()
+    };
+    assert_eq!(sim(&both, 1).limited, 0, "beside the draft-6 fields, the gate reads those");
+}
+
+#[test]
+fn an_html_429_without_a_code_loses_jobs_as_unclear() {
+    let (s, control) = with_control("html-429-no-code", |api| api.rate_limited_body = RateLimitedBody::Envelope);
+    for seed in SEEDS {
+        let (r, c) = (sim(&s, seed), sim(&control, seed));
+        let unclear = r.gave_up.get("unclear_exhausted").copied().unwrap_or(0);
+        assert!(unclear > 0 && r.succeeded + unclear == 120, "seed {seed}: {:?}", r.gave_up);
+        assert!(
+            r.ledger.arrivals.iter().filter(|a| a.status == 429).all(|a| a.code.is_none() && a.retry_after.is_some())
+        );
+        assert_eq!(c.succeeded, 120, "seed {seed}");
+    }
+}
+
+#[test]
+fn without_date_a_skewed_servers_http_date_reads_as_an_hour() {
+    let (s, control) = with_control("no-date-skewed-clock", |api| api.send_date = true);
+    assert_eq!(
+        control,
+        Scenario { name: s.name.clone(), description: s.description.clone(), ..scenario("skewed-server-clock") }
+    );
+    for seed in SEEDS {
+        let (r, c) = (sim(&s, seed), sim(&control, seed));
+        assert_eq!(r.gave_up.get("advice_too_long"), Some(&1), "seed {seed}: {:?}", r.gave_up);
+        assert_eq!(c.succeeded, 1, "seed {seed}");
+    }
+}
+
+#[test]
+fn on_the_moving_window_the_pacing_gate_is_slower() {
+    let (s, control) = with_control("moving-window-1s", |api| api.limiter.kind = LimiterKind::FixedWindow);
+    for seed in SEEDS {
+        let (r, c) = (sim(&s, seed), sim(&control, seed));
+        assert_eq!((r.succeeded, c.succeeded), (120, 120));
+        assert!(r.virtual_ms > c.virtual_ms + 1_000, "seed {seed}: {} ms against {} ms", r.virtual_ms, c.virtual_ms);
+    }
+}
+
+#[test]
+fn the_flask_limiter_scenarios_carry_every_habit() {
+    for (name, kind) in
+        [("flask-limiter-fixed", LimiterKind::FixedWindow), ("flask-limiter-moving", LimiterKind::MovingWindow)]
+    {
+        let s = scenario(name);
+        let a = &s.api;
+        assert_eq!((a.limiter.kind, a.limiter.writes, a.limiter.window_ms), (kind, 30, 1_000), "{name}");
+        assert_eq!((s.fleet.workers, s.fleet.jobs), (8, 120), "{name}");
+        assert!(a.rate_limit_headers && a.send_date, "{name}");
+        assert_eq!(
+            (a.rate_limit_fields, a.rate_limit_reset, a.retry_after_rounding, a.rate_limited_body),
+            (RateLimitFields::XRateLimit, ResetForm::UnixSeconds, RetryAfterRounding::Down, RateLimitedBody::Html),
+            "{name}"
+        );
+        let r = sim(&s, 1);
+        let refused: Vec<_> = r.ledger.arrivals.iter().filter(|a| a.outcome == ArrivalOutcome::Refused).collect();
+        assert!(!refused.is_empty() && refused.iter().all(|a| a.code.is_none()), "{name}");
+        assert_eq!(r.charged, r.succeeded, "{name}: one charge per job");
+    }
+}
+
+#[test]
+fn every_habit_gives_the_ideal_row_the_same_schedule() {
+    let mut p = compare::Preset::new("ideal-under-each-habit", "the oracle under each habit");
+    for (habit, _) in compare::HABITS {
+        let mut s = compare::with_habit(habit).unwrap();
+        s.fleet.gate = retrysim::sim::scenario::GateConfig::Ideal;
+        p.push(habit, s);
+    }
+    // Negative control: a limiter that does change the oracle's schedule.
+    let mut bucket = compare::with_habit("fastify").unwrap();
+    bucket.fleet.gate = retrysim::sim::scenario::GateConfig::Ideal;
+    bucket.api.limiter.kind = LimiterKind::TokenBucket;
+    p.push("token-bucket", bucket);
+    let mut c = compare::run(&p, 3, 2).unwrap_or_else(|e| panic!("{e}"));
+    let control = c.rows.pop().expect("the control row");
+    let fastify = &c.rows[0];
+    let strip =
+        |r: &compare::RowSummary| r.runs.iter().map(|f| (f.virtual_ms, f.requests, f.limited)).collect::<Vec<_>>();
+    assert_ne!(strip(&control), strip(fastify), "the comparison must be able to tell schedules apart");
+    for row in &c.rows {
+        let strip =
+            |r: &compare::RowSummary| r.runs.iter().map(|f| (f.virtual_ms, f.requests, f.limited)).collect::<Vec<_>>();
+        assert_eq!(strip(row), strip(fastify), "{}: the ideal row is no yardstick under this habit", row.policy);
+        assert_eq!(row.limited.max, 0.0, "{}", row.policy);
+    }
+    assert!(compare::with_habit("nope").is_none());
+}
