@@ -49,6 +49,9 @@ enum PolicyName {
     ExponentialFullJitter,
     /// Retry-After plus jitter behind one `Pacing` gate shared by the fleet.
     Pacing,
+    /// The same with `learn_phase` off: the gate trusts the rounded reset
+    /// (a negative control for the conformance script's ideal-time check).
+    PacingNoPhase,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -76,21 +79,18 @@ struct Args {
     /// The policy every worker runs.
     #[arg(long, value_enum)]
     policy: PolicyName,
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
     workers: u32,
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     jobs: u32,
     /// The server's limit per window (for the ideal time only).
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
     limit: u32,
     /// The server's window (for the ideal time only).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     window: Duration,
-    /// The ledger: GET for the stats, POST to `/__reset` beside it (default:
-    /// `/__stats` on the URL's host).
-    #[arg(long)]
-    stats: Option<Uri>,
-    /// Do not reset the server's ledger and limiters before the run.
+    /// Do not reset the server's ledger and limiters (`POST /__reset` on the
+    /// URL's host) before the run.
     #[arg(long)]
     no_reset: bool,
     /// Cancel the fleet after this long (its unfinished jobs are lost).
@@ -184,10 +184,12 @@ struct Report {
 #[derive(Debug)]
 struct Failure(String);
 
-async fn ledger(stats: &Uri, method: http::Method, path: &str) -> Result<serde_json::Value, Failure> {
+/// Calls the conformance server's ledger (`/__stats`, `/__reset`) on the jobs URL's host.
+async fn ledger(url: &Uri, method: http::Method, path: &str) -> Result<serde_json::Value, Failure> {
+    let authority = url.authority().cloned().ok_or_else(|| Failure(format!("--url {url} has no host")))?;
     let uri = Uri::builder()
         .scheme("http")
-        .authority(stats.authority().cloned().ok_or_else(|| Failure(format!("--stats {stats} has no host")))?)
+        .authority(authority)
         .path_and_query(path)
         .build()
         .map_err(|e| Failure(format!("bad ledger URL: {e}")))?;
@@ -204,7 +206,7 @@ async fn ledger(stats: &Uri, method: http::Method, path: &str) -> Result<serde_j
 
 fn policy_for(name: PolicyName) -> Policy {
     match name {
-        PolicyName::RetryAfterJitter | PolicyName::Pacing => scenario::retry_after_jitter(),
+        PolicyName::RetryAfterJitter | PolicyName::Pacing | PolicyName::PacingNoPhase => scenario::retry_after_jitter(),
         PolicyName::ExponentialFullJitter => compare::blinkimg_1s()
             .row("exponential-full-jitter")
             .expect("the blinkimg-1s preset has the exponential-full-jitter row")
@@ -218,19 +220,21 @@ async fn run(args: &Args, seed: u64) -> Result<(Report, Vec<Sent>), Failure> {
     if args.url.scheme_str() != Some("http") || args.url.authority().is_none() {
         return Err(Failure(format!("--url {}: give a plain http:// URL with a host and port", args.url)));
     }
-    let stats = args.stats.clone().unwrap_or_else(|| args.url.clone());
-    let stats_path = args.stats.as_ref().map_or("/__stats", |s| s.path()).to_owned();
-    let reset_path = stats_path.replace("__stats", "__reset");
     if !args.no_reset {
-        ledger(&stats, http::Method::POST, &reset_path).await?;
+        ledger(&args.url, http::Method::POST, "/__reset").await?;
     }
     let transport = Arc::new(Metered { origin: Instant::now(), sent: Mutex::new(Vec::new()) });
     let mut client = RetryClient::new(TokioClock::real(), transport.clone(), policy_for(args.policy));
     if args.uncoded_429 == Uncoded429::Throttled {
         client = client.with_classifier(Arc::new(UncodedIsThrottled(DefaultTable::default())));
     }
-    if args.policy == PolicyName::Pacing {
-        let gate: Arc<dyn Gate> = Arc::new(Pacing::new(PacingState::new(PacingConfig::default())));
+    let pacing = match args.policy {
+        PolicyName::Pacing => Some(PacingConfig::default()),
+        PolicyName::PacingNoPhase => Some(PacingConfig { learn_phase: false, ..PacingConfig::default() }),
+        PolicyName::RetryAfterJitter | PolicyName::ExponentialFullJitter => None,
+    };
+    if let Some(config) = pacing {
+        let gate: Arc<dyn Gate> = Arc::new(Pacing::new(PacingState::new(config)));
         client = client.with_gate(gate);
     }
     let client = Arc::new(client);
@@ -285,7 +289,7 @@ async fn run(args: &Args, seed: u64) -> Result<(Report, Vec<Sent>), Failure> {
         }
     }
     let wall = started.elapsed();
-    let server = ledger(&stats, http::Method::GET, &stats_path).await?;
+    let server = ledger(&args.url, http::Method::GET, "/__stats").await?;
     let sent = std::mem::take(&mut *transport.sent.lock().unwrap_or_else(|e| e.into_inner()));
     let mut give_ups = BTreeMap::new();
     for reason in outcomes.iter().filter_map(|o| o.as_ref().err()) {
@@ -295,8 +299,8 @@ async fn run(args: &Args, seed: u64) -> Result<(Report, Vec<Sent>), Failure> {
     let mut rtts: Vec<Duration> = sent.iter().filter(|s| s.status.is_some()).map(|s| s.took).collect();
     rtts.sort();
     let rtt = rtts.get(rtts.len() / 2).copied().unwrap_or_default();
-    let windows = args.jobs.div_ceil(args.limit.max(1));
-    let burst = args.limit.min(args.jobs).div_ceil(args.workers.max(1));
+    let windows = args.jobs.div_ceil(args.limit);
+    let burst = args.limit.min(args.jobs).div_ceil(args.workers);
     let ideal = args.window * windows.saturating_sub(1) + rtt * burst;
     let number = |k: &str| server.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
     let report = Report {
@@ -339,7 +343,8 @@ fn text(r: &Report) -> String {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    // Keys must differ across runs: seed from the OS unless told otherwise.
+    // Keys must differ across runs: unless told otherwise, seed from the
+    // OS's entropy (`RandomState` keys come from it).
     let seed = args.seed.unwrap_or_else(|| RandomState::new().hash_one(Instant::now()));
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
