@@ -61,6 +61,7 @@ use crate::sim::api::{AdviceForm, Arrival, ArrivalOutcome, Envelope, NO_KEY};
 use crate::sim::check::{Invariant, Violation, clock_slack_ms};
 use crate::sim::net::Fault;
 use crate::sim::render::{Show, render_run};
+use crate::sim::job::job_of_label;
 use crate::sim::runner::{JobOutcome, JobRecord, PLANTED_SECRETS, Report};
 use crate::sim::scenario::Scenario;
 
@@ -113,6 +114,8 @@ pub enum BlackBoxCheck {
     UnkeyedReplay,
     /// A planted secret in what the client reported.
     NoSecrets,
+    /// The client panicked in a job.
+    ClientPanicked,
 }
 
 impl BlackBoxCheck {
@@ -125,6 +128,7 @@ impl BlackBoxCheck {
             BlackBoxCheck::AfterTerminal | BlackBoxCheck::UnkeyedReplay => Invariant::NoUnsafeRetry,
             BlackBoxCheck::Deadline => Invariant::Deadline,
             BlackBoxCheck::NoSecrets => Invariant::NoSecrets,
+            BlackBoxCheck::ClientPanicked => Invariant::ClientReturns,
         }
     }
 }
@@ -201,13 +205,23 @@ pub fn check_black_box_with(r: &Report, front: &Promises, background: &Promises)
         unkeyed_replay(job, &j.arrivals, &mut out);
     }
     no_secrets(r, &mut out);
+    client_panicked(r, &mut out);
     out
 }
 
-/// The job number in a request's client label (`"w3 job-17"` → 17).
-pub fn job_of_label(client: &str) -> Option<u32> {
-    let i = client.rfind("job-")?;
-    client[i + 4..].parse().ok()
+/// A job whose client panicked: the run went on, the job did not.
+fn client_panicked(r: &Report, out: &mut Vec<BlackBoxViolation>) {
+    for j in r.records.iter().chain(&r.deferred_records) {
+        if let Some(message) = &j.panic {
+            out.push(BlackBoxViolation {
+                check: BlackBoxCheck::ClientPanicked,
+                job: Some(j.job),
+                arrivals_ms: Vec::new(),
+                promised: "every client returns from every job".into(),
+                detail: format!("the client panicked at {} ms: {message}", j.finished_ms),
+            });
+        }
+    }
 }
 
 /// One run of a job (the front end's, or a background one) and its requests.

@@ -63,11 +63,13 @@ pub enum Invariant {
     Liveness,
     /// 10. Fleet: retries stay within the shared retry budget.
     FleetBudget,
+    /// 11. The client under test returns from every job: it does not panic.
+    ClientReturns,
 }
 
 impl Invariant {
     /// Every invariant, in DESIGN.md order.
-    pub const ALL: [Invariant; 11] = [
+    pub const ALL: [Invariant; 12] = [
         Invariant::Deadline,
         Invariant::AttemptBound,
         Invariant::OneChargePerKey,
@@ -79,12 +81,14 @@ impl Invariant {
         Invariant::NoSecrets,
         Invariant::Liveness,
         Invariant::FleetBudget,
+        Invariant::ClientReturns,
     ];
 
     /// The number DESIGN.md gives it (its 10th has two halves).
     pub fn number(self) -> u8 {
         match self {
             Invariant::FleetBudget => 10,
+            Invariant::ClientReturns => 11,
             other => other as u8 + 1,
         }
     }
@@ -882,6 +886,6 @@ mod tests {
     fn display_names_the_number() {
         let x = v(Invariant::OneChargePerKey, "k".into());
         assert_eq!(x.to_string(), "invariant 3 (one-charge-per-key): k");
-        assert_eq!(Invariant::ALL.map(Invariant::number), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10]);
+        assert_eq!(Invariant::ALL.map(Invariant::number), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 11]);
     }
 }

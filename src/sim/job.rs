@@ -3,6 +3,10 @@
 //! checkers read. The fleet's workers and deferral's background workers
 //! both run jobs through here.
 
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,7 +20,7 @@ use crate::env::{Clock, Rng, TokioClock};
 use crate::sim::net::API_HOST;
 use crate::sim::scenario::Scenario;
 use crate::sim::seed::derive;
-use crate::sim::subject::{Job, JobEnd, SimNet, Subject};
+use crate::sim::subject::{BoxFuture, Job, JobEnd, SimNet, Subject};
 use crate::trace::{Trace, ms};
 
 /// Secrets planted in every request, so the checks can prove none leaks.
@@ -79,9 +83,16 @@ pub struct JobRecord {
     /// counts them from the ledger after the run).
     #[serde(skip)]
     pub attempts_reported: bool,
+    /// The client's panic message, when it panicked in this job (the job
+    /// then counts as given up, `client_panicked`, and the checks report it).
+    #[serde(skip)]
+    pub panic: Option<String>,
     /// What the client pushed (empty for a client that traces nothing).
     pub trace: Trace,
 }
+
+/// The give-up reason of a job whose client panicked.
+pub const CLIENT_PANICKED: &str = "client_panicked";
 
 /// Which kind job `job` of a run with `seed` is, from the scenario's mix.
 pub fn kind_of(s: &Scenario, seed: u64, job: u32) -> JobKind {
@@ -182,7 +193,12 @@ impl Run<'_> {
             cancel: &cancel,
             trace: &mut trace,
         };
-        let end: JobEnd = self.subject.run(job).await;
+        // A panicking client must not take the run down with it: the panic
+        // ends this job only, and the checks report it with the replay line.
+        let (end, panic) = match CatchUnwind(self.subject.run(job)).await {
+            Ok(end) => (end, None),
+            Err(message) => (JobEnd::gave_up(CLIENT_PANICKED), Some(message)),
+        };
         let finished = self.clock.now();
         let has_key = self.kind == JobKind::Keyed && end.key.is_some();
         JobRecord {
@@ -198,8 +214,36 @@ impl Run<'_> {
             outcome: end.outcome,
             key: end.key,
             attempt_keys: end.attempt_keys,
+            panic,
             trace,
         }
+    }
+}
+
+/// Polls a job's future, turning a panic into its message.
+struct CatchUnwind<'a>(BoxFuture<'a, JobEnd>);
+
+impl Future for CatchUnwind<'_> {
+    type Output = Result<JobEnd, String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let fut = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Ready(end)) => Poll::Ready(Ok(end)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(payload) => Poll::Ready(Err(panic_message(payload.as_ref()))),
+        }
+    }
+}
+
+/// The text of a panic's payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
     }
 }
 

@@ -55,12 +55,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Request;
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::budget::RetryBudget;
 use crate::env::{Rng, TokioClock};
 use crate::gate::Gate;
+pub use crate::sim::blackbox::Promises;
 use crate::sim::job::JobOutcome;
 use crate::sim::net::SimTransport;
 use crate::sim::scenario::Scenario;
@@ -68,29 +68,6 @@ use crate::trace::Trace;
 
 /// A boxed future that a [`Subject`] returns for a job.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// What a client under test promises. The black-box checks hold it to
-/// exactly this, from the server's ledger; `None` promises nothing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Promises {
-    /// At most this many requests per job (first attempt and retries).
-    pub max_attempts: Option<u32>,
-    /// A job ends (answer or give-up) within this much time of its start.
-    pub deadline: Option<Duration>,
-    /// It never sends again before the server's advice has passed.
-    pub honours_retry_after: bool,
-}
-
-impl Promises {
-    /// What a retrysim [`Policy`](crate::core::policy::Policy) promises.
-    pub fn of_policy(p: &crate::core::policy::Policy) -> Promises {
-        Promises {
-            max_attempts: Some(p.max_retries.saturating_add(1)),
-            deadline: Some(p.deadline),
-            honours_retry_after: p.use_advice,
-        }
-    }
-}
 
 /// The simulated network, as a client reaches it: a [`Transport`](crate::env::Transport)
 /// (one connection per attempt).
