@@ -226,7 +226,8 @@ async fn run(args: &Args, seed: u64) -> Result<(Report, Vec<Sent>), Failure> {
     if !args.no_reset {
         ledger(&args.url, http::Method::POST, "/__reset").await?;
     }
-    let transport = Arc::new(Metered { inner: HyperTransport::new(), origin: Instant::now(), sent: Mutex::new(Vec::new()) });
+    let transport =
+        Arc::new(Metered { inner: HyperTransport::new(), origin: Instant::now(), sent: Mutex::new(Vec::new()) });
     let mut client = RetryClient::new(TokioClock::real(), transport.clone(), policy_for(args.policy));
     if args.uncoded_429 == Uncoded429::Unclear {
         client = client.with_classifier(Arc::new(UncodedIsUnclear(DefaultTable::default())));

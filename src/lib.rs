@@ -98,6 +98,8 @@ pub mod env;
 pub mod gate;
 #[cfg(feature = "sim")]
 pub mod sim;
+#[cfg(feature = "sim")]
+pub mod testing;
 pub mod trace;
 
 pub use crate::client::{RetryClient, RetryError};

@@ -59,9 +59,9 @@ use serde::Serialize;
 use crate::core::policy::Policy;
 use crate::sim::api::{AdviceForm, Arrival, ArrivalOutcome, Envelope, NO_KEY};
 use crate::sim::check::{Invariant, Violation, clock_slack_ms};
+use crate::sim::job::job_of_label;
 use crate::sim::net::Fault;
 use crate::sim::render::{Show, render_run};
-use crate::sim::job::job_of_label;
 use crate::sim::runner::{JobOutcome, JobRecord, PLANTED_SECRETS, Report};
 use crate::sim::scenario::Scenario;
 
@@ -102,6 +102,8 @@ impl Promises {
 pub enum BlackBoxCheck {
     /// An idempotency key charged more than once, or one keyed job charged under two keys.
     OneChargePerKey,
+    /// One job's requests carried two different idempotency keys.
+    OneKeyPerJob,
     /// More requests in one run of a job than `max_attempts`.
     AttemptBound,
     /// A request before the advice of the job's last received answer passed.
@@ -123,6 +125,7 @@ impl BlackBoxCheck {
     pub fn invariant(self) -> Invariant {
         match self {
             BlackBoxCheck::OneChargePerKey => Invariant::OneChargePerKey,
+            BlackBoxCheck::OneKeyPerJob => Invariant::OneKeyPerOperation,
             BlackBoxCheck::AttemptBound => Invariant::AttemptBound,
             BlackBoxCheck::EarlyRetry => Invariant::AdviceRespected,
             BlackBoxCheck::AfterTerminal | BlackBoxCheck::UnkeyedReplay => Invariant::NoUnsafeRetry,
@@ -189,6 +192,7 @@ pub fn check_black_box_with(r: &Report, front: &Promises, background: &Promises)
     let jobs = jobs_of(r);
     let mut out = Vec::new();
     one_charge_per_key(r, &mut out);
+    one_key_per_job(r, &mut out);
     for (&job, j) in &jobs {
         for (i, run) in j.runs.iter().enumerate() {
             let p = if i == 0 { front } else { background };
@@ -420,6 +424,34 @@ fn one_charge_per_key(r: &Report, out: &mut Vec<BlackBoxViolation>) {
                     arrivals.len(),
                     keys.len()
                 ),
+            });
+        }
+    }
+}
+
+/// Every request of one job that carries a key carries the same one, in
+/// every run (a deferred job keeps its key). A client that mints a key per
+/// attempt (a key built inside the retried closure) breaks it even when no
+/// answer is lost, so no double charge shows it yet.
+fn one_key_per_job(r: &Report, out: &mut Vec<BlackBoxViolation>) {
+    let mut by_job: BTreeMap<u32, Vec<&Arrival>> = BTreeMap::new();
+    for a in &r.ledger.arrivals {
+        if let (Some(job), Some(_)) = (job_of_label(&a.client), &a.idempotency_key) {
+            by_job.entry(job).or_default().push(a);
+        }
+    }
+    for (job, arrivals) in by_job {
+        let first = arrivals[0].idempotency_key.as_deref();
+        if let Some(other) = arrivals.iter().position(|a| a.idempotency_key.as_deref() != first) {
+            let mut keys: Vec<&str> = arrivals.iter().filter_map(|a| a.idempotency_key.as_deref()).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            out.push(BlackBoxViolation {
+                check: BlackBoxCheck::OneKeyPerJob,
+                job: Some(job),
+                arrivals_ms: times(&arrivals[..=other]),
+                promised: "one Idempotency-Key per operation, reused on every attempt".into(),
+                detail: format!("{} requests of one job carried {} different keys", arrivals.len(), keys.len()),
             });
         }
     }
@@ -760,8 +792,17 @@ mod tests {
         // A fresh key on every attempt: each key once, the job twice.
         let second = Arrival { idempotency_key: Some("another-key".into()), ..post(2, 500) };
         let r = report(vec![post(2, 10), second], &[(2, 0, 600)]);
-        let v = only(&check_black_box(&r, &promises(3, 10)), BlackBoxCheck::OneChargePerKey).clone();
-        assert!(v.detail.contains("under 2 different keys"), "{}", v.detail);
+        let vs = check_black_box(&r, &promises(3, 10));
+        assert_eq!(checks(&vs), [BlackBoxCheck::OneChargePerKey, BlackBoxCheck::OneKeyPerJob], "{vs:#?}");
+        assert!(vs[0].detail.contains("under 2 different keys"), "{}", vs[0].detail);
+        assert!(vs[1].detail.contains("2 different keys"), "{}", vs[1].detail);
+
+        // A fresh key on a retry after a 429: nothing charged twice, yet the
+        // job's requests carried two keys.
+        let fresh = Arrival { idempotency_key: Some("another-key".into()), ..post(3, 1_500) };
+        let r = report(vec![rate_limited(3, 10, S), fresh], &[(3, 0, 1_600)]);
+        let v = only(&check_black_box(&r, &promises(3, 10)), BlackBoxCheck::OneKeyPerJob).clone();
+        assert_eq!((v.job, v.arrivals_ms), (Some(3), vec![10, 1_500]));
     }
 
     #[test]

@@ -128,6 +128,35 @@ pub fn clock_slack_ms(s: &Scenario) -> u64 {
     1 + s.net.tick.as_nanos().div_ceil(1_000_000) as u64
 }
 
+/// Every invariant check that applies to one run, as [`Violation`]s:
+/// the black-box checks ([`blackbox`](crate::sim::blackbox)) with what the
+/// client promised (a deferred job's background runs with the background
+/// policy's), and, when the client wrote retrysim's trace
+/// ([`Report::traced`]), the trace-based checks of [`check_run`] and
+/// liveness where the scenario expects it. Determinism (8) needs a second
+/// run: see [`check_determinism`].
+pub fn check_report(r: &Report) -> Vec<Violation> {
+    let mut out = Vec::new();
+    if r.traced {
+        out.extend(check_run(r));
+        if liveness_expected(&r.scenario_config).is_ok() {
+            out.extend(check_liveness(r));
+        }
+    }
+    out.extend(black_box(r).into_iter().map(Violation::from));
+    out
+}
+
+/// The black-box checks of `r`, holding the client to its promises and a
+/// deferred job's background runs to the background policy's.
+pub fn black_box(r: &Report) -> Vec<crate::sim::blackbox::BlackBoxViolation> {
+    use crate::sim::blackbox::{Promises, check_black_box, check_black_box_with};
+    match &r.scenario_config.fleet.deferral {
+        Some(d) => check_black_box_with(r, &r.promises, &Promises::of_policy(&d.policy)),
+        None => check_black_box(r, &r.promises),
+    }
+}
+
 /// Runs every checker that needs only one run (1–7, 9, and the budget half of 10).
 pub fn check_run(r: &Report) -> Vec<Violation> {
     let mut out = Vec::new();
@@ -243,7 +272,8 @@ pub fn terminal(status: u16, code: Option<&str>) -> bool {
     let Ok(status) = http::StatusCode::from_u16(status) else { return false };
     // Advice never makes an answer terminal, so none is passed.
     let none = http::HeaderMap::new();
-    DefaultTable::default().classify(Outcome::Answer { status, code, headers: &none, advised: false }) == Class::Terminal
+    DefaultTable::default().classify(Outcome::Answer { status, code, headers: &none, advised: false })
+        == Class::Terminal
 }
 
 /// Invariant 5, server side: a POST without a key ran at most once per job. A correct

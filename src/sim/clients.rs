@@ -72,9 +72,7 @@ impl Builtin {
             Builtin::NoKeyNaive => Policy { idempotency_keys: false, ..scenario.clone() },
             Builtin::RetryAtOnce => ignoring(Backoff { base: ms(0), cap: ms(0), jitter: Jitter::None }),
             Builtin::ExponentialNoJitter => ignoring(Backoff { base: ms(100), cap: ms(8_000), jitter: Jitter::None }),
-            Builtin::ExponentialFullJitter => {
-                ignoring(Backoff { base: ms(100), cap: ms(8_000), jitter: Jitter::Full })
-            }
+            Builtin::ExponentialFullJitter => ignoring(Backoff { base: ms(100), cap: ms(8_000), jitter: Jitter::Full }),
         }
     }
 }
@@ -115,6 +113,10 @@ impl<T: Transport> Retrysim<T> {
 impl<T: Transport + 'static> Subject for Retrysim<T> {
     fn promises(&self) -> Promises {
         self.declared.clone()
+    }
+
+    fn writes_trace(&self) -> bool {
+        true
     }
 
     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {

@@ -130,11 +130,7 @@ fn with_gate(base: &Scenario, gate: GateConfig, description: &str) -> Scenario {
 fn blinkimg_rows(p: &mut Preset, base: &Scenario) {
     for (name, kind, description) in [
         ("retry-at-once", Builtin::RetryAtOnce, "retry at once, ignoring Retry-After"),
-        (
-            "exponential-no-jitter",
-            Builtin::ExponentialNoJitter,
-            "wait min(8 s, 100 ms * 2^n), ignoring Retry-After",
-        ),
+        ("exponential-no-jitter", Builtin::ExponentialNoJitter, "wait min(8 s, 100 ms * 2^n), ignoring Retry-After"),
         (
             "exponential-full-jitter",
             Builtin::ExponentialFullJitter,

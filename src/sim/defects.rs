@@ -101,7 +101,11 @@ impl Defects {
 
     /// The classifier the defective client uses.
     pub fn classifier(&self) -> Arc<dyn Classifier> {
-        if self.retry_terminal { Arc::new(TerminalAsThrottled(DefaultTable::default())) } else { Arc::new(DefaultTable::default()) }
+        if self.retry_terminal {
+            Arc::new(TerminalAsThrottled(DefaultTable::default()))
+        } else {
+            Arc::new(DefaultTable::default())
+        }
     }
 }
 

@@ -28,15 +28,15 @@ use crate::core::budget::RetryBudget;
 use crate::env::{TokioClock, seeded_rng};
 use crate::gate::aimd::{Aimd, GateFact, GateLog};
 use crate::gate::{Admission, Feedback, Gate};
-use crate::sim::deferral::{self, DeferralQueue};
-use crate::sim::limiter_service::{LIMITER_HOST, RemoteGate, RouteFact, RouteLog, serve_limiter};
 use crate::sim::clients::{Builtin, builtin};
+use crate::sim::deferral::{self, DeferralQueue};
 use crate::sim::job::{JobRecord, run_job};
+use crate::sim::limiter_service::{LIMITER_HOST, RemoteGate, RouteFact, RouteLog, serve_limiter};
 use crate::sim::net::sim_now;
 use crate::sim::runner::{FLEET_HOST, build_budget, build_gate, epoch};
-use crate::sim::subject::{Host, MakeSubject, Promises, Subject};
 use crate::sim::scenario::{GateConfig, Hosts, Scenario};
 use crate::sim::seed::derive;
+use crate::sim::subject::{Host, MakeSubject, Promises, Subject};
 
 /// Wraps a retry budget (see [`Hooks`]).
 pub type WrapBudget = fn(Arc<dyn RetryBudget>) -> Arc<dyn RetryBudget>;
@@ -103,7 +103,8 @@ pub(crate) struct Shared {
     routes: RouteLog,
     depth: Arc<Mutex<Depth>>,
     deferral: Arc<DeferralQueue>,
-    promises: Mutex<Option<Promises>>,
+    /// What the first client built promised, and whether it writes a trace.
+    made: Mutex<Option<(Promises, bool)>>,
 }
 
 impl Shared {
@@ -120,7 +121,7 @@ impl Shared {
             routes: RouteLog::default(),
             depth: Arc::default(),
             deferral: Arc::new(DeferralQueue::new(s.fleet.workers)),
-            promises: Mutex::default(),
+            made: Mutex::default(),
         }
     }
 
@@ -134,12 +135,13 @@ impl Shared {
 
     /// Remembers what the first client built promised.
     fn made(&self, subject: &dyn Subject) {
-        lock(&self.promises).get_or_insert_with(|| subject.promises());
+        lock(&self.made).get_or_insert_with(|| (subject.promises(), subject.writes_trace()));
     }
 
-    /// What the client under test promised, once one was built.
-    pub(crate) fn promises(&self) -> Option<Promises> {
-        lock(&self.promises).clone()
+    /// What the client under test promised, and whether it writes a trace,
+    /// once one was built.
+    pub(crate) fn client(&self) -> Option<(Promises, bool)> {
+        lock(&self.made).clone()
     }
 
     /// The jobs of `1..=jobs` with no record yet, in order.

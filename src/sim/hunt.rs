@@ -34,12 +34,12 @@ use serde::Serialize;
 
 use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
 use crate::core::policy::Policy;
-use crate::sim::defects::Defects;
 use crate::env::{Rng, seeded_rng};
 use crate::sim::api::{
     AccountConfig, AdviceForm, ConcurrencyConfig, DateForm, Envelope, LimiterConfig, LimiterKind, ScriptStep,
 };
 use crate::sim::check::{self, Invariant, Violation};
+use crate::sim::defects::Defects;
 use crate::sim::net::{Fault, ScheduledFault};
 use crate::sim::runner;
 use crate::sim::scenario::{BudgetConfig, GateConfig, OpMix, Scenario};
@@ -403,8 +403,9 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default()
 }
 
-/// Runs one seed and checks every invariant: 1–7 and 9 on the run, 8 when
-/// `determinism` is set (a second run), 10 when the scenario qualifies.
+/// Runs one seed and checks every invariant: 1–7, 9 and 11 on the run (from
+/// the trace and, black-box, from the ledger), 8 when `determinism` is set
+/// (a second run), 10 when the scenario qualifies.
 pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
     let s = target.scenario(seed);
     let replay = target.replay(seed);
@@ -443,10 +444,9 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
         }
     };
     result.virtual_ms = first.virtual_ms;
-    let mut violations = check::check_run(&first);
-    if liveness {
-        violations.extend(check::check_liveness(&first));
-    }
+    // The trace-based checks, the black-box ones next to them, and liveness
+    // where it applies.
+    let mut violations = check::check_report(&first);
     if determinism {
         match run(&s) {
             Ok(second) => violations.extend(check::check_determinism(&first, &second)),

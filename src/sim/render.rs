@@ -5,8 +5,11 @@
 use std::fmt::Write as _;
 
 use crate::core::policy::secs;
+use std::collections::BTreeMap;
+
+use crate::sim::job::{JobOutcome, JobRecord, job_of_label};
 use crate::sim::runner::Report;
-use crate::trace::render_event;
+use crate::trace::{render_event, short_key};
 
 /// Which jobs' events to show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,18 +33,37 @@ impl Show {
 }
 
 /// Renders a run for review.
+///
+/// A client that writes no trace (a foreign one, see
+/// [`Subject::writes_trace`](crate::sim::subject::Subject::writes_trace)) is
+/// shown as the server saw it: each request's arrival and answer from the
+/// ledger, and each job's end.
 pub fn render_run(r: &Report, show: Show) -> String {
     let p = &r.scenario_config.policy;
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "scenario={} seed={} policy={} deadline={} max_retries={}",
-        r.scenario,
-        r.seed,
-        p.name,
-        secs(p.deadline),
-        p.max_retries
-    );
+    if r.traced {
+        let _ = writeln!(
+            out,
+            "scenario={} seed={} policy={} deadline={} max_retries={}",
+            r.scenario,
+            r.seed,
+            p.name,
+            secs(p.deadline),
+            p.max_retries
+        );
+    } else {
+        let promised = &r.promises;
+        let _ = writeln!(
+            out,
+            "scenario={} seed={} client={} promises: deadline={} max_attempts={} honours_retry_after={}",
+            r.scenario,
+            r.seed,
+            r.policy,
+            promised.deadline.map(secs).unwrap_or_else(|| "none".into()),
+            promised.max_attempts.map(|n| n.to_string()).unwrap_or_else(|| "none".into()),
+            promised.honours_retry_after,
+        );
+    }
     let reasons: Vec<String> = r.gave_up.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let _ = writeln!(
         out,
@@ -69,10 +91,14 @@ pub fn render_run(r: &Report, show: Show) -> String {
     let _ = writeln!(out, "-- {shown}");
     // Merge by time; ties keep job order, then event order: stable and total.
     let mut lines: Vec<(u64, u32, usize, String)> = Vec::new();
-    for j in chosen {
-        for (i, e) in j.trace.events.iter().enumerate() {
-            lines.push((e.at_ms, j.job, i, render_event(&j.trace.label, e)));
+    if r.traced {
+        for j in chosen {
+            for (i, e) in j.trace.events.iter().enumerate() {
+                lines.push((e.at_ms, j.job, i, render_event(&j.trace.label, e)));
+            }
         }
+    } else {
+        server_view(r, &chosen, &mut lines);
     }
     lines.sort_by_key(|l| (l.0, l.1, l.2));
     for (_, _, _, l) in lines {
@@ -80,6 +106,41 @@ pub fn render_run(r: &Report, show: Show) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The lines of an untraced client's jobs: every arrival of theirs in the
+/// ledger, with its answer, then each job's end.
+fn server_view(r: &Report, chosen: &[&JobRecord], lines: &mut Vec<(u64, u32, usize, String)>) {
+    let wanted: BTreeMap<u32, &JobRecord> = chosen.iter().map(|j| (j.job, *j)).collect();
+    let mut n: BTreeMap<u32, usize> = BTreeMap::new();
+    for a in &r.ledger.arrivals {
+        let Some(job) = job_of_label(&a.client).and_then(|job| wanted.get(&job)) else { continue };
+        let i = n.entry(job.job).or_default();
+        *i += 1;
+        let key = a.idempotency_key.as_deref().map(|k| format!("  key={}", short_key(k))).unwrap_or_default();
+        let at = a.at.as_millis() as u64;
+        let answer = match a.answered_at {
+            None => "no answer (cut off while running)".to_owned(),
+            Some(t) => {
+                let code = a.code.as_deref().map(|c| format!(" {c}")).unwrap_or_default();
+                let advice = a.retry_after.map(|d| format!("  advised {}", secs(d))).unwrap_or_default();
+                let when = t.as_millis() as u64;
+                let when = if when == at { String::new() } else { format!(" at {when}ms") };
+                let lost = if a.lost { "  (answer lost)" } else { "" };
+                format!("<- {}{code}{when}{advice}{lost}", a.status)
+            }
+        };
+        let line = format!("{at:>8}ms  {}  request {i}  {} {}{key}  {answer}", a.client, a.method, a.path);
+        lines.push((at, job.job, *i, line));
+    }
+    for j in chosen {
+        let end = match &j.outcome {
+            JobOutcome::Succeeded { status } => format!("succeeded {status}"),
+            JobOutcome::GaveUp { reason } => format!("gave up: {reason}"),
+        };
+        let line = format!("{:>8}ms  {}  ended: {end}", j.finished_ms, j.trace.label);
+        lines.push((j.finished_ms, j.job, usize::MAX, line));
+    }
 }
 
 /// The structured form of [`render_run`]: the report's numbers and the

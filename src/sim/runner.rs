@@ -18,10 +18,10 @@ use crate::gate::Gate;
 use crate::gate::aimd::Aimd;
 use crate::gate::pacing::{Pacing, PacingState};
 use crate::sim::api::{Api, Ledger};
-use crate::sim::fleet::{FleetFacts, Hooks, Shared, fleet_hosts};
-use crate::sim::limiter_service::LIMITER_HOST;
 use crate::sim::clients::ScenarioClient;
+use crate::sim::fleet::{FleetFacts, Hooks, Shared, fleet_hosts};
 use crate::sim::job::job_of_label;
+use crate::sim::limiter_service::LIMITER_HOST;
 use crate::sim::net::{API_HOST, Fault, Server, ServerFaults, serve};
 use crate::sim::oracle::{IdealGate, IdealSchedule};
 use crate::sim::scenario::{BudgetConfig, GateConfig, Scenario};
@@ -105,6 +105,10 @@ pub struct Report {
     /// What the client under test promised (the black-box checks hold it to this).
     #[serde(skip)]
     pub promises: Promises,
+    /// Whether the client wrote retrysim's trace ([`Subject::writes_trace`](crate::sim::subject::Subject::writes_trace)):
+    /// then the trace-based checks apply too.
+    #[serde(skip)]
+    pub traced: bool,
 }
 
 /// Why a run could not finish.
@@ -244,8 +248,20 @@ fn simulate(s: &Scenario, seed: u64, hooks: Hooks, make: Arc<dyn MakeSubject>) -
     deferred_records.sort_by_key(|r| (r.job, r.started_ms));
     let ledger = server.api.lock().unwrap_or_else(|e| e.into_inner()).ledger().clone();
     count_unreported_attempts(&mut records, &ledger);
-    let promises = shared.promises().unwrap_or_else(|| Promises::of_policy(&s.policy));
+    let (promises, traced) = shared.client().unwrap_or_else(|| (Promises::of_policy(&s.policy), true));
     let mut report = report(s, seed, records, ledger, make.label(s), promises);
+    report.traced = traced;
+    if !traced {
+        // No trace to read the first answers from: the ledger's first arrival of each job.
+        let mut first: BTreeMap<u32, bool> = BTreeMap::new();
+        for a in &report.ledger.arrivals {
+            if let Some(job) = job_of_label(&a.client) {
+                first.entry(job).or_insert(a.status == 429);
+            }
+        }
+        let limited = first.values().filter(|&&l| l).count();
+        report.first_attempt_429_rate = if report.jobs == 0 { 0.0 } else { limited as f64 / report.jobs as f64 };
+    }
     report.add_fleet_figures(deferred_records, fleet_facts);
     Ok(report)
 }
@@ -397,6 +413,7 @@ fn report(
         ledger,
         scenario_config: s.clone(),
         promises,
+        traced: true,
     }
 }
 

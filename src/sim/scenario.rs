@@ -11,9 +11,9 @@ use crate::core::duration_text;
 use crate::core::policy::Policy;
 use crate::gate::aimd::AimdConfig;
 use crate::gate::pacing::PacingConfig;
+use crate::sim::api::{AdviceForm, ApiConfig, Envelope, LimiterConfig, LimiterKind, ScriptStep};
 use crate::sim::clients::{Builtin, ClientConfig};
 use crate::sim::defects::Defects;
-use crate::sim::api::{AdviceForm, ApiConfig, Envelope, LimiterConfig, LimiterKind, ScriptStep};
 use crate::sim::net::{Fault, ScheduledFault};
 
 /// Everything one simulation run needs except the seed.

@@ -172,6 +172,12 @@ pub trait Subject: Send + Sync {
     fn promises(&self) -> Promises;
     /// Runs one job to its end.
     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd>;
+    /// Whether it writes retrysim's full trace (its attempts, answers, waits
+    /// and keys), so that the trace-based checks apply on top of the
+    /// black-box ones. Only retrysim's own driver does; the default is no.
+    fn writes_trace(&self) -> bool {
+        false
+    }
 }
 
 /// What the harness hands a [`MakeSubject`] on each fleet host.

@@ -4,6 +4,7 @@ mod cli;
 mod compare;
 mod driver;
 mod fleet;
+mod foreign;
 mod habits;
 mod lean_build;
 mod negative_controls;

@@ -10,9 +10,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use retrysim::core::policy::Policy;
-use retrysim::sim::defects::Defects;
 use retrysim::sim::api::ScriptStep;
 use retrysim::sim::check::{self, Invariant, Violation, check_run};
+use retrysim::sim::defects::Defects;
 use retrysim::sim::hunt::{self, Kind, Target};
 use retrysim::sim::net::{Fault, ScheduledFault};
 use retrysim::sim::runner::{self, PLANTED_SECRETS, Report};

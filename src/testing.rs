@@ -1,0 +1,365 @@
+//! Test *your* retry client in `cargo test`: run it through a simulated,
+//! rate-limited API on virtual time, assert the invariants, snapshot what
+//! it did, and hunt seeds for the run that breaks it.
+//!
+//! Your client implements [`Subject`]: the harness hands it one job at a
+//! time (the request to send, the simulated network, a seeded random
+//! generator, a clock on virtual time, a cancellation token) and it returns
+//! how the job ended. It sends over the simulated network either through
+//! [`SimNet::transport`] (retrysim's [`Transport`](crate::env::Transport)) or
+//! through [`SimConnector`], a connector for `hyper_util`'s client and so for
+//! any `tower` stack built on it. It declares what it [`Promises`] (at most
+//! so many attempts, a deadline, honouring `Retry-After`), and the black-box
+//! checks hold it to that from the server's ledger alone: your client needs
+//! to write no trace.
+//!
+//! | to do | call |
+//! |---|---|
+//! | run one scenario for a seed | [`Harness::named`] / [`Harness::from_toml`], [`Harness::run`] |
+//! | assert the invariants, panicking with every violation and a replay line | [`Harness::assert_holds`] |
+//! | the run as review text, for `insta::assert_snapshot!` | [`trace_text`] |
+//! | hunt a seed range | [`Harness::hunt`], [`Hunt::assert_clean`]; random scenarios: [`Harness::swarm`] |
+//! | write your own properties | the strategies in [`sim::strategies`](crate::sim::strategies) (feature `proptest`) |
+//!
+//! # Replaying a failure
+//!
+//! Every failure prints its seed and a line such as
+//! `replay: RETRYSIM_SEED=42 cargo test my_client_survives -- --exact`.
+//! With `RETRYSIM_SEED` set, [`Harness::hunt`] runs that one seed only, so
+//! the same test reruns the failing run, byte for byte.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use retrysim::env::{Clock, Transport};
+//! use retrysim::testing::{BoxFuture, Harness, Job, JobEnd, Promises, Subject, from_fn, trace_text};
+//!
+//! /// A hand-written loop: up to 4 tries, waiting what `Retry-After` says.
+//! struct MyLoop;
+//!
+//! impl Subject for MyLoop {
+//!     fn promises(&self) -> Promises {
+//!         Promises { max_attempts: Some(4), deadline: None, honours_retry_after: true }
+//!     }
+//!
+//!     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {
+//!         Box::pin(async move {
+//!             let transport = job.net.transport();
+//!             for attempt in 1..=4 {
+//!                 let res = match transport.send(job.request_copy()).await {
+//!                     Ok(res) => res,
+//!                     Err(_) => return JobEnd::gave_up("network error").attempts(attempt),
+//!                 };
+//!                 if res.status().is_success() {
+//!                     return JobEnd::succeeded(res.status().as_u16()).attempts(attempt);
+//!                 }
+//!                 if res.status() != 429 || attempt == 4 {
+//!                     return JobEnd::gave_up(format!("status {}", res.status().as_u16())).attempts(attempt);
+//!                 }
+//!                 let secs = res.headers().get("retry-after").and_then(|v| v.to_str().ok()?.parse().ok());
+//!                 job.clock.sleep(Duration::from_secs(secs.unwrap_or(1))).await;
+//!             }
+//!             unreachable!("the loop returns on its last attempt")
+//!         })
+//!     }
+//! }
+//!
+//! let harness = Harness::named("once-429-then-200").unwrap().with_client(from_fn("my-loop", |_| MyLoop));
+//! let report = harness.assert_holds(1);
+//! assert_eq!(report.succeeded, 1);
+//! // insta::assert_snapshot!(trace_text(&report));
+//! assert!(trace_text(&report).contains("request 2  POST /v1/jobs"));
+//! harness.hunt(1..20).assert_clean();
+//! ```
+
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::sim::check::{self, Violation};
+use crate::sim::clients::ScenarioClient;
+use crate::sim::fleet::Hooks;
+use crate::sim::hunt::{self, Kind};
+use crate::sim::render::{Show, render_run};
+use crate::sim::runner;
+use crate::sim::scenario::{self, Scenario};
+
+pub use crate::sim::check::Invariant;
+pub use crate::sim::connector::SimConnector;
+pub use crate::sim::runner::{Report, RunError};
+pub use crate::sim::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, SimNet, Subject, from_fn};
+
+/// The environment variable that narrows [`Harness::hunt`] to one seed.
+pub const SEED_VAR: &str = "RETRYSIM_SEED";
+
+/// A scenario that could not be loaded, and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError(pub String);
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// Where each seed's scenario comes from.
+#[derive(Clone)]
+enum Source {
+    /// One scenario; the seed draws jitter, latencies, losses and the job mix.
+    Fixed(Box<Scenario>),
+    /// A random scenario per seed ([`hunt::swarm`]): faults, limits, fleets.
+    Swarm(Kind),
+}
+
+/// A scenario (or a family of random ones) and the client to put into it.
+#[derive(Clone)]
+pub struct Harness {
+    source: Source,
+    client: Arc<dyn MakeSubject>,
+    determinism: bool,
+}
+
+impl fmt::Debug for Harness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scenario = match &self.source {
+            Source::Fixed(s) => s.name.clone(),
+            Source::Swarm(kind) => format!("swarm of kind {kind}"),
+        };
+        f.debug_struct("Harness").field("scenario", &scenario).field("determinism", &self.determinism).finish()
+    }
+}
+
+impl Harness {
+    /// A named scenario (see `retrysim list`), with retrysim's own client
+    /// until [`with_client`](Harness::with_client) puts yours in.
+    pub fn named(name: &str) -> Result<Harness, ScenarioError> {
+        let s = scenario::named(name).ok_or_else(|| {
+            ScenarioError(format!(
+                "no scenario named {name:?}; the named scenarios are: {}",
+                scenario::NAMES.join(", ")
+            ))
+        })?;
+        Ok(Harness::of(s))
+    }
+
+    /// A scenario written in TOML (the format `retrysim hunt --dump` and
+    /// `compare --show` write).
+    pub fn from_toml(text: &str) -> Result<Harness, ScenarioError> {
+        let s = Scenario::from_toml(text).map_err(|e| ScenarioError(format!("the scenario TOML is invalid: {e}")))?;
+        Ok(Harness::of(s))
+    }
+
+    /// A scenario from a TOML file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Harness, ScenarioError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ScenarioError(format!("cannot read the scenario {}: {e}", path.display())))?;
+        Harness::from_toml(&text).map_err(|e| ScenarioError(format!("{}: {e}", path.display())))
+    }
+
+    /// A scenario built in code (it is validated when it runs).
+    pub fn of(s: Scenario) -> Harness {
+        Harness { source: Source::Fixed(Box::new(s)), client: Arc::new(ScenarioClient::new(0)), determinism: true }
+    }
+
+    /// A fresh random scenario for every seed: the hunt's swarm of fleets
+    /// and single clients with holds, partitions, lost answers, skewed
+    /// clocks and scripted answers.
+    pub fn swarm(kind: Kind) -> Harness {
+        Harness { source: Source::Swarm(kind), client: Arc::new(ScenarioClient::new(0)), determinism: true }
+    }
+
+    /// Puts your client into the scenario: `make` builds it on each fleet
+    /// host (see [`from_fn`]).
+    pub fn with_client(mut self, make: impl MakeSubject + 'static) -> Harness {
+        self.client = Arc::new(make);
+        self
+    }
+
+    /// Whether [`check`](Harness::check) runs each seed twice and compares
+    /// the runs byte for byte (invariant 8). On by default: a client that
+    /// reads the wall clock or an ambient random generator shows up here.
+    pub fn determinism(mut self, on: bool) -> Harness {
+        self.determinism = on;
+        self
+    }
+
+    /// The scenario seed `seed` runs.
+    pub fn scenario(&self, seed: u64) -> Scenario {
+        match &self.source {
+            Source::Fixed(s) => (**s).clone(),
+            Source::Swarm(kind) => hunt::swarm(seed, *kind),
+        }
+    }
+
+    /// Runs seed `seed` and returns its report. Works from inside an async
+    /// test too (the simulation then runs on a thread of its own).
+    pub fn run(&self, seed: u64) -> Result<Report, RunError> {
+        let s = self.scenario(seed);
+        runner::run_subject(&s, seed, Hooks::default(), self.client.clone())
+    }
+
+    /// Runs seed `seed` and checks every invariant that applies: the
+    /// black-box checks against the client's [`Promises`], the trace-based
+    /// ones when the client writes retrysim's trace, and determinism.
+    pub fn check(&self, seed: u64) -> Checked {
+        self.check_in(seed, current_test().as_deref())
+    }
+
+    fn check_in(&self, seed: u64, test: Option<&str>) -> Checked {
+        let replay = replay_line(seed, test);
+        let scenario = self.scenario(seed).name;
+        let mut checked = Checked { seed, scenario, report: None, violations: Vec::new(), run_error: None, replay };
+        let first = match self.run(seed) {
+            Ok(r) => r,
+            Err(e) => {
+                checked.run_error = Some(e.message);
+                return checked;
+            }
+        };
+        checked.violations = check::check_report(&first);
+        if self.determinism {
+            match self.run(seed) {
+                Ok(second) => checked.violations.extend(check::check_determinism(&first, &second)),
+                Err(e) => checked.run_error = Some(format!("the second run (for determinism) failed: {}", e.message)),
+            }
+        }
+        checked.report = Some(first);
+        checked
+    }
+
+    /// [`check`](Harness::check), panicking with every violation and the
+    /// replay line when one is found; else the run's report.
+    #[track_caller]
+    pub fn assert_holds(&self, seed: u64) -> Report {
+        let checked = self.check(seed);
+        if !checked.passed() {
+            panic!("{checked}");
+        }
+        checked.report.expect("a run that passed has a report")
+    }
+
+    /// Checks every seed of `seeds` (only the one in `RETRYSIM_SEED` when
+    /// it is set), on as many threads as the machine has cores.
+    pub fn hunt(&self, seeds: Range<u64>) -> Hunt {
+        let seeds: Vec<u64> = match std::env::var(SEED_VAR) {
+            Ok(v) => match v.trim().parse() {
+                Ok(seed) => vec![seed],
+                Err(_) => panic!("{SEED_VAR}={v:?} is not a seed: give a whole number, e.g. {SEED_VAR}=42"),
+            },
+            Err(_) => seeds.collect(),
+        };
+        let test = current_test();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(seeds.len().max(1));
+        let next = AtomicU64::new(0);
+        let results = Mutex::new(Vec::with_capacity(seeds.len()));
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                        let Some(&seed) = seeds.get(i) else { break };
+                        let mut checked = self.check_in(seed, test.as_deref());
+                        checked.report = None;
+                        results.lock().unwrap_or_else(|e| e.into_inner()).push(checked);
+                    }
+                });
+            }
+        });
+        let mut checked = results.into_inner().unwrap_or_else(|e| e.into_inner());
+        checked.sort_by_key(|c| c.seed);
+        Hunt { checked }
+    }
+}
+
+/// One seed's run, checked.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub seed: u64,
+    /// The scenario's name.
+    pub scenario: String,
+    /// The run's report (`None` when the run failed, and in a [`Hunt`]).
+    pub report: Option<Report>,
+    /// Every violation found.
+    pub violations: Vec<Violation>,
+    /// Why the run did not finish (a client that never returned, cut at the
+    /// scenario's `time_limit`; an invalid scenario).
+    pub run_error: Option<String>,
+    /// The one-line command that reruns this seed.
+    pub replay: String,
+}
+
+impl Checked {
+    /// Whether the run finished and broke nothing.
+    pub fn passed(&self) -> bool {
+        self.run_error.is_none() && self.violations.is_empty()
+    }
+}
+
+impl fmt::Display for Checked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.passed() {
+            return write!(f, "scenario {} seed {}: every invariant holds", self.scenario, self.seed);
+        }
+        write!(f, "scenario {} seed {}:", self.scenario, self.seed)?;
+        if let Some(e) = &self.run_error {
+            write!(f, "\n  the run did not finish: {e}")?;
+        }
+        for v in &self.violations {
+            write!(f, "\n  {v}")?;
+        }
+        write!(f, "\nreplay: {}", self.replay)
+    }
+}
+
+/// A hunt's results, by seed.
+#[derive(Debug, Clone)]
+pub struct Hunt {
+    /// Every seed checked, in order (without reports, to keep memory flat).
+    pub checked: Vec<Checked>,
+}
+
+impl Hunt {
+    /// The seeds that failed.
+    pub fn failures(&self) -> Vec<&Checked> {
+        self.checked.iter().filter(|c| !c.passed()).collect()
+    }
+
+    /// Panics listing every failing seed (its violations and replay line).
+    #[track_caller]
+    pub fn assert_clean(&self) {
+        let failed = self.failures();
+        if !failed.is_empty() {
+            let shown: Vec<String> = failed.iter().take(10).map(|c| c.to_string()).collect();
+            let more = if failed.len() > 10 { format!("\n... and {} more", failed.len() - 10) } else { String::new() };
+            panic!("{} of {} seeds broke an invariant:\n{}{more}", failed.len(), self.checked.len(), shown.join("\n"));
+        }
+    }
+}
+
+/// The run as review text: the report's numbers, then one line per event of
+/// worker w0's jobs (a single worker's first six), in virtual-time order.
+/// A client that writes no trace is shown as the server saw it. Stable
+/// across runs of the same seed, so fit for `insta::assert_snapshot!`.
+pub fn trace_text(r: &Report) -> String {
+    render_run(r, Show::default_for(r))
+}
+
+/// The running test's name: the test harness names each test's thread
+/// after it (not with `--test-threads=1`, which runs them on `main`).
+fn current_test() -> Option<String> {
+    std::thread::current().name().filter(|n| *n != "main").map(str::to_owned)
+}
+
+/// `RETRYSIM_SEED=<seed> cargo test <test> -- --exact`.
+fn replay_line(seed: u64, test: Option<&str>) -> String {
+    match test {
+        Some(test) => format!("{SEED_VAR}={seed} cargo test {test} -- --exact"),
+        None => format!("{SEED_VAR}={seed} cargo test"),
+    }
+}
