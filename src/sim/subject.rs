@@ -62,6 +62,7 @@ use crate::env::{Rng, TokioClock};
 use crate::gate::Gate;
 pub use crate::sim::blackbox::Promises;
 use crate::sim::job::JobOutcome;
+use crate::sim::connector::SimConnector;
 use crate::sim::net::SimTransport;
 use crate::sim::scenario::Scenario;
 use crate::trace::Trace;
@@ -69,9 +70,11 @@ use crate::trace::Trace;
 /// A boxed future that a [`Subject`] returns for a job.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// The simulated network, as a client reaches it: a [`Transport`](crate::env::Transport)
-/// (one connection per attempt).
-/// Faults (partitions, holds, lost answers, bounces) reach both alike.
+/// The simulated network, as a client reaches it: retrysim's
+/// [`Transport`](crate::env::Transport) ([`transport`](SimNet::transport),
+/// one connection per attempt) or a connector for `hyper_util`'s client and
+/// any `tower` stack on it ([`connector`](SimNet::connector)). Faults
+/// (partitions, holds, lost answers, bounces) reach both alike.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SimNet;
 
@@ -79,6 +82,14 @@ impl SimNet {
     /// retrysim's transport over simulated TCP.
     pub fn transport(&self) -> SimTransport {
         SimTransport
+    }
+
+    /// A connector over simulated TCP for `hyper_util::client::legacy::Client`.
+    /// Build the client with `.pool_max_idle_per_host(0)` so that every
+    /// request opens its own connection, as [`transport`](SimNet::transport)
+    /// does (see [`connector`](crate::sim::connector) for why).
+    pub fn connector(&self) -> SimConnector {
+        SimConnector::new()
     }
 }
 
