@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use divan::Bencher;
 use divan::counter::ItemsCount;
-use retrysim::sim::compare::{self, Comparison, PRESETS, Preset};
-use retrysim::sim::runner;
-use retrysim::sim::scenario::{self, Scenario};
+use retrysim::sim::run::runner;
+use retrysim::sim::run::scenario::{self, Scenario};
+use retrysim::sim::tools::compare::{self, Comparison, PRESETS, Preset};
 
 const SEEDS: u32 = 5;
 

@@ -19,7 +19,7 @@
 //! | assert the invariants, panicking with every violation and a replay line | [`Harness::assert_holds`] |
 //! | the run as review text, for `insta::assert_snapshot!` | [`trace_text`] |
 //! | hunt a seed range | [`Harness::hunt`], [`Hunt::assert_clean`]; random scenarios: [`Harness::swarm`] |
-//! | write your own properties | the strategies in [`sim::strategies`](crate::sim::strategies) (feature `proptest`) |
+//! | write your own properties | the strategies in [`sim::checks::strategies`](crate::sim::checks::strategies) (feature `proptest`) |
 //!
 //! # Replaying a failure
 //!
@@ -79,18 +79,18 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::sim::check::{self, Violation};
-use crate::sim::clients::ScenarioClient;
-use crate::sim::fleet::Hooks;
-use crate::sim::hunt::{self, Kind};
-use crate::sim::render::{Show, render_run};
-use crate::sim::runner;
-use crate::sim::scenario::{self, Scenario};
+use crate::sim::checks::hunt::{self, Kind};
+use crate::sim::checks::invariants::{self as check, Violation};
+use crate::sim::run::clients::ScenarioClient;
+use crate::sim::run::runner;
+use crate::sim::run::scenario::{self, Scenario};
+use crate::sim::tools::render::{Show, render_run};
+use crate::sim::world::fleet::Hooks;
 
-pub use crate::sim::check::Invariant;
-pub use crate::sim::connector::SimConnector;
-pub use crate::sim::runner::{Report, RunError};
-pub use crate::sim::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, SimNet, Subject, from_fn};
+pub use crate::sim::checks::invariants::Invariant;
+pub use crate::sim::run::runner::{Report, RunError};
+pub use crate::sim::run::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, SimNet, Subject, from_fn};
+pub use crate::sim::world::connector::SimConnector;
 
 /// The environment variable that narrows [`Harness::hunt`] to one seed.
 pub const SEED_VAR: &str = "RETRYSIM_SEED";

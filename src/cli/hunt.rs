@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use retrysim::sim::hunt::{self, DeterminismSample, Finding, HuntConfig, Kind, SeedResult, Target};
+use retrysim::sim::checks::hunt::{self, DeterminismSample, Finding, HuntConfig, Kind, SeedResult, Target};
 
 use super::{Format, Outcome, UserError};
 

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::ValueEnum;
 use retrysim::core::policy::Policy;
-use retrysim::sim::scenario::{self, Scenario};
+use retrysim::sim::run::scenario::{self, Scenario};
 
 pub mod compare;
 pub mod explain;

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use retrysim::sim::render::{Show, render_run};
-use retrysim::sim::runner::{self, Report};
-use retrysim::sim::scenario::{self, Scenario};
+use retrysim::sim::run::runner::{self, Report};
+use retrysim::sim::run::scenario::{self, Scenario};
+use retrysim::sim::tools::render::{Show, render_run};
 
 use super::{Format, Outcome, UserError, load_scenario, policy_named};
 
@@ -112,9 +112,8 @@ pub fn trace(args: TraceArgs) -> Outcome {
     };
     let out = match args.format {
         Format::Text => render_run(&report, show).trim_end().to_owned(),
-        Format::Json => {
-            serde_json::to_string_pretty(&retrysim::sim::render::trace_json(&report, show)).expect("traces serialise")
-        }
+        Format::Json => serde_json::to_string_pretty(&retrysim::sim::tools::render::trace_json(&report, show))
+            .expect("traces serialise"),
     };
     Ok((out, ExitCode::SUCCESS))
 }

@@ -62,7 +62,7 @@
 //!
 //! # Facts for checkers
 //! [`Aimd::with_log`] records every queueing, admission and limit change as
-//! a [`GateFact`]; the gate never checks itself. `sim::fleet_check` reads
+//! a [`GateFact`]; the gate never checks itself. `sim::checks::fleet` reads
 //! the facts and the server's ledger.
 
 use std::collections::VecDeque;

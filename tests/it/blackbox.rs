@@ -1,13 +1,15 @@
-//! The black-box checks (`sim::blackbox`) on retrysim's own client, next to
+//! The black-box checks (`sim::checks::blackbox`) on retrysim's own client, next to
 //! the trace-based ones: every named scenario and a swarm of random ones
 //! pass them with the promises of their policy, except the scenario that
 //! misbehaves on purpose, where they find exactly that. Their negative
-//! controls on hand-built ledgers are unit tests in `src/sim/blackbox.rs`.
+//! controls on hand-built ledgers are unit tests in `src/sim/checks/blackbox.rs`.
 
-use retrysim::sim::blackbox::{BlackBoxCheck, BlackBoxViolation, Promises, check_black_box, check_black_box_with};
-use retrysim::sim::hunt::{Kind, swarm};
-use retrysim::sim::runner::{self, JobOutcome, Report};
-use retrysim::sim::scenario::{self, NAMES, Scenario};
+use retrysim::sim::checks::blackbox::{
+    BlackBoxCheck, BlackBoxViolation, Promises, check_black_box, check_black_box_with,
+};
+use retrysim::sim::checks::hunt::{Kind, swarm};
+use retrysim::sim::run::runner::{self, JobOutcome, Report};
+use retrysim::sim::run::scenario::{self, NAMES, Scenario};
 
 fn run(s: &Scenario, seed: u64) -> Report {
     runner::run(s, seed).unwrap_or_else(|e| panic!("{e}"))

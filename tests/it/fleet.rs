@@ -13,16 +13,16 @@ use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
 use retrysim::core::budget::RetryBudget;
 use retrysim::gate::aimd::{AimdConfig, RateControl};
 use retrysim::gate::{Admission, Feedback, Gate};
-use retrysim::sim::check::check_run;
-use retrysim::sim::fleet::Hooks;
-use retrysim::sim::fleet_check::{
+use retrysim::sim::checks::fleet::{
     FleetViolation, api_within_gate_limit, budget_allowance, check_fleet, deferred_charged_once,
     fallback_within_local_limit, gate_window,
 };
-use retrysim::sim::limiter_service::Route;
-use retrysim::sim::render::{Show, render_run};
-use retrysim::sim::runner::{JobOutcome, Report, run, run_with};
-use retrysim::sim::scenario::{BudgetConfig, GateConfig, Scenario, berlin, named};
+use retrysim::sim::checks::invariants::check_run;
+use retrysim::sim::run::runner::{JobOutcome, Report, run, run_with};
+use retrysim::sim::run::scenario::{BudgetConfig, GateConfig, Scenario, berlin, named};
+use retrysim::sim::tools::render::{Show, render_run};
+use retrysim::sim::world::fleet::Hooks;
+use retrysim::sim::world::limiter_service::Route;
 use retrysim::trace::EventKind;
 
 fn scenario(name: &str) -> Scenario {

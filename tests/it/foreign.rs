@@ -12,8 +12,8 @@ use retrysim::core::body::ErrorEnvelope;
 use retrysim::core::classify::{Class, Classifier, DefaultTable, Outcome, TransportFailure};
 use retrysim::core::retry_after::read_advice;
 use retrysim::env::{Clock, Rng, Transport, TransportError};
-use retrysim::sim::blackbox::BlackBoxCheck;
-use retrysim::sim::hunt::Kind;
+use retrysim::sim::checks::blackbox::BlackBoxCheck;
+use retrysim::sim::checks::hunt::Kind;
 use retrysim::testing::{BoxFuture, Harness, Invariant, Job, JobEnd, Promises, Subject, from_fn, trace_text};
 
 /// How the loop chooses its idempotency key.
@@ -159,7 +159,8 @@ fn harness(scenario: &str, client: Loop, label: &'static str) -> Harness {
 /// The black-box checks a seed's run broke.
 fn broken(h: &Harness, seed: u64) -> Vec<BlackBoxCheck> {
     let r = h.run(seed).unwrap_or_else(|e| panic!("{e}"));
-    let mut found: Vec<BlackBoxCheck> = retrysim::sim::check::black_box(&r).iter().map(|v| v.check).collect();
+    let mut found: Vec<BlackBoxCheck> =
+        retrysim::sim::checks::invariants::black_box(&r).iter().map(|v| v.check).collect();
     found.dedup();
     found
 }
@@ -269,7 +270,7 @@ fn a_panicking_client_is_a_violation_with_a_replay_line_not_a_crash() {
 
 #[test]
 fn a_client_that_never_returns_is_cut_at_the_time_limit_and_reported() {
-    let mut s = retrysim::sim::scenario::named("two-429-then-success").unwrap();
+    let mut s = retrysim::sim::run::scenario::named("two-429-then-success").unwrap();
     s.time_limit = Duration::from_secs(30);
     let h = Harness::of(s).with_client(Loop { hangs_on: Some(1), ..Loop::good() }.named("hangs"));
     let checked = h.check(1);

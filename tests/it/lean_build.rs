@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-const HARNESS_ONLY: [&str; 3] = ["turmoil", "clap", "toml"];
+const HARNESS_ONLY: [&str; 4] = ["turmoil", "clap", "toml", "proptest"];
 
 /// The crates `cargo tree` lists as normal dependencies, deduplicated.
 fn normal_dependencies(features: &[&str]) -> Vec<String> {

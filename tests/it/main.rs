@@ -12,4 +12,3 @@ mod properties;
 mod real_servers;
 mod scenarios;
 mod snapshots;
-mod strategies;

@@ -1,6 +1,6 @@
 //! Negative controls: every invariant checker, and the hunt, shown able to
 //! fail. Each test builds a concrete scenario where a deliberate defect
-//! (`[client.defects]`, built around the unchanged driver in `sim::defects`) must show, checks that the clean scenario passes, and
+//! (`[client.defects]`, built around the unchanged driver in `sim::run::defects`) must show, checks that the clean scenario passes, and
 //! that the broken one is reported under the right invariant.
 //!
 //! A failure prints the seed and a replay command for the broken scenario,
@@ -10,13 +10,13 @@ use std::process::Command;
 use std::time::Duration;
 
 use retrysim::core::policy::Policy;
-use retrysim::sim::api::ScriptStep;
-use retrysim::sim::check::{self, Invariant, Violation, check_run};
-use retrysim::sim::defects::Defects;
-use retrysim::sim::hunt::{self, Kind, Target};
-use retrysim::sim::net::{Fault, ScheduledFault};
-use retrysim::sim::runner::{self, PLANTED_SECRETS, Report};
-use retrysim::sim::scenario::{self, BudgetConfig, Scenario};
+use retrysim::sim::checks::hunt::{self, Kind, Target};
+use retrysim::sim::checks::invariants::{self as check, Invariant, Violation, check_run};
+use retrysim::sim::run::defects::Defects;
+use retrysim::sim::run::runner::{self, PLANTED_SECRETS, Report};
+use retrysim::sim::run::scenario::{self, BudgetConfig, Scenario};
+use retrysim::sim::world::api::ScriptStep;
+use retrysim::sim::world::net::{Fault, ScheduledFault};
 use retrysim::trace::EventKind;
 
 const SEED: u64 = 7;

@@ -1,6 +1,6 @@
 //! DESIGN.md's invariants as properties over the full simulation: each case
-//! is a generated scenario (see `strategies`) run by `sim::runner::run` with
-//! a generated seed, then checked by `sim::check`.
+//! is a generated scenario (see `strategies`) run by `sim::run::runner::run` with
+//! a generated seed, then checked by `sim::checks::invariants`.
 //!
 //! Every property runs every checker of `check_run` (a case that breaks
 //! another invariant fails too, and says which), plus its own assertion on a
@@ -28,13 +28,13 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, RngSeed};
-use retrysim::sim::check::{self, Invariant, Violation, check_run};
-use retrysim::sim::hunt;
-use retrysim::sim::runner::{self, JobOutcome, Report};
-use retrysim::sim::scenario::Scenario;
+use retrysim::sim::checks::hunt;
+use retrysim::sim::checks::invariants::{self as check, Invariant, Violation, check_run};
+use retrysim::sim::run::runner::{self, JobOutcome, Report};
+use retrysim::sim::run::scenario::Scenario;
 use retrysim::trace::EventKind;
 
-use crate::strategies::*;
+use retrysim::sim::checks::strategies::*;
 
 /// Cases per property when `PROPTEST_CASES` is unset.
 pub const CASES: u32 = 128;
@@ -227,9 +227,9 @@ proptest! {
     fn p09_no_secrets(s in arb_scenario(), seed in arb_seed()) {
         let r = run_case("p09_no_secrets", &s, seed)?;
         expect_none("p09_no_secrets", &s, seed, &only(check_run(&r), Invariant::NoSecrets))?;
-        let json = serde_json::to_string(&retrysim::sim::render::trace_json(&r, retrysim::sim::render::Show::FirstJobs(usize::MAX)))
+        let json = serde_json::to_string(&retrysim::sim::tools::render::trace_json(&r, retrysim::sim::tools::render::Show::FirstJobs(usize::MAX)))
             .expect("traces serialise");
-        for secret in retrysim::sim::runner::PLANTED_SECRETS {
+        for secret in retrysim::sim::run::runner::PLANTED_SECRETS {
             ensure(!json.contains(secret), "p09_no_secrets", &s, seed, || "a planted secret appears in `trace --format json`".into())?;
         }
     }
@@ -270,13 +270,13 @@ fn a_bounce_does_not_depend_on_what_ran_before() {
     s.fleet.jobs = 32;
     s.api.processing_ms = 1_500;
     s.net.max_latency = Duration::from_millis(20);
-    s.faults.schedule = vec![retrysim::sim::net::ScheduledFault {
+    s.faults.schedule = vec![retrysim::sim::world::net::ScheduledFault {
         at: Duration::from_millis(1_000),
-        fault: retrysim::sim::net::Fault::Bounce,
+        fault: retrysim::sim::world::net::Fault::Bounce,
     }];
     let seed = 145;
     let a = runner::run(&s, seed).expect("the run finishes");
-    let unrelated = retrysim::sim::scenario::named("lost-answers-with-key").expect("named");
+    let unrelated = retrysim::sim::run::scenario::named("lost-answers-with-key").expect("named");
     runner::run(&unrelated, 3).expect("the run finishes");
     let b = runner::run(&s, seed).expect("the run finishes");
     assert!(a.records.iter().any(|j| j.attempts > 1), "the bounce must break connections that then retry");
@@ -300,9 +300,9 @@ fn a_hold_that_releases_hundreds_of_connects_does_not_crash_the_run() {
     s.policy.attempt_timeout = Duration::from_millis(100);
     s.policy.backoff.base = Duration::from_millis(10);
     s.policy.backoff.cap = Duration::from_millis(50);
-    s.faults.schedule = vec![retrysim::sim::net::ScheduledFault {
+    s.faults.schedule = vec![retrysim::sim::world::net::ScheduledFault {
         at: Duration::ZERO,
-        fault: retrysim::sim::net::Fault::Hold { until: Duration::from_secs(2) },
+        fault: retrysim::sim::world::net::Fault::Hold { until: Duration::from_secs(2) },
     }];
     let seed = 7;
     let r = std::panic::catch_unwind(|| runner::run(&s, seed))
@@ -324,11 +324,11 @@ mod parser {
     use proptest::prelude::*;
     use retrysim::core::body::ErrorEnvelope;
     use retrysim::core::retry_after::{AdviceSource, HeaderState, read_advice};
-    use retrysim::sim::runner;
+    use retrysim::sim::run::runner;
     use retrysim::trace::EventKind;
 
     use super::{config, ensure, failure};
-    use crate::strategies::*;
+    use retrysim::sim::checks::strategies::*;
 
     /// 2000-01-01 to 2100-01-01, in seconds since the Unix epoch.
     const FROM: u64 = 946_684_800;

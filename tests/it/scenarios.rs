@@ -2,11 +2,11 @@
 //! assertions on what the server saw and what the client did.
 
 use retrysim::core::policy::Policy;
-use retrysim::sim::api::ArrivalOutcome;
-use retrysim::sim::check::check_run;
-use retrysim::sim::render::{Show, render_run};
-use retrysim::sim::runner::{JobOutcome, Report, run};
-use retrysim::sim::scenario::{NAMES, named};
+use retrysim::sim::checks::invariants::check_run;
+use retrysim::sim::run::runner::{JobOutcome, Report, run};
+use retrysim::sim::run::scenario::{NAMES, named};
+use retrysim::sim::tools::render::{Show, render_run};
+use retrysim::sim::world::api::ArrivalOutcome;
 use retrysim::trace::EventKind;
 
 const SEED: u64 = 7;

@@ -22,7 +22,7 @@
 //! virtual time), so checking every seed keeps `retrysim hunt --seeds 1000`
 //! at about 15 s: the CLI checks every seed unless told to sample
 //! ([`DeterminismSample`]). Running every seed twice, in parallel threads,
-//! is also what found the task-order bug fixed in `sim::net::serve`.
+//! is also what found the task-order bug fixed in `sim::world::net::serve`.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
@@ -35,15 +35,15 @@ use serde::Serialize;
 use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
 use crate::core::policy::Policy;
 use crate::env::{Rng, seeded_rng};
-use crate::sim::api::{
+use crate::sim::checks::invariants::{self as check, Invariant, Violation};
+use crate::sim::run::defects::Defects;
+use crate::sim::run::runner;
+use crate::sim::run::scenario::{BudgetConfig, GateConfig, OpMix, Scenario};
+use crate::sim::run::seed::derive;
+use crate::sim::world::api::{
     AccountConfig, AdviceForm, ConcurrencyConfig, DateForm, Envelope, LimiterConfig, LimiterKind, ScriptStep,
 };
-use crate::sim::check::{self, Invariant, Violation};
-use crate::sim::defects::Defects;
-use crate::sim::net::{Fault, ScheduledFault};
-use crate::sim::runner;
-use crate::sim::scenario::{BudgetConfig, GateConfig, OpMix, Scenario};
-use crate::sim::seed::derive;
+use crate::sim::world::net::{Fault, ScheduledFault};
 
 /// Which scenarios a hunt draws.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -332,7 +332,7 @@ pub fn time_limit(s: &Scenario) -> Duration {
 }
 
 /// The deliberate defects, by the names the CLI uses (see [`Defects`]).
-pub const DEFECTS: [&str; 6] = crate::sim::defects::NAMES;
+pub const DEFECTS: [&str; 6] = crate::sim::run::defects::NAMES;
 
 /// What a hunt draws for each seed: the kind of scenario, and optionally
 /// deliberate defects in every policy (a negative control: the hunt must

@@ -1,9 +1,9 @@
 //! Invariants that need no cooperation from the client under test.
 //!
 //! A foreign client (a hand-written loop, `tower::retry`, `backon`) writes no
-//! retrysim trace, so the checks in [`check`](crate::sim::check) cannot read
+//! retrysim trace, so the checks in [`check`](crate::sim::checks::invariants) cannot read
 //! what it planned. These checks read only what the harness saw from the
-//! outside: the server's [`Ledger`](crate::sim::api::Ledger) and, for each
+//! outside: the server's [`Ledger`](crate::sim::world::api::Ledger) and, for each
 //! run of a job, its job number, start, end and outcome. Never the trace,
 //! never the attempt count or the classes a client reports about itself.
 //! The client declares what it [`Promises`]; the checks hold it to that.
@@ -57,13 +57,13 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::core::policy::Policy;
-use crate::sim::api::{AdviceForm, Arrival, ArrivalOutcome, Envelope, NO_KEY};
-use crate::sim::check::{Invariant, Violation, clock_slack_ms};
-use crate::sim::job::job_of_label;
-use crate::sim::net::Fault;
-use crate::sim::render::{Show, render_run};
-use crate::sim::runner::{JobOutcome, JobRecord, PLANTED_SECRETS, Report};
-use crate::sim::scenario::Scenario;
+use crate::sim::checks::invariants::{Invariant, Violation, clock_slack_ms};
+use crate::sim::run::job::job_of_label;
+use crate::sim::run::runner::{JobOutcome, JobRecord, PLANTED_SECRETS, Report};
+use crate::sim::run::scenario::Scenario;
+use crate::sim::tools::render::{Show, render_run};
+use crate::sim::world::api::{AdviceForm, Arrival, ArrivalOutcome, Envelope, NO_KEY};
+use crate::sim::world::net::Fault;
 
 /// What a client under test promises; the black-box checks hold it to this.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -574,7 +574,7 @@ fn early_retry(
 /// cannot fix (quota, signup, credits, a reused key, a bad request); not a
 /// 429 that asks to wait, nor 409 `IDEMPOTENCY_IN_PROGRESS`.
 fn terminal(a: &Arrival) -> bool {
-    (400..500).contains(&a.status) && crate::sim::check::terminal(a.status, a.code.as_deref())
+    (400..500).contains(&a.status) && crate::sim::checks::invariants::terminal(a.status, a.code.as_deref())
 }
 
 /// A request after a terminal answer the job surely read.
@@ -679,10 +679,10 @@ mod tests {
     //! slack 2 ms) with its ledger and records replaced, and no trace.
 
     use super::*;
-    use crate::sim::api::Ledger;
-    use crate::sim::net::ScheduledFault;
-    use crate::sim::runner::run;
-    use crate::sim::scenario::named;
+    use crate::sim::run::runner::run;
+    use crate::sim::run::scenario::named;
+    use crate::sim::world::api::Ledger;
+    use crate::sim::world::net::ScheduledFault;
 
     const S: u64 = 1_000;
 

@@ -1,4 +1,4 @@
-//! Checkers for the fleet controls. Like `sim::check`, they read only what a
+//! Checkers for the fleet controls. Like `sim::checks::invariants`, they read only what a
 //! run left behind: the jobs' traces, the server's ledger, and the facts the
 //! gates recorded. The gates and budgets never check themselves.
 //!
@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use crate::core::budget::TokenBucketBudget;
 use crate::gate::aimd::{GateEvent, GateFact};
-use crate::sim::api::Arrival;
-use crate::sim::deferral::deferrable;
-use crate::sim::limiter_service::Route;
-use crate::sim::runner::{JobOutcome, JobRecord, Report};
-use crate::sim::scenario::{BudgetConfig, GateConfig, Hosts};
+use crate::sim::run::runner::{JobOutcome, JobRecord, Report};
+use crate::sim::run::scenario::{BudgetConfig, GateConfig, Hosts};
+use crate::sim::world::api::Arrival;
+use crate::sim::world::deferral::deferrable;
+use crate::sim::world::limiter_service::Route;
 use crate::trace::EventKind;
 
 /// One broken fleet property.
@@ -391,7 +391,7 @@ pub fn deferred_charged_once(r: &Report) -> Vec<FleetViolation> {
         }
     }
     for (key, &n) in &r.ledger.charges {
-        if key != crate::sim::api::NO_KEY && n > 1 {
+        if key != crate::sim::world::api::NO_KEY && n > 1 {
             out.push(v("deferred-once", format!("key {} was charged {n} times", crate::trace::short_key(key))));
         }
     }

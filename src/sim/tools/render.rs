@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use crate::core::policy::secs;
 use std::collections::BTreeMap;
 
-use crate::sim::job::{JobOutcome, JobRecord, job_of_label};
-use crate::sim::runner::Report;
+use crate::sim::run::job::{JobOutcome, JobRecord, job_of_label};
+use crate::sim::run::runner::Report;
 use crate::trace::{render_event, short_key};
 
 /// Which jobs' events to show.
@@ -35,7 +35,7 @@ impl Show {
 /// Renders a run for review.
 ///
 /// A client that writes no trace (a foreign one, see
-/// [`Subject::writes_trace`](crate::sim::subject::Subject::writes_trace)) is
+/// [`Subject::writes_trace`](crate::sim::run::subject::Subject::writes_trace)) is
 /// shown as the server saw it: each request's arrival and answer from the
 /// ledger, and each job's end.
 pub fn render_run(r: &Report, show: Show) -> String {

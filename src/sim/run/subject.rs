@@ -2,7 +2,7 @@
 //!
 //! Any retry client can be put into the simulated world: retrysim's own
 //! [`RetryClient`](crate::client::RetryClient), the seed documents' naive
-//! clients ([`baseline`](crate::sim::baseline)), or a user's own loop,
+//! clients ([`clients`](crate::sim::run::clients)), or a user's own loop,
 //! `tower::retry` stack or `backon` call. A client implements [`Subject`];
 //! the harness builds one per fleet host through a [`MakeSubject`] (inside
 //! the simulation, so it can read the virtual clock) and hands it each job:
@@ -13,7 +13,7 @@
 //! The client reports how the job ended ([`JobEnd`]) and may push events to
 //! the job's [`Trace`] (retrysim's driver pushes its full trace; a foreign
 //! client may push none). What it [`Promises`] is what the black-box checks
-//! ([`blackbox`](crate::sim::blackbox)) hold it to, from the server's ledger
+//! ([`blackbox`](crate::sim::checks::blackbox)) hold it to, from the server's ledger
 //! alone.
 //!
 //! # Example: a hand-written loop
@@ -21,7 +21,7 @@
 //! ```
 //! use std::time::Duration;
 //! use retrysim::env::{Clock, Transport};
-//! use retrysim::sim::subject::{BoxFuture, Job, JobEnd, Promises, Subject};
+//! use retrysim::sim::run::subject::{BoxFuture, Job, JobEnd, Promises, Subject};
 //!
 //! /// Three tries, one second apart, whatever the server says.
 //! struct ThreeTries;
@@ -60,11 +60,11 @@ use tokio_util::sync::CancellationToken;
 use crate::core::budget::RetryBudget;
 use crate::env::{Rng, TokioClock};
 use crate::gate::Gate;
-pub use crate::sim::blackbox::Promises;
-use crate::sim::job::JobOutcome;
-use crate::sim::connector::SimConnector;
-use crate::sim::net::SimTransport;
-use crate::sim::scenario::Scenario;
+pub use crate::sim::checks::blackbox::Promises;
+use crate::sim::run::job::JobOutcome;
+use crate::sim::run::scenario::Scenario;
+use crate::sim::world::connector::SimConnector;
+use crate::sim::world::net::SimTransport;
 use crate::trace::Trace;
 
 /// A boxed future that a [`Subject`] returns for a job.
@@ -87,7 +87,7 @@ impl SimNet {
     /// A connector over simulated TCP for `hyper_util::client::legacy::Client`.
     /// Build the client with `.pool_max_idle_per_host(0)` so that every
     /// request opens its own connection, as [`transport`](SimNet::transport)
-    /// does (see [`connector`](crate::sim::connector) for why).
+    /// does (see [`connector`](crate::sim::world::connector) for why).
     pub fn connector(&self) -> SimConnector {
         SimConnector::new()
     }
@@ -223,7 +223,7 @@ pub struct FromFn<F> {
 /// A [`MakeSubject`] from a closure that builds the client for a host.
 ///
 /// ```
-/// # use retrysim::sim::subject::*;
+/// # use retrysim::sim::run::subject::*;
 /// # struct Mine; impl Subject for Mine {
 /// #   fn promises(&self) -> Promises { Promises { max_attempts: None, deadline: None, honours_retry_after: false } }
 /// #   fn run<'a>(&'a self, _: Job<'a>) -> BoxFuture<'a, JobEnd> { Box::pin(async { JobEnd::gave_up("x") }) } }

@@ -31,10 +31,10 @@ use serde::Serialize;
 
 use crate::core::classify::{Class, Classifier, DefaultTable, Operation, Outcome, TransportFailure};
 use crate::core::retry_after::AdviceSource;
-use crate::sim::api::{AdviceForm, Arrival, ArrivalOutcome, NO_KEY};
-use crate::sim::render::{Show, render_run};
-use crate::sim::runner::{JobOutcome, JobRecord, PLANTED_SECRETS, Report};
-use crate::sim::scenario::{GateConfig, Scenario};
+use crate::sim::run::runner::{JobOutcome, JobRecord, PLANTED_SECRETS, Report};
+use crate::sim::run::scenario::{GateConfig, Scenario};
+use crate::sim::tools::render::{Show, render_run};
+use crate::sim::world::api::{AdviceForm, Arrival, ArrivalOutcome, NO_KEY};
 use crate::trace::{Event, EventKind};
 
 /// The invariants, as DESIGN.md numbers them.
@@ -129,7 +129,7 @@ pub fn clock_slack_ms(s: &Scenario) -> u64 {
 }
 
 /// Every invariant check that applies to one run, as [`Violation`]s:
-/// the black-box checks ([`blackbox`](crate::sim::blackbox)) with what the
+/// the black-box checks ([`blackbox`](crate::sim::checks::blackbox)) with what the
 /// client promised (a deferred job's background runs with the background
 /// policy's), and, when the client wrote retrysim's trace
 /// ([`Report::traced`]), the trace-based checks of [`check_run`] and
@@ -149,8 +149,8 @@ pub fn check_report(r: &Report) -> Vec<Violation> {
 
 /// The black-box checks of `r`, holding the client to its promises and a
 /// deferred job's background runs to the background policy's.
-pub fn black_box(r: &Report) -> Vec<crate::sim::blackbox::BlackBoxViolation> {
-    use crate::sim::blackbox::{Promises, check_black_box, check_black_box_with};
+pub fn black_box(r: &Report) -> Vec<crate::sim::checks::blackbox::BlackBoxViolation> {
+    use crate::sim::checks::blackbox::{Promises, check_black_box, check_black_box_with};
     match &r.scenario_config.fleet.deferral {
         Some(d) => check_black_box_with(r, &r.promises, &Promises::of_policy(&d.policy)),
         None => check_black_box(r, &r.promises),
@@ -361,7 +361,7 @@ fn waits_cover_advice(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
 /// and `D` the successes (each one deposit). A percentage budget's windowed
 /// allowance has no such whole-run bound and is not checked here.
 fn fleet_budget(r: &Report, out: &mut Vec<Violation>) {
-    let Some(crate::sim::scenario::BudgetConfig::TokenBucket { max_tokens, token_ratio_milli }) =
+    let Some(crate::sim::run::scenario::BudgetConfig::TokenBucket { max_tokens, token_ratio_milli }) =
         r.scenario_config.fleet.budget
     else {
         return;
@@ -536,7 +536,7 @@ fn one_key_per_operation(r: &Report, out: &mut Vec<Violation>) {
     let keyed: BTreeSet<u32> = r.records.iter().filter(|j| j.operation == Operation::Keyed).map(|j| j.job).collect();
     let mut received: BTreeMap<u32, BTreeSet<&str>> = BTreeMap::new();
     for a in &r.ledger.arrivals {
-        if let (Some(job), Some(key)) = (crate::sim::job::job_of_label(&a.client), a.idempotency_key.as_deref())
+        if let (Some(job), Some(key)) = (crate::sim::run::job::job_of_label(&a.client), a.idempotency_key.as_deref())
             && keyed.contains(&job)
         {
             received.entry(job).or_default().insert(key);
@@ -734,11 +734,11 @@ pub fn liveness_needs(s: &Scenario) -> (Duration, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::runner::run;
+    use crate::sim::run::runner::run;
     use crate::trace::AdviceView;
 
     fn report(name: &str) -> Report {
-        run(&crate::sim::scenario::named(name).unwrap(), 7).unwrap()
+        run(&crate::sim::run::scenario::named(name).unwrap(), 7).unwrap()
     }
 
     fn only(vs: &[Violation], inv: Invariant) -> bool {
@@ -747,7 +747,7 @@ mod tests {
 
     #[test]
     fn named_scenarios_pass_except_the_naive_one() {
-        for name in crate::sim::scenario::NAMES {
+        for name in crate::sim::run::scenario::NAMES {
             let r = report(name);
             let vs = check_run(&r);
             if name == "lost-answers-no-key" {
@@ -899,7 +899,7 @@ mod tests {
 
     #[test]
     fn liveness_conditions_name_what_is_missing() {
-        let mut s = crate::sim::scenario::blinkimg_1s();
+        let mut s = crate::sim::run::scenario::blinkimg_1s();
         assert!(liveness_expected(&s).unwrap_err().contains("retries"), "49 retries may not outlast 120 jobs");
         s.policy.max_retries = liveness_needs(&s).1;
         assert_eq!(liveness_expected(&s), Ok(()));
@@ -908,7 +908,7 @@ mod tests {
         s.fleet.mix.safe = 0;
         s.faults.lost_answers_per_mille = 100;
         assert!(liveness_expected(&s).unwrap_err().contains("steadily"));
-        let s = crate::sim::scenario::named("deadline-wins").unwrap();
+        let s = crate::sim::run::scenario::named("deadline-wins").unwrap();
         assert!(liveness_expected(&s).is_err());
     }
 

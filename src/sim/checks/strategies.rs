@@ -14,15 +14,15 @@
 
 use std::time::Duration;
 
-use proptest::prelude::*;
-use retrysim::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
-use retrysim::core::policy::Policy;
-use retrysim::sim::api::{
+use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
+use crate::core::policy::Policy;
+use crate::sim::checks::hunt;
+use crate::sim::run::scenario::{BudgetConfig, Faults, Fleet, NetConfig, OpMix, Scenario};
+use crate::sim::world::api::{
     AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Envelope, LimiterConfig, LimiterKind, ScriptStep,
 };
-use retrysim::sim::hunt;
-use retrysim::sim::net::{Fault, ScheduledFault};
-use retrysim::sim::scenario::{BudgetConfig, Faults, Fleet, NetConfig, OpMix, Scenario};
+use crate::sim::world::net::{Fault, ScheduledFault};
+use proptest::prelude::*;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
@@ -520,7 +520,7 @@ pub fn arb_too_long_scenario() -> impl Strategy<Value = Scenario> {
 /// Calm scenarios for liveness: only keyed POSTs, nothing terminal, no
 /// steady loss, faults that all heal (lost answers, bounces, partitions,
 /// holds and spikes in the first 8 s), then the policy raised until
-/// [`retrysim::sim::check::liveness_expected`] holds ([`hunt::make_ample`]).
+/// [`crate::sim::checks::invariants::liveness_expected`] holds ([`hunt::make_ample`]).
 pub fn arb_calm_scenario() -> impl Strategy<Value = Scenario> {
     (arb_api_config(), arb_fleet(), arb_policy(), arb_net(), arb_fault_schedule(5)).prop_map(
         |(api, fleet, policy, net, schedule)| {

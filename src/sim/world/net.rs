@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::classify::TransportFailure;
 use crate::core::duration_text;
 use crate::env::{Rng, Transport, TransportError, exchange, seeded_rng};
-use crate::sim::api::{Api, Begin};
+use crate::sim::world::api::{Api, Begin};
 
 /// The API's host name in the simulated network.
 pub const API_HOST: &str = "api";

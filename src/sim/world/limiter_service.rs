@@ -25,7 +25,7 @@
 //! gate (a fixed [`crate::gate::aimd::Aimd`]: by default one in
 //! flight and at most one every 10 s), and tries the service again after
 //! `retry_after`. The reasons are in
-//! [`crate::sim::scenario::CoordinatorConfig`]; the
+//! [`crate::sim::run::scenario::CoordinatorConfig`]; the
 //! property tests check that no worker exceeds its fallback limit while the
 //! service is unreachable, and that the batch still completes.
 
@@ -46,8 +46,8 @@ use turmoil::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use crate::core::classify::Class;
 use crate::gate::aimd::Aimd;
 use crate::gate::{Admission, Feedback, Gate};
-use crate::sim::net::sim_now;
-use crate::sim::scenario::CoordinatorConfig;
+use crate::sim::run::scenario::CoordinatorConfig;
+use crate::sim::world::net::sim_now;
 
 /// The limiter service's host name.
 pub const LIMITER_HOST: &str = "limiter";

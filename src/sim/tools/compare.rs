@@ -40,10 +40,10 @@ use serde::{Serialize, Serializer};
 
 use crate::core::policy::Policy;
 use crate::gate::pacing::PacingConfig;
-use crate::sim::api::{LimiterConfig, LimiterKind};
-use crate::sim::clients::Builtin;
-use crate::sim::runner::{self, Report};
-use crate::sim::scenario::{self, GateConfig, Scenario};
+use crate::sim::run::clients::Builtin;
+use crate::sim::run::runner::{self, Report};
+use crate::sim::run::scenario::{self, GateConfig, Scenario};
+use crate::sim::world::api::{LimiterConfig, LimiterKind};
 
 /// The presets, in the order `retrysim compare` lists them.
 pub const PRESETS: [&str; 4] = ["blinkimg-1s", "blinkimg-60s", "berlin", "habits"];
@@ -219,7 +219,7 @@ pub fn berlin() -> Preset {
 }
 
 /// The habits of the `habits` preset: a name, what it is, and how it
-/// changes seed 002's API (see `sim::api::habits` for their sources).
+/// changes seed 002's API (see `sim::world::api::habits` for their sources).
 pub const HABITS: [(&str, &str); 11] = [
     ("fastify", "@fastify/rate-limit, seed 002's API: Retry-After rounded up, RateLimit-* in seconds left"),
     ("retry-after-down-mid", "Flask-Limiter's truncated Retry-After, the run 0.5 s into a wall-clock second"),
@@ -236,8 +236,8 @@ pub const HABITS: [(&str, &str); 11] = [
 
 /// Seed 002's API with one habit (a name of [`HABITS`]) applied.
 pub fn with_habit(habit: &str) -> Option<Scenario> {
-    use crate::sim::api::{RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding};
-    use crate::sim::scenario::{HALF_SECOND_PHASE_MS, LATE_PHASE_MS, flask_limiter_habits};
+    use crate::sim::run::scenario::{HALF_SECOND_PHASE_MS, LATE_PHASE_MS, flask_limiter_habits};
+    use crate::sim::world::api::{RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding};
     let mut s = scenario::blinkimg_1s();
     s.api.rate_limit_headers = true;
     let api = &mut s.api;
@@ -256,7 +256,7 @@ pub fn with_habit(habit: &str) -> Option<Scenario> {
         "ietf-fields" => api.rate_limit_fields = RateLimitFields::Structured,
         "html-429" => {
             api.rate_limited_body = RateLimitedBody::Html;
-            api.advice = crate::sim::api::AdviceForm::HeaderSeconds;
+            api.advice = crate::sim::world::api::AdviceForm::HeaderSeconds;
         }
         "moving-window" => api.limiter.kind = LimiterKind::MovingWindow,
         "flask-fixed" | "flask-moving" | "flask-fixed-late" => {

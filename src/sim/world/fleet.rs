@@ -6,7 +6,7 @@
 //! - `hosts = "per_worker"`: one host per worker (`w0`, `w1`, ...), which
 //!   share nothing but the network. Each builds its own budget and its own
 //!   gate, unless `fleet.coordinator` runs the gate on the `limiter` host
-//!   (see [`limiter_service`](crate::sim::limiter_service)).
+//!   (see [`limiter_service`](crate::sim::world::limiter_service)).
 //!
 //! The jobs themselves are handed out by the harness (a stand-in for the
 //! batch's job queue, which is not what is under test).
@@ -28,15 +28,15 @@ use crate::core::budget::RetryBudget;
 use crate::env::{TokioClock, seeded_rng};
 use crate::gate::aimd::{Aimd, GateFact, GateLog};
 use crate::gate::{Admission, Feedback, Gate};
-use crate::sim::clients::{Builtin, builtin};
-use crate::sim::deferral::{self, DeferralQueue};
-use crate::sim::job::{JobRecord, run_job};
-use crate::sim::limiter_service::{LIMITER_HOST, RemoteGate, RouteFact, RouteLog, serve_limiter};
-use crate::sim::net::sim_now;
-use crate::sim::runner::{FLEET_HOST, build_budget, build_gate, epoch};
-use crate::sim::scenario::{GateConfig, Hosts, Scenario};
-use crate::sim::seed::derive;
-use crate::sim::subject::{Host, MakeSubject, Promises, Subject};
+use crate::sim::run::clients::{Builtin, builtin};
+use crate::sim::run::job::{JobRecord, run_job};
+use crate::sim::run::runner::{FLEET_HOST, build_budget, build_gate, epoch};
+use crate::sim::run::scenario::{GateConfig, Hosts, Scenario};
+use crate::sim::run::seed::derive;
+use crate::sim::run::subject::{Host, MakeSubject, Promises, Subject};
+use crate::sim::world::deferral::{self, DeferralQueue};
+use crate::sim::world::limiter_service::{LIMITER_HOST, RemoteGate, RouteFact, RouteLog, serve_limiter};
+use crate::sim::world::net::sim_now;
 
 /// Wraps a retry budget (see [`Hooks`]).
 pub type WrapBudget = fn(Arc<dyn RetryBudget>) -> Arc<dyn RetryBudget>;

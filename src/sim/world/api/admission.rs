@@ -1,5 +1,5 @@
 //! Admission: the checks an arriving request passes, in the order that gives
-//! the model its behaviour (see the module doc of `sim::api`).
+//! the model its behaviour (see the module doc of `sim::world::api`).
 //!
 //! Admission only *decides*. A request either becomes a [`Run`] (credits and
 //! idempotency key reserved), or an [`Early`] answer that `response` renders.

@@ -40,8 +40,8 @@ use crate::gate::Feedback;
 #[cfg(doc)]
 use crate::gate::Gate;
 use crate::gate::pacing::{Schedule, Scheduled, Verdict};
-use crate::sim::api::limiter::{Limiter, Verdict as LimiterVerdict};
-use crate::sim::api::{ApiConfig, LimiterKind};
+use crate::sim::world::api::limiter::{Limiter, Verdict as LimiterVerdict};
+use crate::sim::world::api::{ApiConfig, LimiterKind};
 
 /// The oracle's bookkeeping (pure, on the gate's timeline).
 #[derive(Debug, Clone)]

@@ -3,7 +3,7 @@
 //! The API is one host, the fleet another (its workers are tasks: one host
 //! per worker would multiply turmoil's per-tick cost for no behaviour the
 //! checks need), unless `fleet.hosts = "per_worker"` asks for a host per
-//! worker to model separate processes (see [`fleet`](crate::sim::fleet)).
+//! worker to model separate processes (see [`fleet`](crate::sim::world::fleet)).
 //! The runner steps the simulation itself so it can switch scheduled faults
 //! on and off at exact virtual times.
 
@@ -17,16 +17,16 @@ use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
 use crate::gate::Gate;
 use crate::gate::aimd::Aimd;
 use crate::gate::pacing::{Pacing, PacingState};
-use crate::sim::api::{Api, Ledger};
-use crate::sim::clients::ScenarioClient;
-use crate::sim::fleet::{FleetFacts, Hooks, Shared, fleet_hosts};
-use crate::sim::job::job_of_label;
-use crate::sim::limiter_service::LIMITER_HOST;
-use crate::sim::net::{API_HOST, Fault, Server, ServerFaults, serve};
-use crate::sim::oracle::{IdealGate, IdealSchedule};
-use crate::sim::scenario::{BudgetConfig, GateConfig, Scenario};
-use crate::sim::seed::derive;
-use crate::sim::subject::{MakeSubject, Promises};
+use crate::sim::run::clients::ScenarioClient;
+use crate::sim::run::job::job_of_label;
+use crate::sim::run::scenario::{BudgetConfig, GateConfig, Scenario};
+use crate::sim::run::seed::derive;
+use crate::sim::run::subject::{MakeSubject, Promises};
+use crate::sim::tools::oracle::{IdealGate, IdealSchedule};
+use crate::sim::world::api::{Api, Ledger};
+use crate::sim::world::fleet::{FleetFacts, Hooks, Shared, fleet_hosts};
+use crate::sim::world::limiter_service::LIMITER_HOST;
+use crate::sim::world::net::{API_HOST, Fault, Server, ServerFaults, serve};
 use crate::trace::EventKind;
 
 /// turmoil's per-host TCP capacity: the listener backlog and each stream's
@@ -36,7 +36,7 @@ pub const TCP_CAPACITY: usize = 1 << 16;
 /// The fleet's host name.
 pub const FLEET_HOST: &str = "fleet";
 
-pub use crate::sim::job::{JobKind, JobOutcome, JobRecord, PLANTED_SECRETS};
+pub use crate::sim::run::job::{JobKind, JobOutcome, JobRecord, PLANTED_SECRETS};
 
 /// What a run measured.
 #[derive(Debug, Clone, Serialize)]
@@ -105,7 +105,7 @@ pub struct Report {
     /// What the client under test promised (the black-box checks hold it to this).
     #[serde(skip)]
     pub promises: Promises,
-    /// Whether the client wrote retrysim's trace ([`Subject::writes_trace`](crate::sim::subject::Subject::writes_trace)):
+    /// Whether the client wrote retrysim's trace ([`Subject::writes_trace`](crate::sim::run::subject::Subject::writes_trace)):
     /// then the trace-based checks apply too.
     #[serde(skip)]
     pub traced: bool,
@@ -162,7 +162,7 @@ pub fn run_with(s: &Scenario, seed: u64, hooks: Hooks) -> Result<Report, RunErro
 }
 
 /// Runs a scenario with a seed and the client `make` builds on each fleet
-/// host: any retry client behind the [`Subject`](crate::sim::subject::Subject)
+/// host: any retry client behind the [`Subject`](crate::sim::run::subject::Subject)
 /// boundary. The scenario's `[client]` section is then ignored for the
 /// fleet (deferral's background workers stay retrysim's).
 pub fn run_subject(s: &Scenario, seed: u64, hooks: Hooks, make: Arc<dyn MakeSubject>) -> Result<Report, RunError> {
@@ -209,7 +209,7 @@ fn simulate(s: &Scenario, seed: u64, hooks: Hooks, make: Arc<dyn MakeSubject>) -
     sim.host(API_HOST, move || serve(host_server.clone()));
 
     let shared = Arc::new(Shared::new(s));
-    crate::sim::fleet::spawn(&mut sim, s, seed, hooks, &make, &shared);
+    crate::sim::world::fleet::spawn(&mut sim, s, seed, hooks, &make, &shared);
 
     let mut schedule: Vec<(Duration, usize, bool)> = Vec::new();
     for (i, f) in s.faults.schedule.iter().enumerate() {
@@ -545,7 +545,7 @@ impl Report {
             ("failure rate", format!("{:.1}%", self.failure_rate * 100.0)),
             ("max in flight", self.max_in_flight.to_string()),
         ]);
-        if self.scenario_config.fleet.gate != crate::sim::scenario::GateConfig::None {
+        if self.scenario_config.fleet.gate != crate::sim::run::scenario::GateConfig::None {
             rows.extend([
                 ("max queue depth", self.max_queue_depth.to_string()),
                 ("queued at gate", format!("{} ms", self.queued_ms)),

@@ -153,8 +153,8 @@ fn granularity(window: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::api::LimiterKind;
-    use crate::sim::api::limiter::{Limiter, Verdict};
+    use crate::sim::world::api::LimiterKind;
+    use crate::sim::world::api::limiter::{Limiter, Verdict};
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

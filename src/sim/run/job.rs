@@ -17,10 +17,10 @@ use tokio_util::sync::CancellationToken;
 use crate::client::NoIdempotencyKey;
 use crate::core::classify::Operation;
 use crate::env::{Clock, Rng, TokioClock};
-use crate::sim::net::API_HOST;
-use crate::sim::scenario::Scenario;
-use crate::sim::seed::derive;
-use crate::sim::subject::{BoxFuture, Job, JobEnd, SimNet, Subject};
+use crate::sim::run::scenario::Scenario;
+use crate::sim::run::seed::derive;
+use crate::sim::run::subject::{BoxFuture, Job, JobEnd, SimNet, Subject};
+use crate::sim::world::net::API_HOST;
 use crate::trace::{Trace, ms};
 
 /// Secrets planted in every request, so the checks can prove none leaks.

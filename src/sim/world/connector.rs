@@ -10,7 +10,7 @@
 //! use hyper_util::rt::TokioExecutor;
 //! use http_body_util::Full;
 //! use bytes::Bytes;
-//! use retrysim::sim::connector::SimConnector;
+//! use retrysim::sim::world::connector::SimConnector;
 //!
 //! // Inside a turmoil host: every request on a fresh simulated connection.
 //! let client: Client<SimConnector, Full<Bytes>> = Client::builder(TokioExecutor::new())
@@ -20,7 +20,7 @@
 //!
 //! # Configure the pool so faults reach you as they reach `SimTransport`
 //!
-//! [`SimTransport`](crate::sim::net::SimTransport) opens one connection per
+//! [`SimTransport`](crate::sim::world::net::SimTransport) opens one connection per
 //! attempt, so a partition is a connect error at once (nothing was sent), a
 //! lost answer or a bounce is an error after sending (the server may have
 //! run it), and a hold delays the exchange. hyper-util's pooled client keeps
@@ -117,12 +117,12 @@ fn target(uri: &Uri) -> io::Result<(String, u16)> {
     if uri.scheme_str() == Some("https") {
         return Err(invalid(format!(
             "{uri}: the simulated network has no TLS; use an http:// URI (e.g. http://{}/)",
-            crate::sim::net::API_HOST
+            crate::sim::world::net::API_HOST
         )));
     }
-    let host = uri
-        .host()
-        .ok_or_else(|| invalid(format!("{uri} has no host; use e.g. http://{}/v1/jobs", crate::sim::net::API_HOST)))?;
+    let host = uri.host().ok_or_else(|| {
+        invalid(format!("{uri} has no host; use e.g. http://{}/v1/jobs", crate::sim::world::net::API_HOST))
+    })?;
     Ok((host.trim_start_matches('[').trim_end_matches(']').to_owned(), uri.port_u16().unwrap_or(80)))
 }
 
@@ -160,8 +160,8 @@ mod tests {
     use super::*;
     use crate::core::classify::TransportFailure;
     use crate::env::Transport;
-    use crate::sim::api::{Api, ApiConfig, ArrivalOutcome, Ledger};
-    use crate::sim::net::{API_HOST, Server, ServerFaults, SimTransport, serve};
+    use crate::sim::world::api::{Api, ApiConfig, ArrivalOutcome, Ledger};
+    use crate::sim::world::net::{API_HOST, Server, ServerFaults, SimTransport, serve};
 
     type SimClient = Client<SimConnector, Full<Bytes>>;
 
@@ -259,10 +259,10 @@ mod tests {
             let t0 = tokio::time::Instant::now();
             for n in 1..=requests {
                 tokio::time::sleep_until(t0 + Duration::from_secs(n as u64 - 1)).await;
-                let start = crate::sim::net::sim_now();
+                let start = crate::sim::world::net::sim_now();
                 let result =
                     if use_connector { via_hyper_util(&client, job(n)).await } else { via_sim_transport(job(n)).await };
-                let end = crate::sim::net::sim_now();
+                let end = crate::sim::world::net::sim_now();
                 out.lock().unwrap().push((result, start.as_millis() as u64, end.as_millis() as u64));
             }
             count.store(connector.connections(), Ordering::Relaxed);

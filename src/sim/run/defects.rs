@@ -20,7 +20,7 @@ use crate::client::IDEMPOTENCY_KEY;
 use crate::core::classify::{Class, Classifier, DefaultTable, Outcome};
 use crate::core::policy::Policy;
 use crate::env::{Rng, Transport, TransportError, seeded_rng};
-use crate::sim::job::CLIENT_LABEL;
+use crate::sim::run::job::CLIENT_LABEL;
 
 /// Which deliberate defects are on. All off by default, and absent from a
 /// scenario's TOML unless set (`[client.defects]`).

@@ -11,7 +11,7 @@
 //! workers take jobs from the queue, wait until the advice the front end
 //! was given has passed, and run the job again under the background policy
 //! with the same key. See
-//! [`DeferralConfig`](crate::sim::scenario::DeferralConfig) for the knobs.
+//! [`DeferralConfig`](crate::sim::run::scenario::DeferralConfig) for the knobs.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -23,10 +23,10 @@ use tokio::sync::Notify;
 
 use crate::client::IDEMPOTENCY_KEY;
 use crate::env::{Clock, TokioClock, seeded_rng};
-use crate::sim::job::{JobKind, JobOutcome, JobRecord, Run, request};
-use crate::sim::scenario::Scenario;
-use crate::sim::seed::derive;
-use crate::sim::subject::Subject;
+use crate::sim::run::job::{JobKind, JobOutcome, JobRecord, Run, request};
+use crate::sim::run::scenario::Scenario;
+use crate::sim::run::seed::derive;
+use crate::sim::run::subject::Subject;
 use crate::trace::EventKind;
 
 /// Give-ups that mean "the wait is longer than this caller can afford":

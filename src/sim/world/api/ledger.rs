@@ -1,6 +1,6 @@
 //! The server's ledger: what arrived, what was charged, what was advised.
 //!
-//! The invariant checkers (`sim::check`) read only client traces and this
+//! The invariant checkers (`sim::checks::invariants`) read only client traces and this
 //! ledger; the model never checks itself. So the ledger records facts the
 //! checkers need and the client cannot see: every charge per idempotency key
 //! (invariant 3), and each client's not-before instant (invariant 4).

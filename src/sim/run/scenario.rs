@@ -11,10 +11,10 @@ use crate::core::duration_text;
 use crate::core::policy::Policy;
 use crate::gate::aimd::AimdConfig;
 use crate::gate::pacing::PacingConfig;
-use crate::sim::api::{AdviceForm, ApiConfig, Envelope, LimiterConfig, LimiterKind, ScriptStep};
-use crate::sim::clients::{Builtin, ClientConfig};
-use crate::sim::defects::Defects;
-use crate::sim::net::{Fault, ScheduledFault};
+use crate::sim::run::clients::{Builtin, ClientConfig};
+use crate::sim::run::defects::Defects;
+use crate::sim::world::api::{AdviceForm, ApiConfig, Envelope, LimiterConfig, LimiterKind, ScriptStep};
+use crate::sim::world::net::{Fault, ScheduledFault};
 
 /// Everything one simulation run needs except the seed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -504,7 +504,7 @@ pub fn deferral_queue_full() -> Scenario {
         "seed 000: interactive (10 s) front end defers queue_full (30 s advice) to a background worker (120 s), same key".into();
     s.api.envelope = Envelope::Sume;
     s.api.processing_ms = 3_000;
-    s.api.concurrency = Some(crate::sim::api::ConcurrencyConfig { max_in_flight: 2, retry_after_s: 30 });
+    s.api.concurrency = Some(crate::sim::world::api::ConcurrencyConfig { max_in_flight: 2, retry_after_s: 30 });
     s.fleet.workers = 6;
     s.fleet.jobs = 24;
     s.fleet.deferral = Some(DeferralConfig::default());
@@ -656,7 +656,9 @@ pub fn named(name: &str) -> Option<Scenario> {
             let mut s = Scenario { name: name.into(), policy: Policy::standard(), ..Scenario::default() };
             s.description = "seed 001: the answer to an unkeyed POST is lost; it is not replayed".into();
             s.policy.idempotency_keys = false;
-            s.faults.schedule.push(ScheduledFault { at: Duration::ZERO, fault: crate::sim::net::Fault::LoseAnswer });
+            s.faults
+                .schedule
+                .push(ScheduledFault { at: Duration::ZERO, fault: crate::sim::world::net::Fault::LoseAnswer });
             s
         }
         "lost-answers-with-key" => lost_answers(name, true),
@@ -741,7 +743,7 @@ pub const HALF_SECOND_PHASE_MS: i64 = 500;
 /// At [`HALF_SECOND_PHASE_MS`] the same workload never sees a 0.
 pub const LATE_PHASE_MS: i64 = 900;
 
-/// Flask-Limiter's habits on an API (see `sim::api::habits` for the source
+/// Flask-Limiter's habits on an API (see `sim::world::api::habits` for the source
 /// of each): `X-RateLimit-*` headers on every answer (with
 /// `RATELIMIT_HEADERS_ENABLED`), the reset in Unix seconds, `int(int(reset
 /// + 1) - now)` as `Retry-After`, Werkzeug's HTML 429 page without a code,
@@ -749,7 +751,7 @@ pub const LATE_PHASE_MS: i64 = 900;
 /// sends it, truncated to the second), and the run starts at
 /// [`HALF_SECOND_PHASE_MS`].
 pub fn flask_limiter_habits(api: &mut ApiConfig) {
-    use crate::sim::api::{RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding};
+    use crate::sim::world::api::{RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding};
     api.rate_limit_headers = true;
     api.rate_limit_fields = RateLimitFields::XRateLimit;
     api.rate_limit_reset = ResetForm::UnixSeconds;
@@ -780,7 +782,7 @@ pub fn flask_limiter(name: &str, kind: LimiterKind) -> Scenario {
 /// what it changes: the advice, the headers a pacing gate reads, the body's
 /// code, the clock, the window.
 fn habit(name: &str) -> Option<Scenario> {
-    use crate::sim::api::{RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding};
+    use crate::sim::world::api::{RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding};
     let mut s = blinkimg_1s();
     s.name = name.into();
     match name {

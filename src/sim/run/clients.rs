@@ -12,7 +12,7 @@
 //! ```
 //!
 //! A user's own client comes in through [`MakeSubject`] instead
-//! ([`runner::run_subject`](crate::sim::runner::run_subject)).
+//! ([`runner::run_subject`](crate::sim::run::runner::run_subject)).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,12 +25,12 @@ use crate::client::{Replayable, RetryClient};
 use crate::core::backoff::{Backoff, Jitter};
 use crate::core::policy::Policy;
 use crate::env::{TokioClock, Transport};
-use crate::sim::defects::{Defects, FreshKeys};
-use crate::sim::job::JobOutcome;
-use crate::sim::net::SimTransport;
-use crate::sim::scenario::Scenario;
-use crate::sim::seed::derive;
-use crate::sim::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, Subject};
+use crate::sim::run::defects::{Defects, FreshKeys};
+use crate::sim::run::job::JobOutcome;
+use crate::sim::run::scenario::Scenario;
+use crate::sim::run::seed::derive;
+use crate::sim::run::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, Subject};
+use crate::sim::world::net::SimTransport;
 use crate::trace::EventKind;
 
 /// Which built-in client runs a scenario's jobs.
