@@ -268,3 +268,41 @@ fn every_habit_gives_the_ideal_row_the_same_schedule() {
     }
     assert!(compare::with_habit("nope").is_none());
 }
+
+/// The README's "Real servers' habits" table, from the `habits` preset's
+/// medians over seeds 1..=5 (what `retrysim compare --preset habits` prints,
+/// laid out habit by policy). On a mismatch the message holds the table to
+/// paste.
+#[test]
+fn the_readme_habits_table_is_the_presets_medians() {
+    const POLICIES: [&str; 4] = ["retry-at-once", "exponential-full-jitter", "retry-after-jitter", "pacing"];
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let c = compare::run(&compare::habits(), 5, threads).unwrap_or_else(|e| panic!("{e}"));
+    let ideal = c.row("ideal").expect("the ideal row");
+    let mut table = format!(
+        "cell *time, 429s / jobs done of 120* (the ideal row: {:.2} s, {} / {} under\nevery habit):\n\n| habit | {} |\n|---|{}\n",
+        ideal.virtual_s.median,
+        ideal.limited.median,
+        ideal.succeeded.median,
+        POLICIES.join(" | "),
+        "---:|".repeat(POLICIES.len()),
+    );
+    for (habit, _) in compare::HABITS {
+        let cells: Vec<String> = POLICIES
+            .iter()
+            .map(|policy| {
+                let r = c.row(&format!("{habit}/{policy}")).expect("every habit has every policy");
+                format!("{:.2} s, {} / {}", r.virtual_s.median, r.limited.median, r.succeeded.median)
+            })
+            .collect();
+        table.push_str(&format!("| {habit} | {} |\n", cells.join(" | ")));
+    }
+    let readme = include_str!("../../README.md");
+    let section = readme.split("## Real servers' habits").nth(1).expect("README has a 'Real servers' habits' section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    assert!(
+        section.contains("`cargo run --release -- compare --preset habits`, medians of seeds 1..=5, each"),
+        "the README must name the command beside the table"
+    );
+    assert!(section.contains(&table), "README's habits table is stale; measured now:\n\n{table}");
+}
