@@ -1,14 +1,27 @@
 //! Real servers' habits (`sim::world::api::habits`): each named scenario shows its
 //! habit's effect, measured against the same scenario with the habit turned
-//! back to @fastify/rate-limit's (the control, which must not show it).
+//! back to @fastify/rate-limit's (the control, which must not show it). Where
+//! retrysim now copes with a habit (a Unix-seconds reset, an HTML 429 with
+//! `Retry-After`), the test states that, and a negative control (the client
+//! as it was before issue 11, built here from the public API) shows the
+//! habit still bites a client that does not.
 
+use std::sync::Arc;
+
+use retrysim::RetryClient;
+use retrysim::core::classify::{Class, Classifier, DefaultTable, Outcome};
+use retrysim::gate::pacing::PacingConfig;
 use retrysim::sim::checks::invariants::check_run;
-use retrysim::sim::run::runner::{Report, run};
-use retrysim::sim::run::scenario::{Scenario, named};
+use retrysim::sim::run::clients::Retrysim;
+use retrysim::sim::run::runner::{Report, run, run_subject};
+use retrysim::sim::run::scenario::{Fleet, GateConfig, Scenario, named};
+use retrysim::sim::run::subject::{Host, Promises, from_fn};
 use retrysim::sim::tools::compare;
 use retrysim::sim::world::api::{
-    ApiConfig, ArrivalOutcome, LimiterKind, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding,
+    AdviceForm, ApiConfig, ArrivalOutcome, LimiterKind, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding,
 };
+use retrysim::sim::world::fleet::Hooks;
+use retrysim::sim::world::net::SimTransport;
 
 const SEEDS: [u64; 3] = [1, 2, 3];
 
@@ -64,13 +77,33 @@ fn at_half_a_second_the_same_workload_never_sees_a_0() {
     }
 }
 
+/// The scenario with `gate` in place of its own.
+fn with_gate(s: &Scenario, gate: GateConfig) -> Scenario {
+    Scenario { fleet: Fleet { gate, ..s.fleet.clone() }, ..s.clone() }
+}
+
 #[test]
-fn a_unix_seconds_reset_holds_the_pacing_gate_about_twice_as_long() {
-    let (s, control) = with_control("reset-unix-seconds", |api| api.rate_limit_reset = ResetForm::SecondsLeft);
+fn under_a_unix_seconds_reset_the_pacing_gate_learns_the_phase_and_stays_within_1_10x_of_ideal() {
+    let s = scenario("reset-unix-seconds");
+    let ideal = with_gate(&s, GateConfig::Ideal);
+    // Negative control: the gate that trusts the rounded reset, as before issue 11.
+    let trusting = with_gate(&s, GateConfig::Pacing(PacingConfig { learn_phase: false, ..PacingConfig::default() }));
+    assert_ne!(trusting, s, "the scenario must pace with learn_phase on");
     for seed in SEEDS {
-        let (r, c) = (sim(&s, seed), sim(&control, seed));
-        assert_eq!((r.limited, c.limited, r.succeeded), (0, 0, 120), "seed {seed}");
-        assert!(r.virtual_ms * 10 >= c.virtual_ms * 18, "seed {seed}: {} ms against {} ms", r.virtual_ms, c.virtual_ms);
+        let (r, i, t) = (sim(&s, seed), sim(&ideal, seed), sim(&trusting, seed));
+        assert_eq!((r.limited, t.limited, r.succeeded, t.succeeded), (0, 0, 120, 120), "seed {seed}");
+        assert!(
+            r.virtual_ms * 100 <= i.virtual_ms * 110,
+            "seed {seed}: {} ms against the ideal {} ms",
+            r.virtual_ms,
+            i.virtual_ms
+        );
+        assert!(
+            t.virtual_ms * 10 >= i.virtual_ms * 18,
+            "seed {seed}: trusting the reset took {} ms against {} ms",
+            t.virtual_ms,
+            i.virtual_ms
+        );
     }
 }
 
@@ -99,17 +132,66 @@ fn the_pacing_gate_cannot_read_the_structured_fields() {
     assert_eq!(sim(&both, 1).limited, 0, "beside the draft-6 fields, the gate reads those");
 }
 
+/// The judgement before issue 11: a 429 without a code is unclear, whatever
+/// advice it carries; else the default table (a negative control).
+struct UncodedIsUnclear(DefaultTable);
+
+impl Classifier for UncodedIsUnclear {
+    fn classify(&self, outcome: Outcome<'_>) -> Class {
+        match outcome {
+            Outcome::Answer { status, code: None, .. } if status.as_u16() == 429 => Class::Unclear,
+            other => self.0.classify(other),
+        }
+    }
+}
+
+/// Runs `s` with retrysim's driver under the scenario's policy, but with `UncodedIsUnclear`.
+fn sim_uncoded_unclear(s: &Scenario, seed: u64) -> Report {
+    let make = from_fn("uncoded-429-unclear", |host: Host<'_>| {
+        let policy = host.scenario.policy.clone();
+        let client = RetryClient::new(host.clock.clone(), SimTransport, policy.clone())
+            .with_classifier(Arc::new(UncodedIsUnclear(DefaultTable::default())));
+        Retrysim::new(client, Promises::of_policy(&policy))
+    });
+    run_subject(s, seed, Hooks::default(), Arc::new(make)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn unclear(r: &Report) -> u64 {
+    r.gave_up.get("unclear_exhausted").copied().unwrap_or(0)
+}
+
 #[test]
-fn an_html_429_without_a_code_loses_jobs_as_unclear() {
+fn an_html_429_with_retry_after_is_throttling_and_loses_no_job() {
     let (s, control) = with_control("html-429-no-code", |api| api.rate_limited_body = RateLimitedBody::Envelope);
     for seed in SEEDS {
         let (r, c) = (sim(&s, seed), sim(&control, seed));
-        let unclear = r.gave_up.get("unclear_exhausted").copied().unwrap_or(0);
-        assert!(unclear > 0 && r.succeeded + unclear == 120, "seed {seed}: {:?}", r.gave_up);
+        let refused: Vec<_> = r.ledger.arrivals.iter().filter(|a| a.status == 429).collect();
         assert!(
-            r.ledger.arrivals.iter().filter(|a| a.status == 429).all(|a| a.code.is_none() && a.retry_after.is_some())
+            !refused.is_empty() && refused.iter().all(|a| a.code.is_none() && a.retry_after.is_some()),
+            "seed {seed}"
         );
-        assert_eq!(c.succeeded, 120, "seed {seed}");
+        assert_eq!((r.succeeded, c.succeeded), (120, 120), "seed {seed}: {:?}", r.gave_up);
+        assert!(r.gave_up.is_empty(), "seed {seed}: {:?}", r.gave_up);
+        // The code adds nothing where the header carries the wait: the same run as the JSON envelope's.
+        assert_eq!((r.requests, r.limited, r.virtual_ms), (c.requests, c.limited, c.virtual_ms), "seed {seed}");
+        // Negative control: the old judgement loses jobs on the same answers.
+        let old = sim_uncoded_unclear(&s, seed);
+        assert!(unclear(&old) > 0 && old.succeeded + unclear(&old) == 120, "seed {seed}: {:?}", old.gave_up);
+    }
+}
+
+#[test]
+fn an_html_429_without_any_advice_is_still_unclear_and_loses_jobs() {
+    let mut s = scenario("html-429-no-code");
+    s.api.advice = AdviceForm::None;
+    for seed in SEEDS {
+        let r = sim(&s, seed);
+        let refused: Vec<_> = r.ledger.arrivals.iter().filter(|a| a.status == 429).collect();
+        assert!(
+            !refused.is_empty() && refused.iter().all(|a| a.code.is_none() && a.retry_after.is_none()),
+            "seed {seed}"
+        );
+        assert!(unclear(&r) > 0 && r.succeeded + unclear(&r) == 120, "seed {seed}: {:?}", r.gave_up);
     }
 }
 
@@ -185,4 +267,42 @@ fn every_habit_gives_the_ideal_row_the_same_schedule() {
         assert_eq!(row.limited.max, 0.0, "{}", row.policy);
     }
     assert!(compare::with_habit("nope").is_none());
+}
+
+/// The README's "Real servers' habits" table, from the `habits` preset's
+/// medians over seeds 1..=5 (what `retrysim compare --preset habits` prints,
+/// laid out habit by policy). On a mismatch the message holds the table to
+/// paste.
+#[test]
+fn the_readme_habits_table_is_the_presets_medians() {
+    const POLICIES: [&str; 4] = ["retry-at-once", "exponential-full-jitter", "retry-after-jitter", "pacing"];
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let c = compare::run(&compare::habits(), 5, threads).unwrap_or_else(|e| panic!("{e}"));
+    let ideal = c.row("ideal").expect("the ideal row");
+    let mut table = format!(
+        "cell *time, 429s / jobs done of 120* (the ideal row: {:.2} s, {} / {} under\nevery habit):\n\n| habit | {} |\n|---|{}\n",
+        ideal.virtual_s.median,
+        ideal.limited.median,
+        ideal.succeeded.median,
+        POLICIES.join(" | "),
+        "---:|".repeat(POLICIES.len()),
+    );
+    for (habit, _) in compare::HABITS {
+        let cells: Vec<String> = POLICIES
+            .iter()
+            .map(|policy| {
+                let r = c.row(&format!("{habit}/{policy}")).expect("every habit has every policy");
+                format!("{:.2} s, {} / {}", r.virtual_s.median, r.limited.median, r.succeeded.median)
+            })
+            .collect();
+        table.push_str(&format!("| {habit} | {} |\n", cells.join(" | ")));
+    }
+    let readme = include_str!("../../README.md");
+    let section = readme.split("## Real servers' habits").nth(1).expect("README has a 'Real servers' habits' section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    assert!(
+        section.contains("`cargo run --release -- compare --preset habits`, medians of seeds 1..=5, each"),
+        "the README must name the command beside the table"
+    );
+    assert!(section.contains(&table), "README's habits table is stale; measured now:\n\n{table}");
 }
