@@ -263,7 +263,7 @@ async fn run(args: &Args, seed: u64) -> Result<(Report, Vec<Sent>), Failure> {
                 let req = Request::post(url.clone()).header("content-type", "application/json").body(body);
                 let req = req.expect("a valid request");
                 let mut trace = Trace::new(format!("w{w} job-{job}"));
-                let outcome = client.execute(req, &mut rng, &cancel, &mut trace).await;
+                let outcome = client.execute_traced(req, &mut rng, &cancel, &mut trace).await;
                 outcomes.push(outcome.map(|_| ()).map_err(|e| e.reason.to_string()));
             }
             outcomes

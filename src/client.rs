@@ -71,6 +71,32 @@ impl fmt::Display for RetryError {
 
 impl std::error::Error for RetryError {}
 
+/// A successful operation: the answer and what it took to get it.
+#[derive(Debug)]
+pub struct Success {
+    /// The 2xx answer.
+    pub response: Response<Bytes>,
+    /// Attempts made, the successful one included.
+    pub attempts: u32,
+    /// Total time slept between attempts.
+    pub waited: Duration,
+    /// Time from the first attempt to the answer (monotonic).
+    pub elapsed: Duration,
+    /// The server answered `Idempotent-Replayed: true`: an earlier attempt
+    /// with this key had already run (its answer was lost), and this is that
+    /// run's answer, not a second run.
+    pub replayed: bool,
+    /// The key every attempt carried.
+    pub idempotency_key: Option<String>,
+}
+
+impl Success {
+    /// The answer alone.
+    pub fn into_response(self) -> Response<Bytes> {
+        self.response
+    }
+}
+
 /// A request extension: send this POST without a generated key (it is then
 /// an unsafe operation, never replayed after an ambiguous failure).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,19 +192,33 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
     /// A POST or PATCH without an `Idempotency-Key` gets one, drawn once from
     /// `rng` and reused on every attempt (unless the policy turns keys off).
     /// Each attempt is bounded by `min(attempt_timeout, time left)`; `cancel`
-    /// stops a wait or a call at once.
+    /// stops a wait or a call at once. The [`Success`] says what it took
+    /// (attempts, time waited, whether the answer was a replay); use
+    /// [`execute_traced`](Self::execute_traced) for the full story.
     pub async fn execute(
         &self,
         req: Request<Bytes>,
         rng: &mut dyn Rng,
         cancel: &CancellationToken,
+    ) -> Result<Success, RetryError> {
+        self.execute_recording_keys(req, rng, cancel, &mut Trace::new(""), &mut Vec::new()).await
+    }
+
+    /// [`execute`](Self::execute), also recording every attempt, answer,
+    /// wait and the end in `trace` (render it with [`Trace::render`]).
+    pub async fn execute_traced(
+        &self,
+        req: Request<Bytes>,
+        rng: &mut dyn Rng,
+        cancel: &CancellationToken,
         trace: &mut Trace,
-    ) -> Result<Response<Bytes>, RetryError> {
+    ) -> Result<Success, RetryError> {
         self.execute_recording_keys(req, rng, cancel, trace, &mut Vec::new()).await
     }
 
-    /// [`execute`](Self::execute), also appending the full key each attempt
-    /// carried to `keys` (traces only show shortened keys). For checkers.
+    /// [`execute_traced`](Self::execute_traced), also appending the full key
+    /// each attempt carried to `keys` (traces only show shortened keys). For
+    /// checkers.
     pub async fn execute_recording_keys(
         &self,
         mut req: Request<Bytes>,
@@ -186,7 +226,7 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
         cancel: &CancellationToken,
         trace: &mut Trace,
         keys: &mut Vec<Option<String>>,
-    ) -> Result<Response<Bytes>, RetryError> {
+    ) -> Result<Success, RetryError> {
         let p = &self.policy;
         let deadline = Deadline { start: self.clock.now(), total: p.deadline };
         let mut key = req.headers().get(IDEMPOTENCY_KEY).and_then(|v| v.to_str().ok()).map(str::to_owned);
@@ -316,7 +356,15 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
                             now,
                             EventKind::Done { status: res.status().as_u16(), attempts, waited_ms: ms(waited) },
                         );
-                        return Ok(res);
+                        let elapsed = deadline.elapsed(now);
+                        return Ok(Success {
+                            response: res,
+                            attempts,
+                            waited,
+                            elapsed,
+                            replayed,
+                            idempotency_key: key,
+                        });
                     }
                     let (parts, body) = res.into_parts();
                     (advice, Some(LastAnswer { status: parts.status, code, headers: parts.headers, body }), None)

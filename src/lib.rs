@@ -57,8 +57,7 @@
 //!
 //! ```no_run
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
-//! use bytes::Bytes;
-//! use retrysim::{client::RetryClient, core::policy::Policy, env::*, trace::Trace};
+//! use retrysim::{bytes::Bytes, client::RetryClient, core::policy::Policy, env::*, http, trace::Trace};
 //!
 //! // One transport per program: its clones share one keep-alive pool.
 //! let client = RetryClient::new(TokioClock::real(), HyperTransport::new(), Policy::interactive());
@@ -67,8 +66,9 @@
 //! let mut rng = os_rng()?;
 //! let req = http::Request::post("http://localhost:8080/v1/jobs").body(Bytes::from("{}"))?;
 //! let mut trace = Trace::new("job-1");
-//! match client.execute(req, &mut rng, &Default::default(), &mut trace).await {
-//!     Ok(res) => println!("{}", res.status()),
+//! match client.execute_traced(req, &mut rng, &Default::default(), &mut trace).await {
+//!     // What it took, without reading the trace.
+//!     Ok(done) => println!("{} after {} attempt(s)", done.response.status(), done.attempts),
 //!     // Queue the work under the same key and answer 202 (seed 000).
 //!     Err(e) => println!("{e}; key {:?}", e.idempotency_key),
 //! }
@@ -102,5 +102,10 @@ pub mod sim;
 pub mod testing;
 pub mod trace;
 
-pub use crate::client::{RetryClient, RetryError};
+pub use crate::client::{RetryClient, RetryError, Success};
+// The crates and types in the public signatures, so a user needs no
+// matching versions of their own.
 pub use crate::core::policy::{Decision, GiveUpReason, Policy};
+pub use bytes;
+pub use http;
+pub use tokio_util::sync::CancellationToken;

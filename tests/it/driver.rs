@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{Request, Response};
-use retrysim::client::{IDEMPOTENCY_KEY, RetryClient};
+use retrysim::client::{IDEMPOTENCY_KEY, RetryClient, Success};
 use retrysim::core::classify::TransportFailure;
 use retrysim::core::policy::{GiveUpReason, Policy};
 use retrysim::env::{Clock, TokioClock, Transport, TransportError, seeded_rng};
@@ -88,7 +88,10 @@ async fn run(policy: Policy, script: &Script, req: Request<Bytes>) -> Run {
     let clock = TokioClock::from_epoch(epoch());
     let client = RetryClient::new(clock.clone(), script, policy);
     let mut trace = Trace::new("t");
-    let result = client.execute(req, &mut seeded_rng(7), &CancellationToken::new(), &mut trace).await;
+    let result = client
+        .execute_traced(req, &mut seeded_rng(7), &CancellationToken::new(), &mut trace)
+        .await
+        .map(Success::into_response);
     Run { result, trace, elapsed: clock.now() }
 }
 
@@ -165,8 +168,8 @@ async fn one_key_per_operation_reused_on_every_attempt() {
     let client = RetryClient::new(clock, &s, Policy::standard());
     let mut rng = seeded_rng(1);
     let cancel = CancellationToken::new();
-    client.execute(post(), &mut rng, &cancel, &mut Trace::new("a")).await.unwrap();
-    client.execute(post(), &mut rng, &cancel, &mut Trace::new("b")).await.unwrap();
+    client.execute(post(), &mut rng, &cancel).await.unwrap();
+    client.execute(post(), &mut rng, &cancel).await.unwrap();
     let keys = s.keys();
     assert!(keys.iter().all(Option::is_some));
     assert_eq!(keys[0], keys[1]);
@@ -216,7 +219,7 @@ async fn cancellation_stops_a_wait() {
     let c2 = cancel.clone();
     let mut trace = Trace::new("c");
     let mut rng = seeded_rng(3);
-    let (result, ()) = tokio::join!(client.execute(post(), &mut rng, &cancel, &mut trace), async move {
+    let (result, ()) = tokio::join!(client.execute_traced(post(), &mut rng, &cancel, &mut trace), async move {
         tokio::time::sleep(Duration::from_secs(1)).await;
         c2.cancel();
     });
@@ -286,7 +289,7 @@ async fn waiting_in_a_fleet_queue_never_outlives_the_deadline() {
     let client = RetryClient::new(clock.clone(), &s, Policy::interactive()).with_gate(std::sync::Arc::new(Stuck));
     let mut trace = Trace::new("q");
     let (mut rng, cancel) = (seeded_rng(1), CancellationToken::new());
-    let run = client.execute(post(), &mut rng, &cancel, &mut trace);
+    let run = client.execute_traced(post(), &mut rng, &cancel, &mut trace);
     let e = tokio::time::timeout(Duration::from_secs(3600), run)
         .await
         .expect("the driver waited in the queue past its deadline")
@@ -294,4 +297,29 @@ async fn waiting_in_a_fleet_queue_never_outlives_the_deadline() {
     assert!(matches!(e.reason, GiveUpReason::DeadlineWouldPass { .. }), "{:?}", e.reason);
     // 10 s deadline, 500 ms reserved for an attempt: the queue gets 9.5 s.
     assert_eq!((clock.now(), e.attempts, s.count()), (Duration::from_millis(9_500), 0, 0));
+}
+
+/// A success says what it took, the same as the trace, without one: the
+/// attempts, the time slept, the key, and whether the answer was a replay of
+/// an earlier attempt's run.
+#[tokio::test(start_paused = true)]
+async fn a_success_reports_attempts_waits_and_replay_without_a_trace() {
+    let replayed = answer(201, &[("idempotent-replayed", "true")], r#"{"id":"job_1"}"#);
+    let s = Script::new(vec![rate_limited(1), rate_limited(2), replayed]);
+    let clock = TokioClock::from_epoch(epoch());
+    let client = RetryClient::new(clock.clone(), &s, Policy::standard());
+    let done = client.execute(post(), &mut seeded_rng(7), &CancellationToken::new()).await.unwrap();
+    assert_eq!((done.response.status().as_u16(), done.attempts, done.replayed), (201, 3, true));
+    assert_eq!(done.waited, clock.now(), "the script answers at once, so all the time is waiting");
+    assert!(done.waited >= Duration::from_secs(3), "{:?}", done.waited);
+    assert_eq!(done.idempotency_key, s.keys()[2]);
+    assert!(s.keys().iter().all(|k| k == &s.keys()[0]), "one key for the operation");
+    // The same run, traced: the same figures, now in the trace as well.
+    let s = Script::new(vec![rate_limited(1), rate_limited(2), ok()]);
+    let r = run(Policy::standard(), &s, post()).await;
+    assert_eq!(waits(&r.trace).iter().sum::<u64>(), r.elapsed.as_millis() as u64);
+    let s = Script::new(vec![ok()]);
+    let client = RetryClient::new(TokioClock::from_epoch(epoch()), &s, Policy::standard());
+    let done = client.execute(post(), &mut seeded_rng(7), &CancellationToken::new()).await.unwrap();
+    assert_eq!((done.attempts, done.waited, done.replayed), (1, Duration::ZERO, false));
 }

@@ -107,8 +107,8 @@ fn driver() -> RetryClient<TokioClock, HyperTransport> {
 async fn post(client: &RetryClient<TokioClock, HyperTransport>, url: &str, rng: &mut dyn Rng) -> StatusCode {
     let req = Request::post(url).body(Bytes::from_static(b"{}")).unwrap();
     let mut trace = Trace::new("job");
-    match client.execute(req, rng, &CancellationToken::new(), &mut trace).await {
-        Ok(res) => res.status(),
+    match client.execute_traced(req, rng, &CancellationToken::new(), &mut trace).await {
+        Ok(done) => done.response.status(),
         Err(e) => panic!("{e}\n{}", trace.render()),
     }
 }
@@ -176,17 +176,16 @@ async fn exchange_speaks_origin_form() {
 /// except the URL (checked by `the_readme_example_is_this_code`).
 async fn readme_example(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     // README:driver begin
-    use bytes::Bytes;
-    use retrysim::{client::RetryClient, core::policy::Policy, env::*, trace::Trace};
+    use retrysim::{bytes::Bytes, client::RetryClient, core::policy::Policy, env::*, http};
 
     // One transport per program: its clones share one keep-alive pool.
     let client = RetryClient::new(TokioClock::real(), HyperTransport::new(), Policy::interactive());
     // Keys and jitter from OS entropy, never a fixed seed (see `seeded_rng`).
     let mut rng = os_rng()?;
     let req = http::Request::post(url).body(Bytes::from("{}"))?;
-    let mut trace = Trace::new("job-1");
-    match client.execute(req, &mut rng, &Default::default(), &mut trace).await {
-        Ok(res) => println!("{}", res.status()),
+    match client.execute(req, &mut rng, &Default::default()).await {
+        // What it took comes with the answer; `execute_traced` records every step.
+        Ok(done) => println!("{} after {} attempt(s), {:?} waited", done.response.status(), done.attempts, done.waited),
         // Queue the work under the same key and answer 202 Accepted (seed 000).
         Err(e) => println!("{e}; key {:?}", e.idempotency_key),
     }

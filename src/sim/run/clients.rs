@@ -31,7 +31,6 @@ use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, Subject};
 use crate::sim::world::net::SimTransport;
-use crate::trace::EventKind;
 
 /// Which built-in client runs a scenario's jobs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,21 +127,13 @@ impl<T: Transport + 'static> Subject for Retrysim<T> {
             let mut keys = Vec::new();
             let result = self.client.execute_recording_keys(req, job.rng, job.cancel, job.trace, &mut keys).await;
             match result {
-                Ok(res) => {
-                    let events = &job.trace.events;
-                    let attempts = events.iter().filter(|e| matches!(e.kind, EventKind::Attempt { .. })).count() as u32;
-                    let waited = events.iter().find_map(|e| match e.kind {
-                        EventKind::Done { waited_ms, .. } => Some(waited_ms),
-                        _ => None,
-                    });
-                    JobEnd {
-                        outcome: JobOutcome::Succeeded { status: res.status().as_u16() },
-                        attempts: Some(attempts),
-                        waited: Some(Duration::from_millis(waited.unwrap_or(0))),
-                        key: keys.last().cloned().flatten(),
-                        attempt_keys: keys,
-                    }
-                }
+                Ok(done) => JobEnd {
+                    outcome: JobOutcome::Succeeded { status: done.response.status().as_u16() },
+                    attempts: Some(done.attempts),
+                    waited: Some(done.waited),
+                    key: done.idempotency_key,
+                    attempt_keys: keys,
+                },
                 Err(e) => JobEnd {
                     outcome: JobOutcome::GaveUp { reason: e.reason.kind().to_owned() },
                     attempts: Some(e.attempts),

@@ -1,7 +1,6 @@
 //! A dependent that uses only the driver: one POST with retries.
 //! `cargo run --release -- http://127.0.0.1:PORT/v1/jobs`
-use bytes::Bytes;
-use retrysim::{client::RetryClient, core::policy::Policy, env::*, trace::Trace};
+use retrysim::{bytes::Bytes, client::RetryClient, core::policy::Policy, env::*, http};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -9,9 +8,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = RetryClient::new(TokioClock::real(), HyperTransport::new(), Policy::interactive());
     let mut rng = os_rng()?;
     let req = http::Request::post(url).body(Bytes::from("{}"))?;
-    let mut trace = Trace::new("job-1");
-    match client.execute(req, &mut rng, &Default::default(), &mut trace).await {
-        Ok(res) => println!("{}", res.status()),
+    match client.execute(req, &mut rng, &Default::default()).await {
+        Ok(done) => println!("{} after {} attempt(s)", done.response.status(), done.attempts),
         Err(e) => println!("{e}; key {:?}", e.idempotency_key),
     }
     Ok(())
