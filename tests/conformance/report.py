@@ -29,6 +29,7 @@ Prints a Markdown table (the README's) and a closing line
 
 import json
 import statistics
+import os
 import sys
 
 WINDOWS = ["fixed", "moving"]
@@ -109,6 +110,33 @@ def configuration_failures(policy, real, sim, baseline):
     return out + agreement_failures(real, sim)
 
 
+def sim_columns(row):
+    """The simulated columns of a table row (window, policy, requests, 429s, time): deterministic."""
+    cells = [c.strip() for c in row.strip().strip("|").split("|")]
+    return (cells[0], cells[1], cells[3], cells[5], cells[7])
+
+
+def readme_staleness(rows):
+    """The README's calibration table must hold this run's simulated columns.
+
+    The real columns differ from run to run; the simulated ones are a pure
+    function of the twins and the seeds, so a difference means the README is
+    stale (or the twins changed): paste the table printed above into it.
+    """
+    readme = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+    with open(readme, encoding="utf-8") as f:
+        text = f.read()
+    section = text.split("## Calibration against Flask-Limiter", 1)[-1].split("\n## ", 1)[0]
+    documented = [sim_columns(l) for l in section.splitlines() if l.startswith(("| fixed |", "| moving |"))]
+    measured = [sim_columns(r) for r in rows]
+    if documented != measured:
+        return (
+            "README.md's calibration table is stale in its simulated columns "
+            f"(README {documented}, this run {measured}): paste the table printed above into it"
+        )
+    return None
+
+
 def main():
     real_lines, sim_lines, controls = (load(p) for p in sys.argv[1:4])
     rows, failures, failed = [], [], 0
@@ -147,6 +175,10 @@ def main():
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
     print("\n".join(rows))
     print()
+    stale = readme_staleness(rows)
+    if stale:
+        failures.append(stale)
+        failed += 1
 
     # Negative controls: each check must catch its control.
     caught = []

@@ -306,3 +306,35 @@ fn the_readme_habits_table_is_the_presets_medians() {
     );
     assert!(section.contains(&table), "README's habits table is stale; measured now:\n\n{table}");
 }
+
+/// The calibration's simulated twins (`tests/conformance/sim/*.toml`) are
+/// the `habits` preset's Flask-Limiter rows, byte for byte after their
+/// comment header: a change to the habits or the policies reaches the
+/// calibration, and a hand edit of a twin cannot drift from the preset.
+#[test]
+fn the_conformance_twins_are_the_habits_rows() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/sim");
+    let mut checked = 0;
+    for window in ["fixed", "moving"] {
+        for policy in ["retry-after-jitter", "exponential-full-jitter", "pacing"] {
+            let path = dir.join(format!("{window}-{policy}.toml"));
+            let file = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let body: String = file.lines().skip_while(|l| l.starts_with('#')).map(|l| format!("{l}\n")).collect();
+            let row = format!("flask-{window}/{policy}");
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_retrysim"))
+                .args(["compare", "--preset", "habits", "--show", &row])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "compare --show {row}: {}", String::from_utf8_lossy(&out.stderr));
+            let shown = String::from_utf8(out.stdout).unwrap();
+            assert!(
+                body == shown,
+                "{} is not the habits preset's row {row}; regenerate it with\n  \
+                 retrysim compare --preset habits --show {row}\n(keep its comment header)",
+                path.display()
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 6);
+}
