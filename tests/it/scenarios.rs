@@ -217,3 +217,18 @@ fn another_seed_changes_only_what_randomness_touches() {
     assert_ne!(waits(&a), waits(&b), "the jitter comes from the seed");
     assert!(matches!(a.records[0].outcome, JobOutcome::Succeeded { status: 201 }));
 }
+
+/// The simulator's entry points work from inside an async test (turmoil
+/// builds its own runtimes, so `run` moves to a thread of its own there):
+/// no "Cannot start a runtime from within a runtime" panic, and the same
+/// report, byte for byte, as outside a runtime.
+#[tokio::test]
+async fn the_simulator_runs_from_inside_an_async_test() {
+    let s = named("blinkimg-1s").unwrap();
+    let inside = serde_json::to_string(&run(&s, SEED).unwrap()).unwrap();
+    let h = retrysim::testing::Harness::named("blinkimg-1s").unwrap();
+    let checked = h.check(SEED);
+    assert!(checked.passed(), "{checked}");
+    let outside = std::thread::spawn(move || serde_json::to_string(&run(&s, SEED).unwrap()).unwrap()).join().unwrap();
+    assert_eq!(inside, outside);
+}
