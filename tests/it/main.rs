@@ -2,6 +2,7 @@
 mod blackbox;
 mod cli;
 mod compare;
+mod docs;
 mod driver;
 mod fleet;
 mod foreign;
