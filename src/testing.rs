@@ -135,7 +135,7 @@ impl fmt::Debug for Harness {
 }
 
 impl Harness {
-    /// A named scenario (see `retrysim list`), with retrysim's own client
+    /// A named scenario (see `retrysim scenarios`), with retrysim's own client
     /// until [`with_client`](Harness::with_client) puts yours in.
     pub fn named(name: &str) -> Result<Harness, ScenarioError> {
         let s = scenario::named(name).ok_or_else(|| {

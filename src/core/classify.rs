@@ -127,7 +127,7 @@ pub trait Classifier: Send + Sync {
     fn classify(&self, outcome: Outcome<'_>) -> Class;
 }
 
-/// The default table (DESIGN.md "Classification").
+/// The default table (docs/DESIGN.md "Classification").
 ///
 /// A 429 whose code is in neither list is [`Class::Throttled`] when it
 /// carries valid advice (`advised`) and [`Class::Unclear`]

@@ -3,7 +3,7 @@
 //! [`decide`] is a pure function: the outcome, the progress so far, the
 //! monotonic `now`, two random draws and (optionally) a shared budget go in;
 //! [`Decision::Done`], [`Decision::Retry`] or [`Decision::GiveUp`] comes out.
-//! The order of the checks is the contract (DESIGN.md "Decision order"):
+//! The order of the checks is the contract (docs/DESIGN.md "Decision order"):
 //!
 //! success → terminal → not replayable → cancelled → attempts exhausted →
 //! unclear exhausted → compute the wait → advice too long → deadline would

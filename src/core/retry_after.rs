@@ -1,6 +1,6 @@
 //! `Retry-After` (and the body's hints) to an advised wait.
 //!
-//! Our stance where peer libraries disagree (see DESIGN.md):
+//! Our stance where peer libraries disagree (see docs/DESIGN.md):
 //!
 //! - **delta-seconds** is strictly `1*DIGIT` in ASCII after trimming SP/HTAB; signs, fractions,
 //!   exponents, hex, non-ASCII digits and the empty string are invalid. Huge values saturate at

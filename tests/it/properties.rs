@@ -1,4 +1,4 @@
-//! DESIGN.md's invariants as properties over the full simulation: each case
+//! docs/DESIGN.md's invariants as properties over the full simulation: each case
 //! is a generated scenario (see `strategies`) run by `sim::run::runner::run` with
 //! a generated seed, then checked by `sim::checks::invariants`.
 //!

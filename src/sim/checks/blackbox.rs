@@ -96,7 +96,7 @@ impl Promises {
 }
 
 /// The black-box checks, each a ledger-only form of an invariant of
-/// DESIGN.md ([`BlackBoxCheck::invariant`]).
+/// docs/DESIGN.md ([`BlackBoxCheck::invariant`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BlackBoxCheck {
@@ -121,7 +121,7 @@ pub enum BlackBoxCheck {
 }
 
 impl BlackBoxCheck {
-    /// The DESIGN.md invariant this check is the ledger-only form of.
+    /// The docs/DESIGN.md invariant this check is the ledger-only form of.
     pub fn invariant(self) -> Invariant {
         match self {
             BlackBoxCheck::OneChargePerKey => Invariant::OneChargePerKey,

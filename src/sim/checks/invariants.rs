@@ -2,7 +2,7 @@
 //! traces and the server's ledger) and never live inside the models: the
 //! system under test does not know it is being checked.
 //!
-//! Each invariant is numbered as in DESIGN.md "Invariants".
+//! Each invariant is numbered as in docs/DESIGN.md "Invariants".
 //!
 //! # Where a checker needs slack, and why
 //!
@@ -18,7 +18,7 @@
 //!   core *planned* (a wait, a give-up) get none.
 //! - **A server clock behind the client's, with no `Date` header.** A date
 //!   advice (an HTTP-date or `resetAt`) can then only be measured against the
-//!   client's own wall clock (DESIGN.md "Retry-After"), so the advised instant
+//!   client's own wall clock (docs/DESIGN.md "Retry-After"), so the advised instant
 //!   moves by the skew. Invariant 4 allows exactly that skew, and only for
 //!   answers whose advice the client read from a date without the server's
 //!   `Date` (the trace says so).
@@ -37,7 +37,7 @@ use crate::sim::tools::render::{Show, render_run};
 use crate::sim::world::api::{AdviceForm, Arrival, ArrivalOutcome, NO_KEY};
 use crate::trace::{Event, EventKind};
 
-/// The invariants, as DESIGN.md numbers them.
+/// The invariants, as docs/DESIGN.md numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Invariant {
@@ -68,7 +68,7 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    /// Every invariant, in DESIGN.md order.
+    /// Every invariant, in docs/DESIGN.md order.
     pub const ALL: [Invariant; 12] = [
         Invariant::Deadline,
         Invariant::AttemptBound,
@@ -84,7 +84,7 @@ impl Invariant {
         Invariant::ClientReturns,
     ];
 
-    /// The number DESIGN.md gives it (its 10th has two halves).
+    /// The number docs/DESIGN.md gives it (its 10th has two halves).
     pub fn number(self) -> u8 {
         match self {
             Invariant::FleetBudget => 10,
