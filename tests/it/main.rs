@@ -7,6 +7,7 @@ mod driver;
 mod fleet;
 mod foreign;
 mod habits;
+mod integrations;
 mod lean_build;
 mod negative_controls;
 mod properties;

@@ -1,0 +1,128 @@
+//! What the integration examples share: hyper-util's client on the
+//! simulated network, the command line (`--scenario`, `--seed`), and the
+//! short report each prints for one checked run.
+#![allow(dead_code)] // each example uses its own part of this module
+
+use std::process::ExitCode;
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::Full;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use retrysim::sim::checks::invariants::black_box;
+use retrysim::sim::run::job::job_of_label;
+use retrysim::sim::world::api::ArrivalOutcome;
+use retrysim::testing::{Harness, Invariant, Report, SimConnector};
+
+/// hyper-util's client over the simulated network.
+pub type HttpClient = Client<SimConnector, Full<Bytes>>;
+
+/// The client as the connector's docs recommend: a fresh connection per
+/// request (`pool_max_idle_per_host(0)`), so faults reach it exactly as
+/// they reach retrysim's own transport and no pooled connection is resent
+/// behind the retry code's back.
+pub fn http_client() -> HttpClient {
+    Client::builder(TokioExecutor::new()).pool_max_idle_per_host(0).build(SimConnector::new())
+}
+
+/// The job's request with the body hyper-util sends.
+pub fn with_full_body(req: Request<Bytes>) -> Request<Full<Bytes>> {
+    req.map(Full::new)
+}
+
+/// A copy of a request (without its extensions), to send it again.
+pub fn copy_request<B: Clone>(req: &Request<B>) -> Request<B> {
+    let mut copy = Request::new(req.body().clone());
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    copy
+}
+
+/// Charges beyond the first for each job: work the account paid for twice.
+pub fn extra_charges(r: &Report) -> u64 {
+    let mut per_job = std::collections::BTreeMap::<u32, u64>::new();
+    for a in r.ledger.arrivals.iter().filter(|a| a.outcome == ArrivalOutcome::Charged) {
+        *per_job.entry(job_of_label(&a.client).unwrap_or(0)).or_default() += 1;
+    }
+    per_job.values().map(|n| n.saturating_sub(1)).sum()
+}
+
+/// The longest any job ran past the scenario's own deadline (its policy's),
+/// in ms: the budget the scenario gives every job, whatever the client
+/// promised.
+pub fn past_deadline_ms(r: &Report) -> u64 {
+    let deadline = r.scenario_config.policy.deadline.as_millis() as u64;
+    r.records.iter().map(|j| (j.finished_ms - j.started_ms).saturating_sub(deadline)).max().unwrap_or(0)
+}
+
+/// `--scenario NAME --seed N` (each optional), or a message saying what to write.
+pub fn args(example: &str, scenarios: &[&str]) -> Result<(Vec<String>, u64), String> {
+    let usage = format!("usage: cargo run --release --example {example} -- [--scenario NAME] [--seed N]");
+    let mut chosen = Vec::new();
+    let mut seed = 1;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let value = args.next().ok_or_else(|| format!("{arg} needs a value\n{usage}"))?;
+        match arg.as_str() {
+            "--scenario" => {
+                Harness::named(&value).map_err(|e| e.to_string())?;
+                chosen.push(value);
+            }
+            "--seed" => {
+                seed = value.parse().map_err(|_| format!("--seed {value:?} is not a whole number\n{usage}"))?;
+            }
+            _ => return Err(format!("unknown argument {arg:?}\n{usage}")),
+        }
+    }
+    if chosen.is_empty() {
+        chosen = scenarios.iter().map(|s| s.to_string()).collect();
+    }
+    Ok((chosen, seed))
+}
+
+/// Runs `h` on `seed`, prints what it did and what it broke, and returns
+/// whether every black-box check held.
+pub fn report(example: &str, client: &str, scenario: &str, h: &Harness, seed: u64) -> bool {
+    let checked = h.check(seed);
+    println!("{client} on {scenario}, seed {seed}:");
+    let Some(r) = &checked.report else {
+        println!("  the run did not finish: {}", checked.run_error.as_deref().unwrap_or("?"));
+        return false;
+    };
+    println!(
+        "  {} of {} jobs done in {:.2} s; {} requests, {} answered 429, {} extra charges, {} ms past the scenario's deadline",
+        r.succeeded,
+        r.jobs,
+        r.virtual_ms as f64 / 1000.0,
+        r.requests,
+        r.limited,
+        extra_charges(r),
+        past_deadline_ms(r),
+    );
+    let broken = black_box(r);
+    for v in broken.iter().take(5) {
+        println!("  {v}");
+    }
+    if broken.len() > 5 {
+        println!("  ... and {} more", broken.len() - 5);
+    }
+    let determinism = checked.violations.iter().filter(|v| v.invariant == Invariant::Determinism).count();
+    if determinism > 0 {
+        println!("  two runs of the seed differ: the client reads state outside the seed");
+    }
+    if broken.is_empty() && determinism == 0 {
+        println!("  every black-box check holds, and the seed replays byte for byte");
+        return true;
+    }
+    println!("  replay: cargo run --release --example {example} -- --scenario {scenario} --seed {seed}");
+    false
+}
+
+/// Exit code 2 with the message, for bad input.
+pub fn bad_input(message: &str) -> ExitCode {
+    eprintln!("{message}");
+    ExitCode::from(2)
+}
