@@ -240,8 +240,8 @@ fn replay(scenario: &str, row: &str, seed: &str) -> Result<(), String> {
     let h = harness(scenario, row)?;
     let mut r = h.run(seed).map_err(|e| e.to_string())?;
     let run = Run::of(&mut r);
-    println!(
-        "{row} on {scenario}, seed {seed}: {} of {} jobs done in {:.2} s; {} requests, {} answered 429, {} extra charges, {} ms past the deadline",
+    support::say(format_args!(
+        "{row} on {scenario}, seed {seed}: {} of {} jobs done in {:.2} s; {} requests, {} answered 429, {} extra charges, {} ms past the deadline\n",
         run.done,
         run.jobs,
         run.virtual_ms as f64 / 1000.0,
@@ -249,12 +249,12 @@ fn replay(scenario: &str, row: &str, seed: &str) -> Result<(), String> {
         run.limited,
         run.extra_charges,
         run.past_deadline_ms
-    );
+    ));
     for v in black_box(&r) {
-        println!("{v}");
+        support::say(format_args!("{v}\n"));
     }
-    println!();
-    print!("{}", trace_text(&r));
+    support::say(format_args!("\n"));
+    support::say(format_args!("{}", trace_text(&r)));
     Ok(())
 }
 
@@ -265,7 +265,7 @@ fn main() -> ExitCode {
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         [] => {
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-            run(threads).map(|audit| print!("{}", markdown(&audit)))
+            run(threads).map(|audit| support::say(format_args!("{}", markdown(&audit))))
         }
         ["--replay", scenario, row, seed] => replay(scenario, row, seed),
         _ => Err(format!("unexpected arguments {args:?}\n{usage}")),

@@ -87,13 +87,13 @@ pub fn args(example: &str, scenarios: &[&str]) -> Result<(Vec<String>, u64), Str
 /// whether every black-box check held.
 pub fn report(example: &str, client: &str, scenario: &str, h: &Harness, seed: u64) -> bool {
     let checked = h.check(seed);
-    println!("{client} on {scenario}, seed {seed}:");
+    say(format_args!("{client} on {scenario}, seed {seed}:\n"));
     let Some(r) = &checked.report else {
-        println!("  the run did not finish: {}", checked.run_error.as_deref().unwrap_or("?"));
+        say(format_args!("  the run did not finish: {}\n", checked.run_error.as_deref().unwrap_or("?")));
         return false;
     };
-    println!(
-        "  {} of {} jobs done in {:.2} s; {} requests, {} answered 429, {} extra charges, {} ms past the scenario's deadline",
+    say(format_args!(
+        "  {} of {} jobs done in {:.2} s; {} requests, {} answered 429, {} extra charges, {} ms past the scenario's deadline\n",
         r.succeeded,
         r.jobs,
         r.virtual_ms as f64 / 1000.0,
@@ -101,24 +101,39 @@ pub fn report(example: &str, client: &str, scenario: &str, h: &Harness, seed: u6
         r.limited,
         extra_charges(r),
         past_deadline_ms(r),
-    );
+    ));
     let broken = black_box(r);
     for v in broken.iter().take(5) {
-        println!("  {v}");
+        say(format_args!("  {v}\n"));
     }
     if broken.len() > 5 {
-        println!("  ... and {} more", broken.len() - 5);
+        say(format_args!("  ... and {} more\n", broken.len() - 5));
     }
     let determinism = checked.violations.iter().filter(|v| v.invariant == Invariant::Determinism).count();
     if determinism > 0 {
-        println!("  two runs of the seed differ: the client reads state outside the seed");
+        say(format_args!("  two runs of the seed differ: the client reads state outside the seed\n"));
     }
     if broken.is_empty() && determinism == 0 {
-        println!("  every black-box check holds, and the seed replays byte for byte");
+        say(format_args!("  every black-box check holds, and the seed replays byte for byte\n"));
         return true;
     }
-    println!("  replay: cargo run --release --example {example} -- --scenario {scenario} --seed {seed}");
+    say(format_args!("  replay: cargo run --release --example {example} -- --scenario {scenario} --seed {seed}\n"));
     false
+}
+
+/// Writes to stdout; a reader that closed the pipe early (`| head`) ends
+/// the program quietly with exit code 0, as a command-line tool does, rather
+/// than with `println!`'s panic.
+pub fn say(text: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(text).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
 }
 
 /// Exit code 2 with the message, for bad input.
