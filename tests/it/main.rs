@@ -3,6 +3,7 @@ mod blackbox;
 mod cli;
 mod compare;
 mod driver;
+mod external_user;
 mod fleet;
 mod foreign;
 mod habits;
