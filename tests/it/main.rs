@@ -4,6 +4,7 @@ mod cli;
 mod compare;
 mod docs;
 mod driver;
+mod external_user;
 mod fleet;
 mod foreign;
 mod habits;

@@ -1,0 +1,121 @@
+//! README "Testing your own client" is the code of `tests/external-user/`, a
+//! crate outside this package that CI tests on its own (`.ci/run`): each
+//! README block between `README:<name> begin/end` markers is, verbatim, the
+//! text between the same markers in that crate's files. And the root package
+//! never compiles that crate's files as its own tests.
+
+use std::process::Command;
+
+const README: &str = include_str!("../../README.md");
+const EXTERNAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/external-user");
+
+/// The lines strictly between the line holding `README:<name> begin` and the
+/// line holding `README:<name> end`.
+fn between<'a>(text: &'a str, name: &str, file: &str) -> Vec<&'a str> {
+    let (begin, end) = (format!("README:{name} begin"), format!("README:{name} end"));
+    let lines: Vec<&str> = text.lines().collect();
+    let find = |marker: &str| {
+        let found: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].contains(marker)).collect();
+        assert_eq!(found.len(), 1, "{file} must hold {marker:?} exactly once");
+        found[0]
+    };
+    let (b, e) = (find(&begin), find(&end));
+    assert!(b < e, "{file}: {begin:?} after {end:?}");
+    lines[b + 1..e].to_vec()
+}
+
+/// The README block `name`: its fenced code, without the fences.
+fn readme_block(name: &str) -> Vec<&'static str> {
+    let section = README.split("\n## Testing your own client\n").nth(1).expect("README has 'Testing your own client'");
+    let section = section.split("\n## ").next().unwrap();
+    let block = between(section, name, "README");
+    let (first, last) = (block.first().copied().unwrap_or(""), block.last().copied().unwrap_or(""));
+    assert!(first.starts_with("```") && last == "```", "README:{name} must wrap one fenced block: {block:?}");
+    block[1..block.len() - 1].to_vec()
+}
+
+fn file(path: &str) -> String {
+    std::fs::read_to_string(format!("{EXTERNAL}/{path}")).unwrap_or_else(|e| panic!("{EXTERNAL}/{path}: {e}"))
+}
+
+#[test]
+fn the_readme_blocks_are_the_external_crates_code() {
+    for (name, path) in
+        [("external-cargo", "Cargo.toml"), ("external-client", "src/lib.rs"), ("external-test", "tests/client.rs")]
+    {
+        let text = file(path);
+        assert_eq!(readme_block(name), between(&text, name, path), "README:{name} and {path} differ");
+    }
+    // The flag the README tells a user to add is the one this crate builds with.
+    let config = include_str!("../../.cargo/config.toml");
+    let ours: Vec<&str> = config.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
+    assert_eq!(readme_block("cargo-config"), ours, "README:cargo-config and .cargo/config.toml differ");
+}
+
+#[test]
+fn the_readme_names_what_the_external_crate_has() {
+    let test = file("tests/client.rs");
+    let section = README.split("\n## Testing your own client\n").nth(1).unwrap().split("\n## ").next().unwrap();
+    // The replay line and the snapshot file it names belong to real tests.
+    assert!(section.contains("RETRYSIM_SEED=17 cargo test my_client_hunt -- --exact"));
+    assert!(test.contains("\nfn my_client_hunt() {\n"));
+    assert!(section.contains("tests/snapshots/client__my_client_on_a_busy_fleet.snap.new"));
+    assert!(
+        std::path::Path::new(&format!("{EXTERNAL}/tests/snapshots/client__my_client_on_a_busy_fleet.snap")).exists()
+    );
+    assert!(file("tests/broken.rs").contains("harness().check(7)"));
+    // Its own package and lockfile, on retrysim by path.
+    let manifest = file("Cargo.toml");
+    assert!(manifest.lines().any(|l| l == "[workspace]"), "tests/external-user must be its own workspace");
+    assert!(manifest.contains("retrysim = { path = \"../..\""));
+    file("Cargo.lock");
+}
+
+#[test]
+fn the_root_package_does_not_compile_the_external_crate() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let out = Command::new(cargo)
+        .args(["metadata", "--offline", "--no-deps", "--format-version", "1", "--manifest-path", manifest])
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let packages = meta["packages"].as_array().unwrap();
+    assert_eq!(packages.len(), 1, "the root workspace is retrysim alone");
+    let sources: Vec<&str> =
+        packages[0]["targets"].as_array().unwrap().iter().map(|t| t["src_path"].as_str().unwrap()).collect();
+    assert!(sources.iter().any(|s| s.ends_with("/tests/it/main.rs")), "{sources:?}");
+    let external: Vec<_> = sources.iter().filter(|s| s.contains("/tests/external-user/")).collect();
+    assert!(external.is_empty(), "the root package compiles {external:?}: the external crate is not its own");
+}
+
+/// `(name, version)` of every package in a Cargo.lock.
+fn locked(lock: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for package in lock.split("[[package]]").skip(1) {
+        let field = |key: &str| {
+            package
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(|v| v.trim_matches('"').to_owned())
+                .unwrap_or_default()
+        };
+        out.push((field("name = "), field("version = ")));
+    }
+    out
+}
+
+#[test]
+fn the_external_crate_locks_the_versions_retrysim_locks() {
+    // Same versions: it tests the dependencies retrysim is tested with, and
+    // CI's shared target directory reuses their builds. After changing
+    // retrysim's dependencies, copy Cargo.lock into tests/external-user and
+    // run `cargo metadata --offline --format-version 1 >/dev/null` there: it
+    // keeps the versions and drops what the crate does not use.
+    let root = locked(include_str!("../../Cargo.lock"));
+    let external = locked(&file("Cargo.lock"));
+    assert!(external.iter().any(|(n, _)| n == "insta"), "{external:?}");
+    let differ: Vec<_> = external.iter().filter(|p| p.0 != "external-user" && !root.contains(p)).collect();
+    assert!(differ.is_empty(), "tests/external-user/Cargo.lock has versions retrysim's does not: {differ:?}");
+}
