@@ -196,6 +196,8 @@ fn the_trace_text_shows_what_the_server_saw() {
         "<- 429 RATE_LIMITED  advised 1.000s",
         "request 2  POST /v1/jobs  key=k:",
         "w0 job-1  ended: succeeded 201",
+        // The loop does not count its waits: no made-up zero.
+        "slept=unreported",
     ];
     for line in expected {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
@@ -331,4 +333,31 @@ fn bad_scenarios_get_clear_errors() {
     assert!(e.contains("the scenario TOML is invalid"), "{e}");
     let e = Harness::from_file("/nonexistent/scenario.toml").unwrap_err().to_string();
     assert!(e.contains("cannot read the scenario /nonexistent/scenario.toml"), "{e}");
+}
+
+/// A client that counts its waits gets them summed in the review text.
+#[test]
+fn reported_waits_are_summed_in_the_trace_text() {
+    struct OneShot;
+    impl Subject for OneShot {
+        fn promises(&self) -> Promises {
+            Promises { max_attempts: Some(1), deadline: None, honours_retry_after: true }
+        }
+        fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {
+            Box::pin(async move {
+                let status = match job.net.transport().send(job.request_copy()).await {
+                    Ok(res) => res.status().as_u16(),
+                    Err(_) => return JobEnd::gave_up("network error").attempts(1),
+                };
+                let end =
+                    if status < 300 { JobEnd::succeeded(status) } else { JobEnd::gave_up(format!("status {status}")) };
+                end.attempts(1).waited(Duration::from_millis(5))
+            })
+        }
+    }
+    let report =
+        Harness::named("once-429-then-200").unwrap().with_client(from_fn("one-shot", |_| OneShot)).run(7).unwrap();
+    let text = trace_text(&report);
+    let slept = format!("slept={:.3}s", report.jobs as f64 * 0.005);
+    assert!(text.contains(&slept), "missing {slept:?} in\n{text}");
 }

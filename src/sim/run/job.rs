@@ -71,6 +71,10 @@ pub struct JobRecord {
     pub attempts: u32,
     /// Time slept between attempts (0 when the client does not say).
     pub waited_ms: u64,
+    /// Whether the client reported its waits (else `waited_ms` is 0 for
+    /// want of a figure, and the review text says "unreported").
+    #[serde(skip)]
+    pub waited_reported: bool,
     /// How it ended.
     pub outcome: JobOutcome,
     /// The full key, for the checkers only: never rendered or serialised.
@@ -211,6 +215,7 @@ impl Run<'_> {
             attempts: end.attempts.unwrap_or(0),
             attempts_reported: end.attempts.is_some(),
             waited_ms: ms(end.waited.unwrap_or(Duration::ZERO)),
+            waited_reported: end.waited.is_some(),
             outcome: end.outcome,
             key: end.key,
             attempt_keys: end.attempt_keys,

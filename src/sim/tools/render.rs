@@ -76,7 +76,12 @@ pub fn render_run(r: &Report, show: Show) -> String {
         r.limited,
         r.charged,
         r.retries,
-        secs(std::time::Duration::from_millis(r.slept_ms)),
+        // A client that does not count its waits gets no made-up zero.
+        if r.traced || r.records.iter().all(|j| j.waited_reported) {
+            secs(std::time::Duration::from_millis(r.slept_ms))
+        } else {
+            "unreported".to_owned()
+        },
         secs(std::time::Duration::from_millis(r.virtual_ms)),
     );
     let chosen: Vec<_> = match show {
