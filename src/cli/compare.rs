@@ -17,6 +17,8 @@ pub enum CompareFormat {
     Json,
     /// A header line and one line per row.
     Csv,
+    /// The medians as a Markdown table (the README's comparison tables).
+    Markdown,
 }
 
 /// Arguments of `retrysim compare`.
@@ -64,6 +66,7 @@ pub fn run(args: CompareArgs) -> Outcome {
         CompareFormat::Table => result.render_table(),
         CompareFormat::Json => result.to_json(),
         CompareFormat::Csv => result.to_csv(),
+        CompareFormat::Markdown => result.to_markdown(),
     };
     Ok((out, ExitCode::SUCCESS))
 }

@@ -298,3 +298,19 @@ fn show_prints_a_row_that_run_replays() {
     let s = retrysim::sim::run::scenario::Scenario::from_toml(&toml).unwrap();
     assert_eq!(s, compare::blinkimg_60s().row("pacing").unwrap().scenario);
 }
+
+/// The README's comparison table is `retrysim compare --format markdown`
+/// (preset `blinkimg-1s`, seeds 1..=5), byte for byte. On a mismatch the
+/// message holds the table to paste.
+#[test]
+fn the_readme_comparison_table_is_the_commands_output() {
+    let table = comparison("blinkimg-1s").to_markdown();
+    let readme = include_str!("../../README.md");
+    let section = readme.split("## Comparing policies").nth(1).expect("README has a 'Comparing policies' section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    assert!(
+        section.contains("`cargo run --release -- compare --format markdown`"),
+        "the README must name the command beside the table"
+    );
+    assert!(section.contains(&table), "README's comparison table is stale; measured now:\n\n{table}");
+}

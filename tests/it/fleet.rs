@@ -433,3 +433,47 @@ fn negative_control_a_background_worker_with_a_fresh_key_is_caught() {
     });
     assert!(double_charged, "fresh keys after lost answers charge a job twice, and the checker sees it");
 }
+
+/// The README's Berlin table ("Fleet controls"): medians over seeds 1..=5 of
+/// `retrysim run --scenario NAME --seed N`, regenerated here. On a mismatch
+/// the message holds the table to paste.
+#[test]
+fn the_readme_berlin_table_is_the_scenarios_medians() {
+    const ROWS: [(&str, &str); 7] = [
+        ("berlin-4-workers", ""),
+        ("berlin-40-workers", ""),
+        ("berlin-40-workers-admission", ""),
+        ("berlin-40-workers-budget", " (gRPC 10, 0.1)"),
+        ("berlin-40-processes-local-gates", ""),
+        ("berlin-40-processes-coordinated", ""),
+        ("berlin-40-processes-limiter-partition", ""),
+    ];
+    fn median(mut v: Vec<f64>) -> f64 {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    }
+    fn percent(x: f64) -> String {
+        if x == 0.0 { "0%".into() } else { format!("{:.1}%", x * 100.0) }
+    }
+    let mut table = String::from(
+        "| scenario | requests | first-attempt 429 | retries | failed | max queue | batch time |\n|---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for (name, note) in ROWS {
+        let runs: Vec<Report> = (1..=5).map(|seed| run(&scenario(name), seed).unwrap()).collect();
+        let m = |f: fn(&Report) -> f64| median(runs.iter().map(f).collect());
+        table.push_str(&format!(
+            "| {name}{note} | {} | {} | {} | {} | {} | {:.1} s |\n",
+            m(|r| r.requests as f64),
+            percent(m(|r| r.first_attempt_429_rate)),
+            m(|r| r.retries as f64),
+            percent(m(|r| r.failure_rate)),
+            m(|r| r.max_queue_depth as f64),
+            m(|r| r.virtual_ms as f64) / 1000.0,
+        ));
+    }
+    let readme = include_str!("../../README.md");
+    let section = readme.split("## Fleet controls").nth(1).expect("README has a 'Fleet controls' section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    assert!(section.contains("`retrysim run --scenario NAME --seed N`"), "the README must name the command");
+    assert!(section.contains(&table), "README's Berlin table is stale; measured now:\n\n{table}");
+}

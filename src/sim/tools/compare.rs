@@ -674,6 +674,21 @@ impl Comparison {
         serde_json::to_string_pretty(self).expect("comparisons serialise")
     }
 
+    /// The medians as a Markdown table, one line per row: what the README's
+    /// comparison tables hold (a test keeps them in step).
+    pub fn to_markdown(&self) -> String {
+        let mut out = String::from(
+            "| policy | time s | requests | limited | charged | gave up |\n|---|---:|---:|---:|---:|---:|\n",
+        );
+        for r in &self.rows {
+            out.push_str(&format!(
+                "| {} | {:.2} | {} | {} | {} | {} |\n",
+                r.policy, r.virtual_s.median, r.requests.median, r.limited.median, r.charged.median, r.gave_up.median
+            ));
+        }
+        out
+    }
+
     /// A header line and one line per row: each figure as `_median`, `_min`, `_max` columns.
     pub fn to_csv(&self) -> String {
         const FIGURES: [&str; 10] = [
