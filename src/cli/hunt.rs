@@ -121,7 +121,7 @@ pub fn run(args: HuntArgs) -> Outcome {
         *last = Instant::now();
         let rate = done as f64 / began.elapsed().as_secs_f64().max(1e-9);
         let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\rhunt: {done}/{} seeds, {found} findings, {rate:.0} seeds/s   ", config.seeds);
+        let _ = write!(err, "\rhunt: {done}/{} seeds, {found} findings, {} seeds/s   ", config.seeds, per_second(rate));
         if done == config.seeds {
             let _ = writeln!(err);
         }
@@ -133,10 +133,10 @@ pub fn run(args: HuntArgs) -> Outcome {
     let summary = Summary::of(&config, &results);
     let virtual_s = summary.virtual_ms as f64 / 1000.0;
     eprintln!(
-        "hunt: {} seeds in {:.2}s wall on {threads} threads: {:.0} seeds/s, {:.0}x virtual/wall ({:.0}s virtual)",
-        summary.seeds_run,
+        "hunt: {} in {:.2}s wall on {threads} threads: {} seeds/s, {:.0}x virtual/wall ({:.0}s virtual)",
+        seeds(summary.seeds_run),
         wall.as_secs_f64(),
-        summary.seeds_run as f64 / wall.as_secs_f64().max(1e-9),
+        per_second(summary.seeds_run as f64 / wall.as_secs_f64().max(1e-9)),
         virtual_s / wall.as_secs_f64().max(1e-9),
         virtual_s,
     );
@@ -210,8 +210,8 @@ impl Summary {
         );
         let _ = writeln!(
             out,
-            "checked: invariants 1-7, 9 and the fleet budget on {} seeds, determinism (8) on {}, liveness (10) on {}; {} jobs, {} s virtual",
-            self.seeds_run,
+            "checked: invariants 1-7, 9 and the fleet budget on {}, determinism (8) on {}, liveness (10) on {}; {} jobs, {} s virtual",
+            seeds(self.seeds_run),
             self.determinism_checked,
             self.liveness_checked,
             self.jobs,
@@ -240,4 +240,14 @@ impl Summary {
         );
         out
     }
+}
+
+/// `1 seed`, `2 seeds`.
+fn seeds(n: u64) -> String {
+    if n == 1 { "1 seed".into() } else { format!("{n} seeds") }
+}
+
+/// A rate with the digits it needs: `13`, `0.4` (a slow seed is not `0`).
+fn per_second(rate: f64) -> String {
+    if rate >= 10.0 { format!("{rate:.0}") } else { format!("{rate:.1}") }
 }

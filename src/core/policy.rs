@@ -310,7 +310,10 @@ impl fmt::Display for GiveUpReason {
                     "IDEMPOTENCY_KEY_REUSED" => "this key was used with another body: use a new key for a new operation",
                     _ => "retrying cannot help: fix the request",
                 };
-                write!(f, "terminal answer {status} {code}: {next}")
+                match code {
+                    "" => write!(f, "terminal answer {status}: {next}"),
+                    code => write!(f, "terminal answer {status} {code}: {next}"),
+                }
             }
             GiveUpReason::NotReplayable => f.write_str(
                 "the request may have reached the server and the operation is not safe to replay: send POSTs with an Idempotency-Key",
@@ -450,6 +453,14 @@ mod tests {
 
     const S: fn(u64) -> Duration = Duration::from_secs;
     const HALF: u64 = 1 << 63;
+
+    #[test]
+    fn a_terminal_answer_without_a_code_reads_cleanly() {
+        let bare = GiveUpReason::Terminal { status: 400, code: None };
+        assert_eq!(bare.to_string(), "terminal answer 400: retrying cannot help: fix the request");
+        let coded = GiveUpReason::Terminal { status: 429, code: Some("QUOTA_EXCEEDED".into()) };
+        assert!(coded.to_string().starts_with("terminal answer 429 QUOTA_EXCEEDED: the quota is spent"), "{coded}");
+    }
 
     fn advice(secs: u64) -> Advice {
         Advice {

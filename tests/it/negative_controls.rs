@@ -303,6 +303,11 @@ fn hunt_exits_0_when_clean_and_2_on_bad_input() {
     let (code, out, err) = retrysim(&["hunt", "--seeds", "6", "--start", "40", "--jobs", "2"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("seeds 40..=45") && out.contains("no violations"), "{out}");
+    // One seed is "1 seed", in the summary and in the wall-clock line.
+    let (code, out, err) = retrysim(&["hunt", "--seeds", "1", "--jobs", "2"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("fleet budget on 1 seed,"), "{out}");
+    assert!(err.contains("hunt: 1 seed in "), "{err}");
     for bad in [
         vec!["hunt", "--seeds", "0"],
         vec!["hunt", "--jobs", "0"],
