@@ -156,6 +156,16 @@ fn a_config_file_round_trips_and_bad_files_name_the_key() {
     refused(&["run", "--config", bad.to_str().unwrap()], "writes");
     std::fs::write(&bad, "[policy]\nmax_retrys = 3\n").unwrap();
     refused(&["run", "--config", bad.to_str().unwrap()], "unknown field `max_retrys`");
+    // Files that used to run silently (issue 12): nothing set, a limiter
+    // turned off by a zero window, a deadline that sends nothing.
+    std::fs::write(&bad, "# nothing here\n").unwrap();
+    refused(&["run", "--config", bad.to_str().unwrap()], "the scenario file sets nothing");
+    let shown = ok(&["scenarios", "--show", "blinkimg-1s"]);
+    std::fs::write(&bad, shown.replace("window_ms = 1000", "window_ms = 0")).unwrap();
+    refused(&["run", "--config", bad.to_str().unwrap()], "api.limiter.window_ms = 0 would turn the limiter off");
+    let deadline = shown.lines().find(|l| l.starts_with("deadline = ")).expect("the policy has a deadline");
+    std::fs::write(&bad, shown.replace(deadline, "deadline = \"0s\"")).unwrap();
+    refused(&["run", "--config", bad.to_str().unwrap()], "policy.deadline = \"0s\" would send nothing");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

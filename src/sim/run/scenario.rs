@@ -318,6 +318,13 @@ impl Scenario {
     /// Reads a scenario from TOML; unknown keys and wrong types are errors
     /// that name the key, and values out of range name the allowed range.
     pub fn from_toml(text: &str) -> Result<Scenario, InvalidScenario> {
+        // Every key has a default, so an empty file would run a scenario
+        // nobody described: refuse it.
+        let table: toml::Table =
+            toml::from_str(text).map_err(|e| InvalidScenario(e.to_string().trim_end().to_owned()))?;
+        check(!table.is_empty(), || {
+            "the scenario file sets nothing: start from one that `retrysim scenarios --show NAME` prints".into()
+        })?;
         let s: Scenario = toml::from_str(text).map_err(|e| InvalidScenario(e.to_string().trim_end().to_owned()))?;
         s.validate()?;
         Ok(s)
@@ -350,6 +357,10 @@ impl Scenario {
         check(self.policy.backoff.base <= self.policy.backoff.cap, || {
             "policy.backoff.base must not exceed policy.backoff.cap".into()
         })?;
+        check(!self.policy.deadline.is_zero(), || {
+            "policy.deadline = \"0s\" would send nothing: it must be above 0 (e.g. \"60s\")".into()
+        })?;
+        self.api.validate().map_err(|e| InvalidScenario(format!("api.{e}")))?;
         check(self.time_limit >= Duration::from_secs(1), || "time_limit must be at least 1s".into())?;
         check(self.time_limit <= Duration::from_secs(90 * 24 * 3600), || "time_limit must be at most 90 days".into())?;
         self.validate_fleet_controls()

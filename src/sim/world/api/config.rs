@@ -92,7 +92,7 @@ impl ApiConfig {
     /// a scripted status outside 100..=999 (sent as 500).
     pub fn validate(&self) -> Result<(), String> {
         if self.limiter.window_ms == 0 {
-            return Err("limiter.window_ms must be at least 1".into());
+            return Err("limiter.window_ms = 0 would turn the limiter off: it must be at least 1 (ms)".into());
         }
         let mut seen = std::collections::BTreeSet::new();
         for account in &self.accounts {
