@@ -223,7 +223,7 @@ fn explain(args: &ExplainArgs) -> Result<String, UserError> {
         lines.push(format!("header invalid: {e}"));
     }
     if envelope.is_none() && !body.trim().is_empty() {
-        lines.push("body: no JSON error envelope (no \"error\" object), so no code".to_owned());
+        lines.push("body: not a JSON error envelope (not JSON, or no \"error\" object), so no code".to_owned());
     }
     lines.push(format!(
         "policy: {} (deadline {}, max_retries {})",

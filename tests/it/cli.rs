@@ -164,7 +164,7 @@ fn explain_a_body_that_is_not_json() {
     assert_eq!(v["class"], "unclear");
     let text = ok(&[&base[..], &["--body", html]].concat());
     assert!(text.contains("class: unclear (429)"), "{text}");
-    assert!(text.contains("body: no JSON error envelope"), "{text}");
+    assert!(text.contains("body: not a JSON error envelope"), "{text}");
 }
 
 /// Issue 12: RFC 9110 §5.6.7 compares the date, not the year, with now + 50 years.
