@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::body::ErrorEnvelope;
 use crate::core::budget::{Deadline, RetryBudget};
-use crate::core::classify::{Class, Classifier, DefaultTable, Operation, Outcome};
+use crate::core::classify::{Class, Classifier, DefaultTable, Operation, Outcome, classify_answer};
 use crate::core::policy::{Attempted, Decision, Draws, GiveUpReason, Policy, decide, secs};
 use crate::core::retry_after::{Advice, read_advice};
 use crate::env::{Clock, Rng, Transport, TransportError};
@@ -307,14 +307,21 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
             };
             let now = self.clock.now();
             // Classify once: the gate, the trace and the decision all read it.
-            let (class, envelope) = match &sent {
+            let (class, envelope, code) = match &sent {
                 Sent::Answer(res) => {
                     let envelope = if res.status().is_success() { None } else { ErrorEnvelope::parse(res.body()) };
-                    let outcome = Outcome::answer(res.status(), res.headers(), envelope.as_ref(), self.clock.wall());
-                    (self.classifier.classify(outcome), envelope)
+                    let (class, code) = classify_answer(
+                        &*self.classifier,
+                        res.status(),
+                        res.headers(),
+                        envelope.as_ref(),
+                        self.clock.wall(),
+                    );
+                    let code = code.map(str::to_owned);
+                    (class, envelope, code)
                 }
-                Sent::Failed(e) => (self.classifier.classify(Outcome::Transport(e.failure)), None),
-                Sent::Cancelled => (Class::Transient, None),
+                Sent::Failed(e) => (self.classifier.classify(Outcome::Transport(e.failure)), None, None),
+                Sent::Cancelled => (Class::Transient, None, None),
             };
             if let Some(gate) = &self.gate {
                 let (status, headers) = match &sent {
@@ -335,7 +342,6 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
                     } else {
                         read_advice(res.headers(), envelope.as_ref(), self.clock.wall())
                     };
-                    let code = envelope.and_then(|e| e.code);
                     let replayed = res.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
                     trace.push(
                         now,

@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use retrysim::core::body::ErrorEnvelope;
 use retrysim::core::classify::{
-    Class, Classifier, DefaultTable, Operation, Outcome as AttemptOutcome, TransportFailure,
+    Class, Classifier, DefaultTable, Operation, Outcome as AttemptOutcome, TransportFailure, classify_answer,
 };
 use retrysim::core::policy::{Attempted, Decision, Draws, decide, secs};
 use retrysim::core::retry_after::{Advice, read_advice};
@@ -35,7 +35,7 @@ pub struct ExplainArgs {
     /// A response header, `name: value`; repeat for several (several Retry-After lines too).
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     headers: Vec<String>,
-    /// The response body (a JSON error envelope); empty for none.
+    /// The response body as sent (a JSON error envelope, or anything else: then no code); empty for none.
     #[arg(long, default_value = "")]
     body: String,
     /// The client's wall clock at receipt, RFC 3339 (default: the Date header, else the system clock).
@@ -113,11 +113,6 @@ fn explain(args: &ExplainArgs) -> Result<String, UserError> {
         let (n, v) = parse_header(h)?;
         map.append(n, v);
     }
-    if !body.trim().is_empty() {
-        serde_json::from_str::<serde_json::Value>(body).map_err(|e| {
-            UserError(format!("--body is not valid JSON ({e}); pass the response body as sent, or omit it"))
-        })?;
-    }
     let received_at = match now {
         Some(t) => parse_instant(t, "--now")?,
         None => match map.get(http::header::DATE).and_then(|v| httpdate::parse_http_date(v.to_str().ok()?).ok()) {
@@ -126,28 +121,29 @@ fn explain(args: &ExplainArgs) -> Result<String, UserError> {
         },
     };
     let operation = Operation::of(&method, !no_key && matches!(method, Method::POST | Method::PATCH));
+    // Any body is explained as sent: one that is not an error envelope (an
+    // HTML 429 page, or not JSON at all) simply carries no code.
     let envelope = ErrorEnvelope::parse(body.as_bytes());
-    let code = envelope.as_ref().and_then(|e| e.code.clone());
     let table = DefaultTable::default();
-    let (class, advice, status) = match (status, transport_error) {
+    let (class, advice, status, code) = match (status, transport_error) {
         (Some(s), _) => {
             let st = StatusCode::from_u16(s).map_err(|_| UserError(format!("invalid --status {s}")))?;
             // The class sees the headers and whether the advice is valid: a
             // 429 with no known code is throttling when it carries advice.
-            let class = table.classify(AttemptOutcome::answer(st, &map, envelope.as_ref(), received_at));
+            let (class, code) = classify_answer(&table, st, &map, envelope.as_ref(), received_at);
             let advice = if class == Class::Success {
                 Advice::none()
             } else {
                 read_advice(&map, envelope.as_ref(), received_at)
             };
-            (class, advice, Some(s))
+            (class, advice, Some(s), code.map(str::to_owned))
         }
         (None, Some(f)) => {
             let f = match f {
                 Failure::NotSent => TransportFailure::NotSent,
                 Failure::MaybeArrived => TransportFailure::MaybeArrived,
             };
-            (table.classify(AttemptOutcome::Transport(f)), Advice::none(), None)
+            (table.classify(AttemptOutcome::Transport(f)), Advice::none(), None, None)
         }
         (None, None) => return Err(UserError("give --status or --transport-error".into())),
     };
@@ -225,6 +221,9 @@ fn explain(args: &ExplainArgs) -> Result<String, UserError> {
     }
     if let Some(e) = &view.error {
         lines.push(format!("header invalid: {e}"));
+    }
+    if envelope.is_none() && !body.trim().is_empty() {
+        lines.push("body: not a JSON error envelope (not JSON, or no \"error\" object), so no code".to_owned());
     }
     lines.push(format!(
         "policy: {} (deadline {}, max_retries {})",

@@ -4,14 +4,36 @@
 //! `{"error":{"code","message","requestId","resetAt"}}` (Blinkimg, seed 002) and
 //! `{"error":{"type","message","retry_after_seconds"}}` (Sume, seed 000).
 
+use std::fmt;
+
 use serde::Deserialize;
+use serde::de::{MapAccess, Visitor};
+use serde_json::value::RawValue;
 
 /// The fields of an error body the core acts on. Unknown fields are ignored;
 /// a body that is not JSON, or has no `error` object, reads as `None`.
+///
+/// Any body that holds the envelope is read, however the rest of it looks:
+/// a leading UTF-8 byte-order mark is skipped, a member whose value cannot be
+/// read (`1e400` is beyond `f64`) spoils only that member, and duplicate
+/// member names, legal JSON (RFC 8259 §4), are all kept in view rather than
+/// failing the body. For a duplicated hint or message the last readable value
+/// wins, as in `JSON.parse` and `serde_json::Value`; for a duplicated code see
+/// [`ErrorEnvelope::codes`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ErrorEnvelope {
-    /// `error.code`, else `error.type`: what kind of refusal this is.
+    /// `error.code`, else `error.type`: what kind of refusal this is. With
+    /// several, the last one (what most JSON readers would see).
     pub code: Option<String>,
+    /// Every string `error.code` member in document order, else every
+    /// `error.type`; more than one only when the body repeats the member.
+    /// RFC 8259 leaves a repeated name's meaning to the reader, so the driver
+    /// lets a terminal code among them win
+    /// ([`classify_answer`](super::classify::classify_answer)): a body that
+    /// says `QUOTA_EXCEEDED` anywhere is a refusal that waiting cannot fix,
+    /// and retrying it on the strength of another copy would spend the
+    /// quota's refusals for nothing.
+    pub codes: Vec<String>,
     /// `error.message`, kept for the caller's error text.
     pub message: Option<String>,
     /// `error.retry_after_seconds` as sent (validated by `retry_after`).
@@ -20,41 +42,80 @@ pub struct ErrorEnvelope {
     pub reset_at: Option<serde_json::Value>,
 }
 
-#[derive(Deserialize)]
-struct Outer {
-    error: Inner,
+/// A JSON object's members in document order, duplicates kept, each value
+/// unparsed. Reading a value as `RawValue` only scans it (`serde_json`'s
+/// `ignore_value`), so a number out of range fails nothing here.
+struct Members(Vec<(String, Box<RawValue>)>);
+
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Members;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+                let mut members = Vec::new();
+                while let Some(entry) = map.next_entry::<String, Box<RawValue>>()? {
+                    members.push(entry);
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
-#[derive(Deserialize)]
-struct Inner {
-    code: Option<serde_json::Value>,
-    #[serde(rename = "type")]
-    kind: Option<serde_json::Value>,
-    message: Option<serde_json::Value>,
-    retry_after_seconds: Option<serde_json::Value>,
-    #[serde(rename = "resetAt")]
-    reset_at: Option<serde_json::Value>,
-}
+impl Members {
+    fn parse(json: &[u8]) -> Option<Members> {
+        serde_json::from_slice(json).ok()
+    }
 
-fn text(v: Option<serde_json::Value>) -> Option<String> {
-    match v {
-        Some(serde_json::Value::String(s)) => Some(s),
-        _ => None,
+    /// The readable, non-null values of every member named `name`, in order.
+    fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = serde_json::Value> + 'a {
+        self.0
+            .iter()
+            .filter(move |(k, _)| k == name)
+            .filter_map(|(_, raw)| serde_json::from_str::<serde_json::Value>(raw.get()).ok())
+            .filter(|v| !v.is_null())
+    }
+
+    fn strings<'a>(&'a self, name: &'a str) -> impl Iterator<Item = String> + 'a {
+        self.values(name).filter_map(|v| match v {
+            serde_json::Value::String(s) => Some(s),
+            _ => None,
+        })
     }
 }
 
 impl ErrorEnvelope {
     /// Reads the envelope from a response body; `None` when the body is not
-    /// such an envelope (empty, not JSON, no `error` object).
+    /// such an envelope (empty, not JSON, no `error` object). Never an error:
+    /// an HTML 429 page is simply a body without a code.
     pub fn parse(body: &[u8]) -> Option<ErrorEnvelope> {
-        let outer: Outer = serde_json::from_slice(body).ok()?;
-        let e = outer.error;
-        let code = text(e.code).or_else(|| text(e.kind));
+        let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+        let outer = Members::parse(body)?;
+        // `"error"` repeated: every object among them is read, in order.
+        let errors: Vec<Members> = outer
+            .0
+            .iter()
+            .filter(|(k, _)| k == "error")
+            .filter_map(|(_, raw)| Members::parse(raw.get().as_bytes()))
+            .collect();
+        if errors.is_empty() {
+            return None;
+        }
+        let all = |f: &dyn Fn(&Members) -> Vec<serde_json::Value>| errors.iter().flat_map(f).collect::<Vec<_>>();
+        let text = |name: &str| errors.iter().flat_map(|e| e.strings(name).collect::<Vec<_>>()).collect::<Vec<_>>();
+        let codes = text("code");
+        let codes = if codes.is_empty() { text("type") } else { codes };
         Some(ErrorEnvelope {
-            code,
-            message: text(e.message),
-            retry_after_seconds: e.retry_after_seconds.filter(|v| !v.is_null()),
-            reset_at: e.reset_at.filter(|v| !v.is_null()),
+            code: codes.last().cloned(),
+            message: text("message").pop(),
+            retry_after_seconds: all(&|e| e.values("retry_after_seconds").collect()).pop(),
+            reset_at: all(&|e| e.values("resetAt").collect()).pop(),
+            codes,
         })
     }
 }
@@ -82,5 +143,89 @@ mod tests {
         assert_eq!(ErrorEnvelope::parse(b"<html>"), None);
         assert_eq!(ErrorEnvelope::parse(br#"{"ok":true}"#), None);
         assert_eq!(ErrorEnvelope::parse(br#"{"error":"nope"}"#), None);
+    }
+
+    /// Issue 12: members the core does not read must not hide the ones it does.
+    #[test]
+    fn a_duplicate_member_keeps_the_code() {
+        let b = ErrorEnvelope::parse(br#"{"error":{"code":"QUOTA_EXCEEDED","message":"a","message":"b"}}"#).unwrap();
+        assert_eq!(b.code.as_deref(), Some("QUOTA_EXCEEDED"));
+        let b = ErrorEnvelope::parse(br#"{"error":{"code":"QUOTA_EXCEEDED"},"error2":1,"error2":2}"#).unwrap();
+        assert_eq!(b.code.as_deref(), Some("QUOTA_EXCEEDED"));
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped() {
+        let b = ErrorEnvelope::parse(b"\xEF\xBB\xBF{\"error\":{\"code\":\"QUOTA_EXCEEDED\"}}").unwrap();
+        assert_eq!(b.code.as_deref(), Some("QUOTA_EXCEEDED"));
+    }
+
+    /// `1e400` is out of `f64`'s range: that hint is invalid, the rest of the body stands.
+    #[test]
+    fn an_out_of_range_number_spoils_only_its_hint() {
+        let b = ErrorEnvelope::parse(
+            br#"{"error":{"code":"QUOTA_EXCEEDED","retry_after_seconds":1e400,"resetAt":"2026-10-17T09:12:31Z"}}"#,
+        )
+        .unwrap();
+        assert_eq!(b.code.as_deref(), Some("QUOTA_EXCEEDED"));
+        assert_eq!(b.retry_after_seconds, None);
+        assert_eq!(b.reset_at, Some(serde_json::json!("2026-10-17T09:12:31Z")));
+        // Elsewhere in the body it is just an ignored member.
+        let b = ErrorEnvelope::parse(br#"{"n":-1e400,"error":{"type":"queue_full","x":[1e999]}}"#).unwrap();
+        assert_eq!(b.code.as_deref(), Some("queue_full"));
+    }
+
+    /// What `serde_json` does with a repeated name, which is why the envelope is not read
+    /// through a derived struct: a struct refuses the body, a `Value` keeps the last.
+    #[test]
+    fn serde_json_on_duplicate_names() {
+        #[derive(Deserialize, Debug)]
+        #[allow(dead_code, reason = "only whether it parses matters")]
+        struct Typed {
+            message: String,
+        }
+        let dup = br#"{"message":"a","message":"b"}"#;
+        let err = serde_json::from_slice::<Typed>(dup).unwrap_err();
+        assert!(err.to_string().contains("duplicate field `message`"), "{err}");
+        let v: serde_json::Value = serde_json::from_slice(dup).unwrap();
+        assert_eq!(v["message"], "b");
+        // And it refuses a number beyond f64 and a byte-order mark outright.
+        assert!(serde_json::from_slice::<serde_json::Value>(b"1e400").is_err());
+        assert!(serde_json::from_slice::<serde_json::Value>(b"\xEF\xBB\xBF{}").is_err());
+    }
+
+    #[test]
+    fn repeated_members_last_readable_wins_and_every_code_is_kept() {
+        let b = ErrorEnvelope::parse(
+            br#"{"error":{"code":"QUOTA_EXCEEDED","code":"RATE_LIMITED","code":7,"message":"a","message":"b",
+                "retry_after_seconds":3,"retry_after_seconds":1e400,"resetAt":null}}"#,
+        )
+        .unwrap();
+        assert_eq!(b.codes, ["QUOTA_EXCEEDED", "RATE_LIMITED"]);
+        assert_eq!(b.code.as_deref(), Some("RATE_LIMITED"));
+        assert_eq!(b.message.as_deref(), Some("b"));
+        assert_eq!(b.retry_after_seconds, Some(serde_json::json!(3)));
+        assert_eq!(b.reset_at, None);
+        // `error` itself repeated: both objects are read, in order.
+        let b = ErrorEnvelope::parse(br#"{"error":{"code":"A"},"error":"x","error":{"type":"t","code":"B"}}"#).unwrap();
+        assert_eq!((b.codes, b.code.as_deref()), (vec!["A".to_owned(), "B".to_owned()], Some("B")));
+        // `type` only when no string `code` is present.
+        let b = ErrorEnvelope::parse(br#"{"error":{"code":null,"type":"queue_full"}}"#).unwrap();
+        assert_eq!((b.codes, b.code.as_deref()), (vec!["queue_full".to_owned()], Some("queue_full")));
+    }
+
+    #[test]
+    fn a_body_that_is_not_an_envelope_is_none_never_an_error() {
+        for body in [
+            &b"<!doctype html><title>429 Too Many Requests</title>"[..],
+            b"\xEF\xBB\xBF",
+            b"\xEF\xBB\xBF<html>",
+            b"{\"error\":{\"code\":\"X\"}",
+            b"{\"error\":{\"code\":\"X\"}} trailing",
+            b"[{\"error\":{\"code\":\"X\"}}]",
+            b"\xff\xfe{",
+        ] {
+            assert_eq!(ErrorEnvelope::parse(body), None, "{}", body.escape_ascii());
+        }
     }
 }

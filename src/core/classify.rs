@@ -181,6 +181,37 @@ impl Classifier for DefaultTable {
     }
 }
 
+/// Classifies an answer as the driver does, and returns the code it acted on.
+///
+/// A body normally carries one code and this is `classifier.classify(
+/// Outcome::answer(..))` with [`ErrorEnvelope::code`]. When the body repeats
+/// the code member with different values ([`ErrorEnvelope::codes`]), the
+/// first one the classifier calls [`Class::Terminal`] wins, else the last:
+/// JSON leaves a repeated name's meaning open, and of the readings the one
+/// that stops is the one that cannot waste a quota's refusals.
+pub fn classify_answer<'a>(
+    classifier: &dyn Classifier,
+    status: StatusCode,
+    headers: &'a HeaderMap,
+    envelope: Option<&'a ErrorEnvelope>,
+    received_at: SystemTime,
+) -> (Class, Option<&'a str>) {
+    let outcome = Outcome::answer(status, headers, envelope, received_at);
+    let Outcome::Answer { code, advised, .. } = outcome else {
+        return (classifier.classify(outcome), None);
+    };
+    let codes = envelope.map_or(&[][..], |e| &e.codes[..]);
+    if codes.len() > 1 {
+        for c in codes {
+            let one = Outcome::Answer { status, code: Some(c), headers, advised };
+            if classifier.classify(one) == Class::Terminal {
+                return (Class::Terminal, Some(c));
+            }
+        }
+    }
+    (classifier.classify(outcome), code)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::LazyLock;
@@ -206,6 +237,33 @@ mod tests {
         let outcome =
             Outcome::answer(StatusCode::from_u16(status).unwrap(), &map, envelope.as_ref(), SystemTime::UNIX_EPOCH);
         DefaultTable::default().classify(outcome)
+    }
+
+    /// Issue 12: a repeated code member; a terminal code among them wins, in either order.
+    #[test]
+    fn a_terminal_code_among_repeated_codes_wins() {
+        let map = HeaderMap::new();
+        let run = |body: &[u8]| {
+            let envelope = ErrorEnvelope::parse(body).unwrap();
+            let (class, code) = classify_answer(
+                &DefaultTable::default(),
+                StatusCode::TOO_MANY_REQUESTS,
+                &map,
+                Some(&envelope),
+                SystemTime::UNIX_EPOCH,
+            );
+            (class, code.map(str::to_owned))
+        };
+        let quota = (Class::Terminal, Some("QUOTA_EXCEEDED".to_owned()));
+        assert_eq!(run(br#"{"error":{"code":"QUOTA_EXCEEDED","code":"RATE_LIMITED"}}"#), quota);
+        assert_eq!(run(br#"{"error":{"code":"RATE_LIMITED","code":"QUOTA_EXCEEDED"}}"#), quota);
+        // No terminal one: the last, as a JSON reader would see it.
+        assert_eq!(
+            run(br#"{"error":{"code":"SOMETHING_NEW","code":"RATE_LIMITED"}}"#),
+            (Class::Throttled, Some("RATE_LIMITED".to_owned()))
+        );
+        // One code: exactly the classifier's answer.
+        assert_eq!(run(br#"{"error":{"code":"queue_full","message":"a","message":"b"}}"#).0, Class::Throttled);
     }
 
     #[test]

@@ -28,10 +28,11 @@
 //!   ourselves and reject any other control byte before calling it.
 //! - RFC 850's two-digit year is a fixed window, `00..=69` → 2000–2069 and `70..=99` → 1970–1999.
 //!   RFC 9110 §5.6.7 instead says a year more than 50 years in the future means the previous
-//!   century. We resolve the year ourselves (the latest year with those two digits that is at most
-//!   50 years after the reference's year — a year-granular reading of the rule) and hand
-//!   `httpdate` an equivalent IMF-fixdate. Example: relative to 2026, `Monday, 01-Jan-74` is 2074
-//!   (a Monday), which `httpdate` alone rejects (1974-01-01 was a Tuesday).
+//!   century. We resolve the year ourselves, comparing the whole timestamp (not the year number)
+//!   with the reference plus 50 years, and hand `httpdate` an equivalent IMF-fixdate, whose
+//!   weekday check then applies to the century chosen. Example: relative to 2026, `Monday,
+//!   01-Jan-74` is 2074 (a Monday), which `httpdate` alone rejects (1974-01-01 was a Tuesday); from
+//!   2026-01-01, `Friday, 31-Dec-76` is 1976 (2076-12-31 is more than 50 years ahead).
 //! - It rejects years before 1970 (a valid, past `4DIGIT` year). The Gregorian calendar repeats
 //!   exactly every 400 years (146 097 days, a whole number of weeks), so we shift such a year by
 //!   400-year cycles, let `httpdate` validate it, and shift the instant back.
@@ -152,7 +153,7 @@ pub fn parse_http_date(value: &[u8], reference: SystemTime) -> Option<SystemTime
         29 => (s.to_vec(), digits_value(&s[12..16])?, 12, 17),
         24 => (s.to_vec(), digits_value(&s[20..24])?, 20, 11),
         _ => {
-            let (imf, year) = rfc850_to_imf(s, year_of(reference))?;
+            let (imf, year) = rfc850_to_imf(s, reference)?;
             (imf, year, 12, 17)
         }
     };
@@ -298,14 +299,26 @@ fn parse_rfc3339_instant(s: &str) -> Option<SystemTime> {
 }
 
 /// `Sunday, 06-Nov-94 08:49:37 GMT` → `Sun, 06 Nov YYYY 08:49:37 GMT` with the RFC 9110 year.
-fn rfc850_to_imf(s: &[u8], reference_year: i64) -> Option<(Vec<u8>, i64)> {
+fn rfc850_to_imf(s: &[u8], reference: SystemTime) -> Option<(Vec<u8>, i64)> {
     const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+    const MONTHS: [&[u8; 3]; 12] =
+        [b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec"];
     let day = DAYS.iter().find(|d| s.starts_with(d.as_bytes()) && s[d.len()..].starts_with(b", "))?;
     let rest = &s[day.len() + 2..];
-    if rest.len() != 22 || rest[2] != b'-' || rest[6] != b'-' {
+    // `06-Nov-94 08:49:37 GMT`
+    if rest.len() != 22 || rest[2] != b'-' || rest[6] != b'-' || rest[9] != b' ' {
         return None;
     }
-    let year = rfc850_year(digits_value(&rest[7..9])?, reference_year);
+    let month = MONTHS.iter().position(|m| &rest[3..6] == *m)?;
+    let stamp = Stamp {
+        month: i64::try_from(month).ok()? + 1,
+        day: digits_value(&rest[..2])?,
+        second_of_day: digits_value(&rest[10..12])? * 3600
+            + digits_value(&rest[13..15])? * 60
+            + digits_value(&rest[16..18])?,
+        nanos: 0,
+    };
+    let year = rfc850_year(digits_value(&rest[7..9])?, stamp, civil(reference));
     let mut imf = Vec::with_capacity(29);
     imf.extend_from_slice(&day.as_bytes()[..3]);
     imf.extend_from_slice(b", ");
@@ -317,10 +330,28 @@ fn rfc850_to_imf(s: &[u8], reference_year: i64) -> Option<(Vec<u8>, i64)> {
     Some((imf, year))
 }
 
-/// RFC 9110 §5.6.7: the latest year ending in `yy` that is at most 50 years after the reference.
-fn rfc850_year(yy: i64, reference_year: i64) -> i64 {
-    let latest = reference_year.saturating_add(50);
-    latest.saturating_sub(latest.saturating_sub(yy).rem_euclid(100))
+/// A UTC instant within its year, compared field by field (lexicographic order is time order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Stamp {
+    month: i64,
+    day: i64,
+    /// `0..=86_400`: a leap second `23:59:60` compares after `23:59:59`.
+    second_of_day: i64,
+    nanos: u32,
+}
+
+/// RFC 9110 §5.6.7: a two-digit year "that appears to be more than 50 years in the future" is
+/// "the most recent year in the past that had the same last two digits". The test is on the
+/// whole timestamp against the reference plus 50 calendar years (same month, day and time), not
+/// on the year number: from 2026-01-01, `31-Dec-76` is 1976 (2076-12-31 is more than 50 years
+/// away) while `01-Jan-76 00:00:00` is 2076 (exactly 50). The weekday is then checked against
+/// the year chosen here, so a weekday that only fits the other century is invalid.
+fn rfc850_year(yy: i64, stamp: Stamp, reference: (i64, Stamp)) -> i64 {
+    let (ref_year, ref_stamp) = reference;
+    // The first year ending in `yy` that is not before the reference's year.
+    let year = ref_year.saturating_add(yy.saturating_sub(ref_year).rem_euclid(100));
+    let beyond_50_years = (year.saturating_sub(50), stamp) > (ref_year, ref_stamp);
+    if beyond_50_years { year.saturating_sub(100) } else { year }
 }
 
 /// Seconds in 400 Gregorian years; the calendar (weekdays included) repeats with this period.
@@ -342,24 +373,35 @@ fn shift_cycles(t: SystemTime, cycles: i64) -> Option<SystemTime> {
 }
 
 /// The proleptic Gregorian (UTC) year of an instant, before or after the epoch.
+#[cfg(test)]
 fn year_of(t: SystemTime) -> i64 {
-    let secs = match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+    civil(t).0
+}
+
+/// The proleptic Gregorian (UTC) year of an instant and where in that year it is, before or
+/// after the epoch; seconds beyond `i64` saturate.
+fn civil(t: SystemTime) -> (i64, Stamp) {
+    let (secs, nanos) = match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => (i64::try_from(d.as_secs()).unwrap_or(i64::MAX), d.subsec_nanos()),
         Err(e) => {
             let d = e.duration();
             let whole = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-            whole.saturating_neg().saturating_sub(i64::from(d.subsec_nanos() > 0))
+            let carry = d.subsec_nanos() > 0;
+            let nanos = if carry { 1_000_000_000 - d.subsec_nanos() } else { 0 };
+            (whole.saturating_neg().saturating_sub(i64::from(carry)), nanos)
         }
     };
-    // Howard Hinnant's civil_from_days, for the year only.
+    // Howard Hinnant's civil_from_days.
     let z = secs.div_euclid(86_400) + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
-    let year = yoe + era * 400;
-    if mp >= 10 { year + 1 } else { year }
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, Stamp { month, day, second_of_day: secs.rem_euclid(86_400), nanos })
 }
 
 fn wait_until(date: SystemTime, reference: SystemTime) -> Duration {
@@ -571,10 +613,33 @@ mod tests {
         assert!(date_wait("Tuesday, 01-Jan-74 00:00:00 GMT", y2026).is_err());
         // From 1990, "74" is 1974: a past date.
         assert_eq!(date_wait("Tuesday, 01-Jan-74 00:00:00 GMT", 631_152_000), header_date(0));
-        // "77" from 2026 is more than 50 years ahead as 2077, so it is 1977.
-        assert_eq!(rfc850_year(77, 2026), 1977);
-        assert_eq!(rfc850_year(76, 2026), 2076);
-        assert_eq!(rfc850_year(0, 2026), 2000);
+        // "77" from 2026 is more than 50 years ahead as 2077, so it is 1977 (1 Jan a Saturday).
+        assert_eq!(parse_http_date(b"Saturday, 01-Jan-77 00:00:00 GMT", at(y2026)), Some(at(220_924_800)));
+        // "00" is 2000 (a Saturday), 26 years back.
+        assert_eq!(parse_http_date(b"Saturday, 01-Jan-00 00:00:00 GMT", at(y2026)), Some(at(946_684_800)));
+    }
+
+    /// Issue 12: the rule compares the whole timestamp with reference + 50 years, and the
+    /// weekday is checked against the century so chosen.
+    #[test]
+    fn rfc850_50_year_rule_is_by_date_not_by_year() {
+        let jan_1_2026 = 1_767_225_600;
+        let dec_31_1976 = 220_924_799; // 1976-12-31T23:59:59Z, a Friday
+        // As 2076 it would be 2076-12-31, more than 50 years after 2026-01-01: so 1976, a past date.
+        assert_eq!(parse_http_date(b"Friday, 31-Dec-76 23:59:59 GMT", at(jan_1_2026)), Some(at(dec_31_1976)));
+        assert_eq!(date_wait("Friday, 31-Dec-76 23:59:59 GMT", jan_1_2026), header_date(0));
+        // 2076-12-31 was a Thursday, but the date means 1976 (a Friday): inconsistent, invalid.
+        assert!(date_wait("Thursday, 31-Dec-76 23:59:59 GMT", jan_1_2026).is_err());
+        // Exactly 50 years ahead is not *more* than 50 years: 2076-01-01 (a Wednesday).
+        let jan_1_2076 = 3_345_062_400;
+        assert_eq!(date_wait("Wednesday, 01-Jan-76 00:00:00 GMT", jan_1_2026), header_date(jan_1_2076 - jan_1_2026));
+        // One second more is 1976 (1976-01-01 00:00:01 was a Thursday).
+        assert_eq!(parse_http_date(b"Thursday, 01-Jan-76 00:00:01 GMT", at(jan_1_2026)), Some(at(189_302_401)));
+        assert_eq!(parse_http_date(b"Wednesday, 01-Jan-76 00:00:01 GMT", at(jan_1_2026)), None);
+        // A millisecond earlier reference moves the boundary with it, below the second.
+        let earlier = at(jan_1_2026) - Duration::from_millis(1);
+        assert_eq!(parse_http_date(b"Thursday, 01-Jan-76 00:00:00 GMT", earlier), Some(at(189_302_400)));
+        assert_eq!(parse_http_date(b"Wednesday, 01-Jan-76 00:00:00 GMT", earlier), None);
     }
 
     #[test]
@@ -613,6 +678,10 @@ mod tests {
         assert_eq!(year_of(UNIX_EPOCH - Duration::from_nanos(1)), 1969);
         assert_eq!(year_of(at(253_402_300_799)), 9999);
         assert_eq!(year_of(at(253_402_300_800)), 10000);
+        let stamp = |month, day, second_of_day, nanos| Stamp { month, day, second_of_day, nanos };
+        assert_eq!(civil(at(RESET)), (2026, stamp(10, 17, 9 * 3600 + 12 * 60 + 31, 0)));
+        assert_eq!(civil(at(951_782_400)), (2000, stamp(2, 29, 0, 0)));
+        assert_eq!(civil(UNIX_EPOCH - Duration::from_millis(1)), (1969, stamp(12, 31, 86_399, 999_000_000)));
     }
 
     // ---- read_advice: header -------------------------------------------------------------

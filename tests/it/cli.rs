@@ -121,9 +121,85 @@ fn explain_a_429_with_advice_and_no_code() {
     assert_eq!(v["class"], "unclear");
 }
 
+/// Issue 12: a body the typed parser could not read hid its terminal code.
+/// Duplicate members are legal JSON (RFC 8259 §4), a byte-order mark is common,
+/// and an out-of-range number spoils only its own hint.
+#[test]
+fn explain_a_terminal_code_in_a_body_with_duplicates_a_bom_or_a_huge_number() {
+    for body in [
+        r#"{"error":{"code":"QUOTA_EXCEEDED","message":"a","message":"b"}}"#,
+        "\u{feff}{\"error\":{\"code\":\"QUOTA_EXCEEDED\"}}",
+        r#"{"error":{"code":"QUOTA_EXCEEDED","retry_after_seconds":1e400}}"#,
+        // A repeated code: the terminal one wins, wherever it stands.
+        r#"{"error":{"code":"RATE_LIMITED","code":"QUOTA_EXCEEDED"}}"#,
+    ] {
+        let v = json(&[
+            "explain",
+            "--status",
+            "429",
+            "-H",
+            "retry-after: 5",
+            "--body",
+            body,
+            "--now",
+            "2026-01-01T00:00:00Z",
+            "--format",
+            "json",
+            "--policy",
+            "background",
+        ]);
+        assert_eq!(v["class"], "terminal", "{body}");
+        assert_eq!((v["decision"].as_str(), v["reason"].as_str()), (Some("give_up"), Some("terminal")), "{body}");
+    }
+}
+
+/// A real server's HTML 429 page is explained as sent: no code, the header's advice.
+#[test]
+fn explain_a_body_that_is_not_json() {
+    let base = ["explain", "--status", "429", "--now", "2026-01-01T00:00:00Z"];
+    let html = "<!doctype html><title>429 Too Many Requests</title>";
+    let v = json(&[&base[..], &["-H", "retry-after: 1", "--body", html, "--format", "json"]].concat());
+    assert_eq!((v["class"].as_str(), v["decision"].as_str()), (Some("throttled"), Some("retry")));
+    let v = json(&[&base[..], &["--body", "{not json", "--format", "json"]].concat());
+    assert_eq!(v["class"], "unclear");
+    let text = ok(&[&base[..], &["--body", html]].concat());
+    assert!(text.contains("class: unclear (429)"), "{text}");
+    assert!(text.contains("body: not a JSON error envelope"), "{text}");
+}
+
+/// Issue 12: RFC 9110 §5.6.7 compares the date, not the year, with now + 50 years.
+#[test]
+fn explain_an_rfc850_date_by_the_50_year_rule() {
+    let explain = |date: &str| {
+        let h = format!("retry-after: {date}");
+        json(&[
+            "explain",
+            "--status",
+            "429",
+            "-H",
+            &h,
+            "--body",
+            r#"{"error":{"code":"RATE_LIMITED"}}"#,
+            "--now",
+            "2026-01-01T00:00:00Z",
+            "--format",
+            "json",
+            "--policy",
+            "background",
+        ])
+    };
+    // 1976-12-31 was a Friday: a past date, retry at once (with the spread).
+    let v = explain("Friday, 31-Dec-76 23:59:59 GMT");
+    assert_eq!((v["advice"]["valid"].as_bool(), v["advice"]["wait_ms"].as_u64()), (Some(true), Some(0)));
+    assert_eq!(v["decision"], "retry");
+    // Thursday is 2076's weekday, but the date is 1976's: invalid advice, not a 50-year wait.
+    let v = explain("Thursday, 31-Dec-76 23:59:59 GMT");
+    assert_eq!(v["advice"]["valid"], false);
+    assert_eq!(v["decision"], "retry");
+}
+
 #[test]
 fn bad_input_is_refused_with_exit_code_2() {
-    refused(&["explain", "--status", "429", "--body", "{not json"], "--body is not valid JSON");
     refused(&["explain", "--status", "429", "-H", "retry-after 5"], "write it as 'name: value'");
     refused(&["explain", "--status", "429", "--now", "yesterday"], "RFC 3339");
     refused(&["explain", "--status", "429", "--elapsed", "three"], "--elapsed");
