@@ -191,6 +191,8 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
     ///
     /// A POST or PATCH without an `Idempotency-Key` gets one, drawn once from
     /// `rng` and reused on every attempt (unless the policy turns keys off).
+    /// A caller's key is sent as given; one that is not visible ASCII fails
+    /// with [`GiveUpReason::InvalidIdempotencyKey`] before anything is sent.
     /// Each attempt is bounded by `min(attempt_timeout, time left)`; `cancel`
     /// stops a wait or a call at once. The [`Success`] says what it took
     /// (attempts, time waited, whether the answer was a replay); use
@@ -229,10 +231,24 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
     ) -> Result<Success, RetryError> {
         let p = &self.policy;
         let deadline = Deadline { start: self.clock.now(), total: p.deadline };
-        let mut key = req.headers().get(IDEMPOTENCY_KEY).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        // A caller's key is sent as given, never re-encoded or replaced; one
+        // that is not visible ASCII cannot be reported as text (nor is it an
+        // sf-string, as the Idempotency-Key draft asks), so nothing is sent.
+        let mut key = match req.headers().get(IDEMPOTENCY_KEY).map(HeaderValue::to_str) {
+            Some(Ok(k)) => Some(k.to_owned()),
+            Some(Err(_)) => {
+                let (reason, now) = (GiveUpReason::InvalidIdempotencyKey, self.clock.now());
+                trace.push(now, EventKind::GaveUp { reason: reason.clone(), attempts: 0, waited_ms: 0 });
+                return Err(self.error(reason, 0, Duration::ZERO, deadline.elapsed(now), None, None, None));
+            }
+            None => None,
+        };
         let opted_out = req.extensions().get::<NoIdempotencyKey>().is_some();
         if key.is_none() && p.idempotency_keys && wants_key(req.method()) && !opted_out {
-            key = Some(new_key(rng));
+            let generated = new_key(rng);
+            let v = HeaderValue::from_str(&generated).expect("a generated key is hex digits");
+            req.headers_mut().insert(IDEMPOTENCY_KEY, v);
+            key = Some(generated);
         }
         let operation = match req.extensions().get::<Replayable>() {
             Some(Replayable) if !matches!(Operation::of(req.method(), key.is_some()), Operation::Safe) => {
@@ -244,10 +260,6 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
         let (mut attempts, mut unclear, mut waited, mut previous_wait) = (0u32, 0u32, Duration::ZERO, None);
         loop {
             attempts += 1;
-            if let Some(k) = &key {
-                let v = HeaderValue::from_str(k).expect("generated and caller keys are visible ASCII");
-                req.headers_mut().insert(IDEMPOTENCY_KEY, v);
-            }
             if let Some(gate) = &self.gate {
                 // The queue counts against the deadline: wait in it only as
                 // long as an attempt could still start in time.
@@ -280,23 +292,31 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
                     return Err(self.error(reason, attempts, waited, deadline.elapsed(now), None, None, key));
                 }
             }
-            keys.push(key.clone());
             let started = self.clock.now();
             let timeout = p.attempt_timeout.min(deadline.remaining(started));
-            trace.push(
-                started,
-                EventKind::Attempt {
-                    n: attempts,
-                    method: req.method().to_string(),
-                    path: path.clone(),
-                    key: key.as_deref().map(short_key),
-                    timeout_ms: ms(timeout),
-                },
-            );
+            // The attempt counts, and is recorded, only once the transport is
+            // called: a cancellation seen first (the branch order is biased)
+            // leaves the transport uncalled and the attempt unmade.
+            let mut called = false;
+            let send = async {
+                called = true;
+                keys.push(key.clone());
+                trace.push(
+                    started,
+                    EventKind::Attempt {
+                        n: attempts,
+                        method: req.method().to_string(),
+                        path: path.clone(),
+                        key: key.as_deref().map(short_key),
+                        timeout_ms: ms(timeout),
+                    },
+                );
+                self.transport.send(copy_request(&req)).await
+            };
             let sent = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => Sent::Cancelled,
-                r = self.transport.send(copy_request(&req)) => match r {
+                r = send => match r {
                     Ok(res) => Sent::Answer(res),
                     Err(e) => Sent::Failed(e),
                 },
@@ -333,6 +353,7 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
             let (advice, last, failure) = match sent {
                 Sent::Cancelled => {
                     let reason = GiveUpReason::Cancelled;
+                    let attempts = if called { attempts } else { attempts - 1 };
                     trace.push(now, EventKind::GaveUp { reason: reason.clone(), attempts, waited_ms: ms(waited) });
                     return Err(self.error(reason, attempts, waited, deadline.elapsed(now), None, None, key));
                 }

@@ -58,8 +58,8 @@ pub struct AdviceView {
     pub source: AdviceSource,
     /// Whether the `Retry-After` header was valid (`None`: there was none).
     pub header_valid: Option<bool>,
-    /// The advised wait before jitter.
-    pub wait_ms: Option<u64>,
+    /// The advised wait before jitter, exact at any size.
+    pub wait_ms: Option<Millis>,
     /// Why the header was invalid.
     pub error: Option<String>,
     /// Whether a date was measured against the server's `Date`.
@@ -73,11 +73,53 @@ impl From<&Advice> for AdviceView {
             HeaderState::Valid => (Some(true), None),
             HeaderState::Invalid { reason } => (Some(false), Some(reason.clone())),
         };
-        AdviceView { source: a.source, header_valid, wait_ms: a.wait.map(ms), error, server_date: a.server_date_used }
+        AdviceView {
+            source: a.source,
+            header_valid,
+            wait_ms: a.wait.map(Millis::of),
+            error,
+            server_date: a.server_date_used,
+        }
     }
 }
 
-/// Whole milliseconds, saturating.
+/// Whole milliseconds of a duration (rounded down), exact at any size: an
+/// advice can exceed u64::MAX ms (a `Retry-After` of 2^64 - 1 seconds), and
+/// a saturated count would show it 1000x too small. In JSON a number up to
+/// 2^53 - 1 and a string of the digits above (see
+/// [`millis_json`](crate::core::millis_json)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Millis(pub u128);
+
+impl Millis {
+    /// The whole milliseconds of `d`.
+    pub fn of(d: Duration) -> Millis {
+        Millis(d.as_millis())
+    }
+
+    /// The count as a `Duration` (`Duration::MAX` if it holds no such count).
+    pub fn duration(self) -> Duration {
+        match u64::try_from(self.0 / 1000) {
+            Ok(secs) => Duration::new(secs, (self.0 % 1000) as u32 * 1_000_000),
+            Err(_) => Duration::MAX,
+        }
+    }
+
+    /// The count, saturating at u64::MAX: for comparisons where anything
+    /// that large is simply "too long".
+    pub fn saturating_u64(self) -> u64 {
+        u64::try_from(self.0).unwrap_or(u64::MAX)
+    }
+}
+
+impl Serialize for Millis {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        crate::core::millis_json::write_ms(self.0, s)
+    }
+}
+
+/// Whole milliseconds, saturating (event times and waits, which the
+/// deadline bounds).
 pub fn ms(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
 }
@@ -135,7 +177,7 @@ fn advice_words(a: &AdviceView) -> String {
     };
     let mut s = format!("advice: {source}");
     if let Some(w) = a.wait_ms {
-        let _ = write!(s, " {}", secs(Duration::from_millis(w)));
+        let _ = write!(s, " {}", secs(w.duration()));
     }
     match (a.header_valid, &a.error) {
         (Some(false), Some(e)) => {
@@ -250,5 +292,23 @@ mod tests {
             \x20     21ms  w0 job-1  wait 2.180s = advice 2.000s + jitter 0.180s\n\
             \x20   4512ms  w0 job-1  done: 201 after 3 attempts, waited 4.512s\n"
         );
+    }
+
+    #[test]
+    fn a_huge_advice_is_shown_exactly() {
+        // Issue 12: 2^64 - 1 s saturated at u64::MAX ms, 1000x too small.
+        let advice = Advice {
+            source: AdviceSource::HeaderSeconds,
+            wait: Some(Duration::from_secs(u64::MAX)),
+            header: HeaderState::Valid,
+            server_date_used: false,
+        };
+        let view = AdviceView::from(&advice);
+        assert_eq!(serde_json::to_value(&view).unwrap()["wait_ms"], "18446744073709551615000");
+        assert!(advice_words(&view).ends_with(" 18446744073709551615.000s"), "{}", advice_words(&view));
+        assert_eq!(view.wait_ms.unwrap().duration(), Duration::from_secs(u64::MAX));
+        assert_eq!(Millis(u128::MAX).duration(), Duration::MAX);
+        let small = AdviceView { wait_ms: Some(Millis(1500)), ..view };
+        assert_eq!(serde_json::to_value(&small).unwrap()["wait_ms"], 1500);
     }
 }

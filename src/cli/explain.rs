@@ -1,6 +1,6 @@
 //! `retrysim explain`: one response in, the core's decision and why out.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use clap::{Args, ValueEnum};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
@@ -216,7 +216,7 @@ fn explain(args: &ExplainArgs) -> Result<String, UserError> {
     lines.push(format!("class: {class_name} ({answer}), operation: {op}"));
     let source = serde_json::to_value(view.source).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
     match view.wait_ms {
-        Some(w) => lines.push(format!("advice: {source} {}", secs(Duration::from_millis(w)))),
+        Some(w) => lines.push(format!("advice: {source} {}", secs(w.duration()))),
         None => lines.push("advice: none".to_owned()),
     }
     if let Some(e) = &view.error {

@@ -12,10 +12,13 @@ use serde::{Deserialize, Serialize};
 /// A uniform draw in `[0, max]`, from a 64-bit random value.
 pub fn uniform(max: Duration, draw: u64) -> Duration {
     let nanos = max.as_nanos();
-    // (nanos + 1) * draw / 2^64 lies in [0, nanos]; u128 cannot overflow for
-    // any Duration below ~2^64 s, and larger ones saturate below.
-    let span = nanos.saturating_add(1);
-    let scaled = span.saturating_mul(draw as u128) >> 64;
+    // floor((nanos + 1) * draw / 2^64) lies in [0, nanos]. The product needs
+    // up to 158 bits (a Duration holds up to ~2^94 ns), more than a u128
+    // above 2^64 ns (~584 years), so it is taken in two halves of the span:
+    // hi * 2^64 + lo gives hi * draw + floor(lo * draw / 2^64), exactly.
+    let span = nanos + 1; // at most ~2^94: no overflow
+    let (hi, lo) = (span >> 64, span & u128::from(u64::MAX));
+    let scaled = hi * u128::from(draw) + ((lo * u128::from(draw)) >> 64);
     nanos_to_duration(scaled)
 }
 
@@ -84,8 +87,8 @@ impl Backoff {
 /// randomized spread afterward").
 ///
 /// # Default
-/// `clamp(20% of the advice, 100 ms, 1 s)`: a zero advice still gets up to
-/// 100 ms, a 60 s advice gets up to 1 s.
+/// `clamp(20% of the advice, 100 ms, 1 s)`: a zero advice gets 1 to 100 ms
+/// (never 0: see [`Spread::draw`]), a 60 s advice gets up to 1 s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spread {
     /// The share of the advice, in per mille (200 = 20%).
@@ -109,9 +112,18 @@ impl Spread {
         share.clamp(self.min, self.max.max(self.min))
     }
 
-    /// A spread drawn in `[0, cap(advice)]`.
+    /// A spread drawn in `[0, cap(advice)]`; for a zero advice in
+    /// `[1 ms, cap]`. The spread is then the whole wait, and the core rounds
+    /// a spread down to whole milliseconds: a draw under 1 ms would retry at
+    /// once, in step with every client told the same instant. A cap under
+    /// 1 ms gives 1 ms; a zero cap (spread turned off) gives zero.
     pub fn draw(&self, advice: Duration, draw: u64) -> Duration {
-        uniform(self.cap(advice), draw)
+        let cap = self.cap(advice);
+        if advice.is_zero() && !cap.is_zero() {
+            let one = Duration::from_millis(1);
+            return one + uniform(cap.saturating_sub(one), draw);
+        }
+        uniform(cap, draw)
     }
 }
 
@@ -156,6 +168,19 @@ mod tests {
     }
 
     #[test]
+    fn uniform_is_exact_beyond_584_years() {
+        // Above 2^64 ns (about 584 years) `span * draw` no longer fits a
+        // u128; a saturating product clipped every such draw to 584 years.
+        let half = uniform(Duration::MAX, 1 << 63);
+        assert_eq!(half, nanos_to_duration(Duration::MAX.as_nanos().div_ceil(2)));
+        // The top draw falls short of the top by (nanos + 1) / 2^64: under 1 s here.
+        let top = uniform(Duration::MAX, u64::MAX);
+        assert!(top <= Duration::MAX && Duration::MAX - top < Duration::from_secs(1), "{top:?}");
+        let thousand_years = Duration::from_secs(1000 * 365 * 86_400);
+        assert_eq!(uniform(thousand_years, 1 << 63), thousand_years / 2);
+    }
+
+    #[test]
     fn jitter_kinds() {
         let half = 1u64 << 63;
         assert_eq!(b(Jitter::None).wait(2, None, half), MS(4000));
@@ -187,6 +212,25 @@ mod tests {
         assert_eq!(s.cap(MS(60_000)), MS(1000));
         assert_eq!(s.cap(Duration::MAX), MS(1000));
         assert_eq!(s.draw(MS(2000), u64::MAX), MS(400));
+        assert_eq!(s.draw(MS(2000), 0), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_zero_advice_always_gets_a_spread_of_at_least_one_ms() {
+        // Issue 12: the spread is then the whole wait, and the core rounds it
+        // down to whole milliseconds; a draw under 1 ms meant retrying at once.
+        let s = Spread::default();
+        for draw in [0, 1, u64::MAX / 100, u64::MAX / 99, 1 << 63, u64::MAX] {
+            let d = s.draw(Duration::ZERO, draw);
+            assert!(d >= MS(1) && d <= MS(100), "draw {draw}: {d:?}");
+        }
+        assert_eq!(s.draw(Duration::ZERO, u64::MAX), MS(100));
+        // A spread turned off stays off; a cap under 1 ms gives 1 ms.
+        let off = Spread { per_mille: 0, min: Duration::ZERO, max: Duration::ZERO };
+        assert_eq!(off.draw(Duration::ZERO, u64::MAX), Duration::ZERO);
+        let tiny = Spread { per_mille: 0, min: Duration::from_micros(300), max: Duration::from_micros(300) };
+        assert_eq!(tiny.draw(Duration::ZERO, 0), MS(1));
+        // A non-zero advice keeps the full range from zero.
         assert_eq!(s.draw(MS(2000), 0), Duration::ZERO);
     }
 }

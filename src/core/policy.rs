@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use super::backoff::{AdviceMode, Backoff, Jitter, Spread};
 use super::budget::RetryBudget;
 use super::classify::{Class, Operation};
-use super::duration_text;
 use super::retry_after::{Advice, AdviceSource};
+use super::{duration_text, millis_json};
 
 /// All the numbers of a retry policy. Build one from a preset and adjust it.
 ///
@@ -208,16 +208,16 @@ pub struct WaitWhy {
     /// What the base of the wait came from.
     pub basis: WaitBasis,
     /// The advised wait, when there was one and it was used.
-    #[serde(serialize_with = "opt_ms")]
+    #[serde(serialize_with = "millis_json::serialize_opt")]
     pub advised: Option<Duration>,
     /// The base wait before spread: the advice, the backoff draw, or the larger.
-    #[serde(serialize_with = "as_ms")]
+    #[serde(serialize_with = "millis_json::serialize")]
     pub base: Duration,
     /// The random spread added on top of an advised wait.
-    #[serde(serialize_with = "as_ms")]
+    #[serde(serialize_with = "millis_json::serialize")]
     pub jitter: Duration,
     /// The backoff window the draw was taken from, when the backoff was used.
-    #[serde(serialize_with = "opt_ms")]
+    #[serde(serialize_with = "millis_json::serialize_opt")]
     pub window: Option<Duration>,
 }
 
@@ -231,17 +231,6 @@ pub enum WaitBasis {
     Backoff,
     /// `max(advice, backoff)`, and the backoff draw was larger.
     BackoffOverAdvice,
-}
-
-fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(d.as_millis().min(u64::MAX as u128) as u64)
-}
-
-fn opt_ms<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => as_ms(d, s),
-        None => s.serialize_none(),
-    }
 }
 
 /// Why the core stopped retrying. Every variant says what the caller can do next.
@@ -260,20 +249,25 @@ pub enum GiveUpReason {
     UnclearExhausted { unclear: u32 },
     /// The advice is longer than `max_single_wait`.
     AdviceTooLong {
-        #[serde(serialize_with = "as_ms")]
+        #[serde(serialize_with = "millis_json::serialize")]
         advised: Duration,
-        #[serde(serialize_with = "as_ms")]
+        #[serde(serialize_with = "millis_json::serialize")]
         max_single_wait: Duration,
     },
     /// The wait plus `min_attempt_time` would pass the deadline.
     DeadlineWouldPass {
-        #[serde(serialize_with = "as_ms")]
+        #[serde(serialize_with = "millis_json::serialize")]
         wait: Duration,
-        #[serde(serialize_with = "as_ms")]
+        #[serde(serialize_with = "millis_json::serialize")]
         remaining: Duration,
     },
     /// The shared retry budget refused.
     BudgetExhausted,
+    /// The caller's `Idempotency-Key` is not visible ASCII, so it cannot be
+    /// reported or queued under as text. The driver sends nothing rather
+    /// than put a key of its own in its place (given by the driver before
+    /// the first attempt, never by [`decide`]).
+    InvalidIdempotencyKey,
 }
 
 impl GiveUpReason {
@@ -288,6 +282,7 @@ impl GiveUpReason {
             GiveUpReason::AdviceTooLong { .. } => "advice_too_long",
             GiveUpReason::DeadlineWouldPass { .. } => "deadline_would_pass",
             GiveUpReason::BudgetExhausted => "budget_exhausted",
+            GiveUpReason::InvalidIdempotencyKey => "invalid_idempotency_key",
         }
     }
 }
@@ -341,6 +336,9 @@ impl fmt::Display for GiveUpReason {
             GiveUpReason::BudgetExhausted => {
                 f.write_str("budget exhausted: the shared retry budget is spent; lower concurrency or raise the budget")
             }
+            GiveUpReason::InvalidIdempotencyKey => f.write_str(
+                "the caller's Idempotency-Key has bytes outside visible ASCII: nothing was sent and no other key was put in its place; use a key of visible ASCII such as a UUID",
+            ),
         }
     }
 }
@@ -520,6 +518,44 @@ mod tests {
         let adv = advice(0);
         let d = decide(&Policy::standard(), &attempted(Class::Throttled, &adv, 1, S(0)), draws(u64::MAX), None, S(0));
         assert!(matches!(d, Decision::Retry { wait, .. } if wait == Duration::from_millis(100)), "{d:?}");
+    }
+
+    #[test]
+    fn a_zero_advice_never_gives_a_zero_wait() {
+        // Issue 12 (seed 529 of `explain`): a draw whose spread was under 1 ms
+        // was rounded down to a 0 ms wait.
+        let adv = advice(0);
+        for x in [0, 1, u64::MAX / 1000, u64::MAX / 100 - 1] {
+            for p in [Policy::standard(), Policy::batch()] {
+                let d = decide(&p, &attempted(Class::Throttled, &adv, 1, S(0)), draws(x), None, S(0));
+                let Decision::Retry { wait, why } = d else { panic!("{d:?}") };
+                assert!(wait >= Duration::from_millis(1), "{}, draw {x}: {why:?}", p.name);
+            }
+        }
+    }
+
+    #[test]
+    fn json_milliseconds_are_exact_at_any_size() {
+        // Issue 12: 2^64 - 1 s is 18446744073709551615000 ms; saturating at
+        // u64::MAX ms showed it 1000x too small.
+        let huge = GiveUpReason::AdviceTooLong { advised: S(u64::MAX), max_single_wait: S(60) };
+        let v = serde_json::to_value(&huge).unwrap();
+        assert_eq!(v["advised"], "18446744073709551615000");
+        assert_eq!(v["max_single_wait"], 60_000);
+        // Up to 2^53 - 1 ms a number (exact in every JSON parser), beyond it a string.
+        let why = |ms: u64| WaitWhy {
+            basis: WaitBasis::Backoff,
+            advised: Some(Duration::from_millis(ms)),
+            base: Duration::from_millis(ms),
+            jitter: Duration::ZERO,
+            window: None,
+        };
+        let v = serde_json::to_value(why((1 << 53) - 1)).unwrap();
+        assert_eq!((&v["advised"], &v["base"]), (&serde_json::json!(9_007_199_254_740_991u64), &v["advised"]));
+        let v = serde_json::to_value(why(1 << 53)).unwrap();
+        assert_eq!((&v["advised"], &v["window"]), (&serde_json::json!("9007199254740992"), &serde_json::Value::Null));
+        let max = GiveUpReason::DeadlineWouldPass { wait: Duration::MAX, remaining: Duration::ZERO };
+        assert_eq!(serde_json::to_value(&max).unwrap()["wait"], "18446744073709551615999");
     }
 
     #[test]

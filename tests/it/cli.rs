@@ -280,3 +280,55 @@ fn scenarios_lists_every_name() {
         assert!(out.lines().any(|l| l.starts_with(name)), "{name} missing from:\n{out}");
     }
 }
+
+/// Issue 12, defect 2: a zero advice never means a 0 ms wait. Seed 529 drew
+/// a spread under 1 ms, which was rounded down to "retry in 0.000s".
+#[test]
+fn explain_a_zero_advice_never_waits_zero() {
+    let args = [
+        "explain",
+        "--status",
+        "429",
+        "-H",
+        "retry-after: 0",
+        "--body",
+        r#"{"error":{"code":"RATE_LIMITED"}}"#,
+        "--now",
+        "2026-01-01T00:00:00Z",
+        "--seed",
+        "529",
+    ];
+    let text = ok(&args);
+    assert!(text.starts_with("decision: retry in "), "{text}");
+    assert!(!text.contains("retry in 0.000s"), "{text}");
+    let v = json(&[&args[..], &["--format", "json"]].concat());
+    assert_eq!(v["advice"]["wait_ms"], 0);
+    assert!(v["wait_ms"].as_u64().unwrap() >= 1, "{v}");
+    assert!(v["why"]["jitter"].as_u64().unwrap() >= 1, "{v}");
+}
+
+/// Issue 12: a `Retry-After` of 2^64 - 1 seconds is 18446744073709551615000
+/// ms, more than a u64 holds. JSON shows it exactly (as a string: above
+/// 2^53 - 1 a JSON number is not read exactly by every parser), not
+/// saturated 1000x too small; the text agrees.
+#[test]
+fn explain_a_huge_advice_exactly() {
+    let args = [
+        "explain",
+        "--status",
+        "429",
+        "-H",
+        "retry-after: 18446744073709551615",
+        "--body",
+        r#"{"error":{"code":"RATE_LIMITED"}}"#,
+        "--now",
+        "2026-01-01T00:00:00Z",
+    ];
+    let text = ok(&args);
+    assert!(text.contains("advice: header_seconds 18446744073709551615.000s"), "{text}");
+    let v = json(&[&args[..], &["--format", "json"]].concat());
+    assert_eq!(v["reason"], "advice_too_long");
+    assert_eq!(v["advice"]["wait_ms"], "18446744073709551615000");
+    assert_eq!(v["detail"]["advised"], "18446744073709551615000");
+    assert_eq!(v["detail"]["max_single_wait"], 60_000);
+}

@@ -323,3 +323,51 @@ async fn a_success_reports_attempts_waits_and_replay_without_a_trace() {
     let done = client.execute(post(), &mut seeded_rng(7), &CancellationToken::new()).await.unwrap();
     assert_eq!((done.attempts, done.waited, done.replayed), (1, Duration::ZERO, false));
 }
+
+/// Issue 12, defect 4: a caller's key with bytes `HeaderValue::to_str`
+/// rejects (obs-text, or UTF-8 beyond ASCII) is never swapped for a
+/// generated one: the call fails before anything is sent, and says why.
+#[tokio::test(start_paused = true)]
+async fn a_callers_key_that_is_not_visible_ascii_is_refused_not_replaced() {
+    for bytes in [&b"key-\xe9t\xe9"[..], "cl\u{e9}-1".as_bytes()] {
+        let s = Script::new(vec![rate_limited(1), ok()]);
+        let mut req = post();
+        req.headers_mut().insert(IDEMPOTENCY_KEY, http::HeaderValue::from_bytes(bytes).unwrap());
+        let r = run(Policy::standard(), &s, req).await;
+        assert_eq!(s.count(), 0, "nothing is sent under a key the caller did not give");
+        let e = r.result.unwrap_err();
+        assert_eq!((e.reason.kind(), e.attempts, &e.idempotency_key), ("invalid_idempotency_key", 0, &None));
+        assert!(e.to_string().contains("Idempotency-Key"), "{e}");
+        assert!(!r.trace.events.iter().any(|e| matches!(e.kind, EventKind::Attempt { .. })), "{}", r.trace.render());
+    }
+}
+
+/// A transport that counts calls to `send` itself, not polls of its future:
+/// "never called" means `send` was not even invoked.
+struct Counting {
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl Transport for Counting {
+    fn send(&self, _req: Request<Bytes>) -> impl Future<Output = Answer> + Send {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async { ok() }
+    }
+}
+
+/// Issue 12, defect 5: cancelled before the first send, the error reports
+/// no attempt and the trace shows none, and the transport is never called.
+#[tokio::test(start_paused = true)]
+async fn cancelled_before_the_first_send_reports_no_attempt() {
+    let t = Counting { calls: Default::default() };
+    let client = RetryClient::new(TokioClock::from_epoch(epoch()), &t, Policy::standard());
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let mut trace = Trace::new("c");
+    let e = client.execute_traced(post(), &mut seeded_rng(3), &cancel, &mut trace).await.unwrap_err();
+    assert_eq!((e.reason, e.attempts), (GiveUpReason::Cancelled, 0));
+    assert_eq!(t.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let text = trace.render();
+    assert!(!text.contains("attempt 1"), "{text}");
+    assert!(text.contains("gave up after 0 attempts"), "{text}");
+}

@@ -410,7 +410,7 @@ mod parser {
             s.faults = Default::default();
             let r = runner::run(&s, seed).map_err(|e| failure(name, &s, seed, e.message))?;
             let answers: Vec<Option<u64>> = r.records[0].trace.events.iter().filter_map(|e| match &e.kind {
-                EventKind::Answer { advice, .. } => Some(advice.wait_ms),
+                EventKind::Answer { advice, .. } => Some(advice.wait_ms.map(retrysim::trace::Millis::saturating_u64)),
                 _ => None,
             }).collect();
             ensure(answers.len() == r.ledger.arrivals.len(), name, &s, seed, || {

@@ -35,7 +35,7 @@ use crate::sim::run::runner::{JobOutcome, JobRecord, PLANTED_SECRETS, Report};
 use crate::sim::run::scenario::{GateConfig, Scenario};
 use crate::sim::tools::render::{Show, render_run};
 use crate::sim::world::api::{AdviceForm, Arrival, ArrivalOutcome, NO_KEY};
-use crate::trace::{Event, EventKind};
+use crate::trace::{Event, EventKind, Millis};
 
 /// The invariants, as docs/DESIGN.md numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -308,7 +308,7 @@ fn too_long(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
     let events = &j.trace.events;
     for (i, e) in events.iter().enumerate() {
         let EventKind::Answer { advice, class, .. } = &e.kind else { continue };
-        let Some(w) = advice.wait_ms else { continue };
+        let Some(w) = advice.wait_ms.map(Millis::saturating_u64) else { continue };
         if matches!(class, Class::Success | Class::Terminal) {
             continue;
         }
@@ -339,7 +339,7 @@ fn waits_cover_advice(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
         let (EventKind::Answer { n, advice, .. }, EventKind::Wait { ms, .. }) = (&pair[0].kind, &pair[1].kind) else {
             continue;
         };
-        if let Some(w) = advice.wait_ms
+        if let Some(w) = advice.wait_ms.map(Millis::saturating_u64)
             && *ms < w
         {
             out.push(v(
@@ -796,7 +796,7 @@ mod tests {
     fn set_advice(r: &mut Report, source: AdviceSource, server_date: bool, wait_ms: u64) {
         for e in &mut r.records[0].trace.events {
             if let EventKind::Answer { advice, .. } = &mut e.kind {
-                *advice = AdviceView { source, server_date, wait_ms: Some(wait_ms), ..advice.clone() };
+                *advice = AdviceView { source, server_date, wait_ms: Some(Millis(wait_ms.into())), ..advice.clone() };
             }
         }
     }

@@ -27,7 +27,7 @@ use crate::sim::run::job::{JobKind, JobOutcome, JobRecord, Run, request};
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::Subject;
-use crate::trace::EventKind;
+use crate::trace::{EventKind, Millis};
 
 /// Give-ups that mean "the wait is longer than this caller can afford":
 /// the work is fine, the budget is short.
@@ -53,10 +53,10 @@ struct Deferred {
 /// answer's advised wait (zero if it advised none).
 fn advice_passes_at(record: &JobRecord) -> Duration {
     let advised = record.trace.events.iter().rev().find_map(|e| match &e.kind {
-        EventKind::Answer { advice, .. } => Some(advice.wait_ms.unwrap_or(0)),
+        EventKind::Answer { advice, .. } => Some(advice.wait_ms.map_or(Duration::ZERO, Millis::duration)),
         _ => None,
     });
-    Duration::from_millis(record.finished_ms + advised.unwrap_or(0))
+    Duration::from_millis(record.finished_ms).saturating_add(advised.unwrap_or_default())
 }
 
 #[derive(Debug, Default)]
