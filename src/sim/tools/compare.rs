@@ -19,8 +19,8 @@
 //!
 //! # Ticks
 //!
-//! turmoil advances virtual time in fixed ticks, and a run costs about the
-//! same per tick whether anything happens or not (about 3 us). `blinkimg-1s`
+//! turmoil advances virtual time in fixed ticks, and every tick costs wall
+//! time, busy or idle (more when busy). `blinkimg-1s`
 //! keeps the 1 ms tick: its runs last seconds. The long-window presets run
 //! minutes of virtual time, so they use a 10 ms tick, which makes them about
 //! 6 times cheaper: every message then takes one tick, so an attempt
