@@ -28,16 +28,20 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// it, or queue the work under the same key (seed 000).
 #[derive(Debug, Clone)]
 pub struct LastAnswer {
+    /// The final status, `429` or whatever ended the operation.
     pub status: StatusCode,
     /// The body's `error.code` or `error.type`.
     pub code: Option<String>,
+    /// The headers as received, `Retry-After` and vendor limits included.
     pub headers: HeaderMap,
+    /// The body as received, so the caller can show the server's own words.
     pub body: Bytes,
 }
 
 /// Why an operation failed, with everything needed to act on it.
 #[derive(Debug, Clone)]
 pub struct RetryError {
+    /// Why the operation stopped: the reason names the rule that fired.
     pub reason: GiveUpReason,
     /// Attempts made.
     pub attempts: u32,

@@ -280,6 +280,7 @@ impl Harness {
 /// One seed's run, checked.
 #[derive(Debug, Clone)]
 pub struct Checked {
+    /// The seed that reproduces the run.
     pub seed: u64,
     /// The scenario's name.
     pub scenario: String,

@@ -20,6 +20,7 @@ use crate::core::retry_after::{Advice, AdviceSource, HeaderState};
 pub struct Event {
     /// Milliseconds on the driver's monotonic clock.
     pub at_ms: u64,
+    /// What happened then.
     #[serde(flatten)]
     pub kind: EventKind,
 }
@@ -29,32 +30,78 @@ pub struct Event {
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum EventKind {
     /// A fleet gate held the attempt before it went out.
-    Admitted { queued_ms: u64 },
+    Admitted {
+        /// How long the gate held it.
+        queued_ms: u64,
+    },
     /// An attempt went out.
     Attempt {
+        /// The attempt's number, from 1.
         n: u32,
+        /// The HTTP method, which decides whether a replay is safe.
         method: String,
         /// The path only: a query string may hold a secret.
         path: String,
         /// The shortened key ([`short_key`]).
         key: Option<String>,
+        /// The attempt's own timeout, cut to what the deadline leaves.
         timeout_ms: u64,
     },
     /// An answer came back.
-    Answer { n: u32, status: u16, code: Option<String>, class: Class, advice: AdviceView, replayed: bool },
+    Answer {
+        /// The attempt it answers.
+        n: u32,
+        /// The HTTP status.
+        status: u16,
+        /// The body's `error.code` (else `error.type`).
+        code: Option<String>,
+        /// How the classifier read it.
+        class: Class,
+        /// The advised wait it carried, and where from.
+        advice: AdviceView,
+        /// The server replayed a stored answer for this idempotency key.
+        replayed: bool,
+    },
     /// No answer came back.
-    NoAnswer { n: u32, failure: TransportFailure, class: Class },
+    NoAnswer {
+        /// The attempt that got no answer.
+        n: u32,
+        /// What the transport reported.
+        failure: TransportFailure,
+        /// How the classifier read it: whether the request may have run.
+        class: Class,
+    },
     /// The driver sleeps before the next attempt.
-    Wait { ms: u64, why: WaitWhy },
+    Wait {
+        /// The sleep, spread included.
+        ms: u64,
+        /// Where the wait came from.
+        why: WaitWhy,
+    },
     /// A success.
-    Done { status: u16, attempts: u32, waited_ms: u64 },
+    Done {
+        /// The successful status.
+        status: u16,
+        /// Attempts made, this one included.
+        attempts: u32,
+        /// Total sleep between attempts.
+        waited_ms: u64,
+    },
     /// The driver stopped without success.
-    GaveUp { reason: GiveUpReason, attempts: u32, waited_ms: u64 },
+    GaveUp {
+        /// The rule that stopped it.
+        reason: GiveUpReason,
+        /// Attempts made.
+        attempts: u32,
+        /// Total sleep between attempts.
+        waited_ms: u64,
+    },
 }
 
 /// The advice of an answer as it appears in a trace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AdviceView {
+    /// Where the advised wait came from.
     pub source: AdviceSource,
     /// Whether the `Retry-After` header was valid (`None`: there was none).
     pub header_valid: Option<bool>,
@@ -140,7 +187,9 @@ pub fn short_key(key: &str) -> String {
 /// The events of one logical operation, with a label such as `w0 job-1`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Trace {
+    /// Who ran the operation, such as `w0 job-1`.
     pub label: String,
+    /// The events in the order they happened.
     pub events: Vec<Event>,
 }
 

@@ -47,10 +47,13 @@ pub enum Jitter {
 /// Capped exponential backoff: retry `n` (from 0) has window `min(cap, base * 2^n)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Backoff {
+    /// The first retry's window.
     #[serde(with = "crate::core::duration_text")]
     pub base: Duration,
+    /// No window grows past this, however many retries.
     #[serde(with = "crate::core::duration_text")]
     pub cap: Duration,
+    /// How a wait is drawn inside the window.
     pub jitter: Jitter,
 }
 
@@ -93,8 +96,10 @@ impl Backoff {
 pub struct Spread {
     /// The share of the advice, in per mille (200 = 20%).
     pub per_mille: u32,
+    /// The least spread, so a zero advice still spreads clients out.
     #[serde(with = "crate::core::duration_text")]
     pub min: Duration,
+    /// The most spread, so a long advice is not stretched much further.
     #[serde(with = "crate::core::duration_text")]
     pub max: Duration,
 }

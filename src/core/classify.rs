@@ -36,6 +36,7 @@ pub enum Outcome<'a> {
     /// it carried valid advice. Build it with [`Outcome::answer`], which reads
     /// the code and the advice the same way the retry loop does.
     Answer {
+        /// The answer's HTTP status.
         status: StatusCode,
         /// The body's `error.code` (else `error.type`), if the body is an envelope.
         code: Option<&'a str>,

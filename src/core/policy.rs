@@ -238,26 +238,41 @@ pub enum WaitBasis {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum GiveUpReason {
     /// An answer that retrying cannot fix.
-    Terminal { status: u16, code: Option<String> },
+    Terminal {
+        /// The status that ended it.
+        status: u16,
+        /// The body's error code, which tells a spent quota from a full window.
+        code: Option<String>,
+    },
     /// The request may have run, and the operation may not be replayed.
     NotReplayable,
     /// The caller cancelled.
     Cancelled,
     /// `max_retries + 1` attempts were made.
-    AttemptsExhausted { attempts: u32 },
+    AttemptsExhausted {
+        /// Attempts made, `max_retries + 1`.
+        attempts: u32,
+    },
     /// Too many 429s with no or an unknown code.
-    UnclearExhausted { unclear: u32 },
+    UnclearExhausted {
+        /// Unclear 429s seen, more than `unclear_max_retries` allows.
+        unclear: u32,
+    },
     /// The advice is longer than `max_single_wait`.
     AdviceTooLong {
+        /// The wait the server advised.
         #[serde(serialize_with = "millis_json::serialize")]
         advised: Duration,
+        /// The policy's longest single wait, which the advice passed.
         #[serde(serialize_with = "millis_json::serialize")]
         max_single_wait: Duration,
     },
     /// The wait plus `min_attempt_time` would pass the deadline.
     DeadlineWouldPass {
+        /// The wait the retry would have needed.
         #[serde(serialize_with = "millis_json::serialize")]
         wait: Duration,
+        /// What was left of the deadline.
         #[serde(serialize_with = "millis_json::serialize")]
         remaining: Duration,
     },
@@ -349,9 +364,17 @@ pub enum Decision {
     /// A success: return it.
     Done,
     /// Sleep `wait`, then try again.
-    Retry { wait: Duration, why: WaitWhy },
+    Retry {
+        /// How long to sleep, spread included.
+        wait: Duration,
+        /// Where the wait came from: advice, backoff, or the larger of both.
+        why: WaitWhy,
+    },
     /// Stop, and return the last outcome with this reason.
-    GiveUp { reason: GiveUpReason },
+    GiveUp {
+        /// The rule that stopped it.
+        reason: GiveUpReason,
+    },
 }
 
 fn give_up(reason: GiveUpReason) -> Decision {

@@ -91,15 +91,20 @@ pub enum HeaderState {
     /// At least one field line was valid (the largest valid wait was taken).
     Valid,
     /// Field lines were present but none was valid.
-    Invalid { reason: String },
+    Invalid {
+        /// Why the first invalid line was rejected, for the trace.
+        reason: String,
+    },
 }
 
 /// The advised wait for one response.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Advice {
+    /// Where the wait came from: a header, the body, or nowhere.
     pub source: AdviceSource,
     /// The advised wait before any jitter; `None` exactly when `source` is `None`.
     pub wait: Option<Duration>,
+    /// What the `Retry-After` lines said, even when the body's advice won.
     pub header: HeaderState,
     /// True when the chosen wait is a date (`HeaderDate` or `BodyReset`) measured against the
     /// response's own valid `Date` header.

@@ -182,6 +182,7 @@ pub struct GateFact {
     /// The gate's monotonic time.
     #[serde(serialize_with = "as_ms")]
     pub at: Duration,
+    /// What the gate did then.
     pub event: GateEvent,
 }
 
@@ -190,15 +191,39 @@ pub struct GateFact {
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum GateEvent {
     /// An attempt took a ticket and joined the queue (`depth` counts it).
-    Queued { ticket: u64, depth: u32 },
+    Queued {
+        /// The attempt's place in line; tickets are handed out in order.
+        ticket: u64,
+        /// Attempts waiting, this one included.
+        depth: u32,
+    },
     /// An attempt went out; `in_flight` counts it. `limit` and `rate_milli`
     /// are the numbers it was admitted under (`None`: pacing off).
-    Admitted { ticket: u64, in_flight: u32, limit: u32, rate_milli: Option<u64> },
+    Admitted {
+        /// The ticket taken when it queued.
+        ticket: u64,
+        /// Attempts out now, this one included.
+        in_flight: u32,
+        /// The concurrency limit it was admitted under.
+        limit: u32,
+        /// The pacing rate in thousandths of a request per second, `None` while pacing is off.
+        rate_milli: Option<u64>,
+    },
     /// A queued attempt was given up before admission (cancelled, or its
     /// operation ended).
-    Left { ticket: u64 },
+    Left {
+        /// The ticket that left the queue.
+        ticket: u64,
+    },
     /// The limit or the rate changed after an answer.
-    Changed { limit: u32, rate_milli: Option<u64>, throttled: bool },
+    Changed {
+        /// The new concurrency limit.
+        limit: u32,
+        /// The new pacing rate in thousandths of a request per second, `None` while pacing is off.
+        rate_milli: Option<u64>,
+        /// The answer was a throttle (decrease), not a success (increase).
+        throttled: bool,
+    },
 }
 
 fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
