@@ -147,6 +147,7 @@ impl fmt::Display for BlackBoxCheck {
 /// (virtual ms), and what the client had promised.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BlackBoxViolation {
+    /// The promise that was broken.
     pub check: BlackBoxCheck,
     /// The job, when the violation is one job's.
     pub job: Option<u32>,

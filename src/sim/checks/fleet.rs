@@ -29,6 +29,7 @@ use crate::trace::EventKind;
 pub struct FleetViolation {
     /// A short name of the property, e.g. `budget-allowance`.
     pub property: &'static str,
+    /// What broke it, with the numbers that show it.
     pub message: String,
 }
 

@@ -339,7 +339,9 @@ pub const DEFECTS: [&str; 6] = crate::sim::run::defects::NAMES;
 /// then find violations).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Target {
+    /// The kind of scenario every seed draws.
     pub kind: Kind,
+    /// Defects put into every policy; none for an honest hunt.
     pub sabotage: Defects,
 }
 
@@ -370,6 +372,7 @@ impl Target {
 /// One finding of a hunt: a broken invariant, or a run that failed outright.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
+    /// The seed that shows it.
     pub seed: u64,
     /// The kind the seed ran (`fleet` or `single`).
     pub kind: Kind,
@@ -387,15 +390,19 @@ pub struct Finding {
 /// What one seed came to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SeedResult {
+    /// The seed run.
     pub seed: u64,
+    /// The kind of scenario it drew.
     pub kind: Kind,
     /// Virtual time the run simulated (0 when it failed).
     pub virtual_ms: u64,
+    /// Jobs the scenario ran.
     pub jobs: u64,
     /// Whether the seed's run was repeated to check determinism.
     pub determinism_checked: bool,
     /// Whether liveness applied to it.
     pub liveness_checked: bool,
+    /// What the checks found; empty when the seed passed.
     pub findings: Vec<Finding>,
 }
 
@@ -494,11 +501,15 @@ impl DeterminismSample {
 /// A hunt's range and resources.
 #[derive(Debug, Clone, Copy)]
 pub struct HuntConfig {
+    /// The first seed.
     pub start: u64,
+    /// How many seeds, from `start` on.
     pub seeds: u64,
+    /// What each seed draws.
     pub target: Target,
     /// Worker threads (at least one is used).
     pub threads: usize,
+    /// Which seeds run twice to check the two runs agree.
     pub determinism: DeterminismSample,
 }
 

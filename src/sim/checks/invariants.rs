@@ -104,7 +104,9 @@ impl fmt::Display for Invariant {
 /// One broken invariant, with what broke it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
+    /// The invariant that broke.
     pub invariant: Invariant,
+    /// What broke it, with the numbers that show it.
     pub message: String,
 }
 

@@ -47,9 +47,15 @@ pub enum JobKind {
 #[serde(rename_all = "snake_case")]
 pub enum JobOutcome {
     /// The final answer was a success with this status.
-    Succeeded { status: u16 },
+    Succeeded {
+        /// The successful status.
+        status: u16,
+    },
     /// The client gave up, for this reason.
-    GaveUp { reason: String },
+    GaveUp {
+        /// The give-up reason's short name, e.g. `advice_too_long`.
+        reason: String,
+    },
 }
 
 /// One job, start to end, with its trace.

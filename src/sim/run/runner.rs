@@ -55,19 +55,25 @@ pub struct Report {
     pub limited: u64,
     /// Requests the API charged for (ran and billed).
     pub charged: u64,
+    /// Jobs run.
     pub jobs: u64,
+    /// Jobs whose final answer was a success.
     pub succeeded: u64,
     /// Give-ups by reason.
     pub gave_up: BTreeMap<String, u64>,
+    /// Give-ups of any reason.
     pub gave_up_total: u64,
     /// Attempts beyond each job's first.
     pub retries: u64,
     /// Total time slept between attempts, over all jobs.
     pub slept_ms: u64,
+    /// The most attempts any one job made: `max_retries + 1` at most.
     pub max_attempts_per_job: u32,
     /// Share of jobs whose first attempt was answered 429.
     pub first_attempt_429_rate: f64,
+    /// Median job latency on the front end, virtual ms.
     pub p50_latency_ms: u64,
+    /// 99th-percentile job latency on the front end, virtual ms.
     pub p99_latency_ms: u64,
     /// The slowest job on the front end (first run, not a deferred one).
     pub max_latency_ms: u64,
@@ -114,8 +120,11 @@ pub struct Report {
 /// Why a run could not finish.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunError {
+    /// The scenario that failed.
     pub scenario: String,
+    /// The seed that reproduces it.
     pub seed: u64,
+    /// What went wrong.
     pub message: String,
 }
 

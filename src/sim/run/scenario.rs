@@ -47,7 +47,9 @@ pub struct Scenario {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Fleet {
+    /// Workers running at once, each one job at a time.
     pub workers: u32,
+    /// Jobs in the shared queue.
     pub jobs: u32,
     /// The mix of operations, as weights.
     pub mix: OpMix,
@@ -202,12 +204,20 @@ pub enum GateConfig {
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum BudgetConfig {
     /// gRPC retry throttling: `max_tokens`, refund `token_ratio_milli`/1000 per success.
-    TokenBucket { max_tokens: u32, token_ratio_milli: u32 },
+    TokenBucket {
+        /// The bucket's size; a retry costs one token and is refused once half or less is left.
+        max_tokens: u32,
+        /// Tokens a success puts back, in thousandths.
+        token_ratio_milli: u32,
+    },
     /// Finagle/tower: `per_mille` of deposits over `ttl`, plus `min_per_sec`.
     Percent {
+        /// How long a deposit counts (a sliding window).
         #[serde(with = "duration_text")]
         ttl: Duration,
+        /// A reserve of retries per second of `ttl`, so an idle client can still retry.
         min_per_sec: u32,
+        /// What a success deposits, in thousandths of a retry.
         per_mille: u32,
     },
 }
@@ -255,6 +265,7 @@ pub struct NetConfig {
     /// One message's latency is drawn between these two.
     #[serde(with = "duration_text")]
     pub min_latency: Duration,
+    /// The slowest a message can be.
     #[serde(with = "duration_text")]
     pub max_latency: Duration,
     /// turmoil's step: virtual time advanced per simulation step.

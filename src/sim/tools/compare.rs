@@ -54,15 +54,20 @@ pub const DEFAULT_SEEDS: u32 = 5;
 /// One row of a comparison: a name and the scenario it runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
+    /// The row's label in the table, e.g. a policy's name.
     pub name: String,
+    /// What the row runs, on every seed.
     pub scenario: Scenario,
 }
 
 /// A comparison: named rows, run on the same seeds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Preset {
+    /// The name `compare` is called with.
     pub name: String,
+    /// What the comparison shows, in one line.
     pub description: String,
+    /// The rows, in table order.
     pub rows: Vec<Row>,
 }
 
@@ -319,8 +324,10 @@ pub struct Figure {
     /// The middle value (the mean of the two middle ones for an even count).
     #[serde(serialize_with = "number")]
     pub median: f64,
+    /// The lowest value.
     #[serde(serialize_with = "number")]
     pub min: f64,
+    /// The highest value.
     #[serde(serialize_with = "number")]
     pub max: f64,
 }
@@ -358,16 +365,27 @@ impl Figure {
 /// The figures of one run, as the comparison uses them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunFigures {
+    /// The seed run.
     pub seed: u64,
+    /// Virtual time until the last job ended.
     pub virtual_ms: u64,
+    /// Requests that reached the API.
     pub requests: u64,
+    /// Answers with status 429.
     pub limited: u64,
+    /// Requests the API charged for.
     pub charged: u64,
+    /// Jobs run.
     pub jobs: u64,
+    /// Jobs that ended in a success.
     pub succeeded: u64,
+    /// Give-ups, whatever the reason.
     pub gave_up: u64,
+    /// Share of jobs whose first attempt was answered 429.
     pub first_attempt_429_rate: f64,
+    /// Median job latency, virtual ms.
     pub p50_latency_ms: u64,
+    /// 99th-percentile job latency, virtual ms.
     pub p99_latency_ms: u64,
 }
 
@@ -393,17 +411,29 @@ impl RunFigures {
 /// One row's figures over the seeds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RowSummary {
+    /// The row's name.
     pub policy: String,
+    /// The row's scenario description.
     pub description: String,
+    /// Virtual time until the last job ended, in seconds.
     pub virtual_s: Figure,
+    /// Requests that reached the API.
     pub requests: Figure,
+    /// Answers with status 429.
     pub limited: Figure,
+    /// Requests the API charged for.
     pub charged: Figure,
+    /// Jobs run.
     pub jobs: Figure,
+    /// Jobs that ended in a success.
     pub succeeded: Figure,
+    /// Give-ups, whatever the reason.
     pub gave_up: Figure,
+    /// Share of jobs whose first attempt was answered 429.
     pub first_attempt_429_rate: Figure,
+    /// Median job latency, virtual ms.
     pub p50_latency_ms: Figure,
+    /// 99th-percentile job latency, virtual ms.
     pub p99_latency_ms: Figure,
     /// Median virtual time over the ideal row's (`None` without an ideal row).
     #[serde(serialize_with = "opt_number")]
@@ -456,9 +486,13 @@ impl RowSummary {
 /// A finished comparison.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
+    /// The preset's name.
     pub preset: String,
+    /// The preset's description.
     pub description: String,
+    /// The seeds every row ran, the same for all rows.
     pub seeds: Vec<u64>,
+    /// One summary per row, in table order.
     pub rows: Vec<RowSummary>,
 }
 
@@ -472,9 +506,13 @@ impl Comparison {
 /// A run of a comparison that did not finish.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompareError {
+    /// The preset run.
     pub preset: String,
+    /// The row that failed.
     pub row: String,
+    /// The seed that reproduces it.
     pub seed: u64,
+    /// What went wrong.
     pub message: String,
 }
 
