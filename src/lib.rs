@@ -92,6 +92,8 @@
 //! - [`client`]: the async driver. [`trace`]: what it did, rendered.
 //! - `sim` (feature `sim`): the simulated API, network, scenarios, runner and checkers.
 
+#![warn(missing_docs)]
+
 pub mod client;
 pub mod core;
 pub mod env;

@@ -208,9 +208,12 @@ pub enum Route {
 /// A worker switched between the service and its fallback.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RouteFact {
+    /// The worker that switched.
     pub worker: u32,
+    /// When, in virtual time.
     #[serde(serialize_with = "as_ms")]
     pub at: Duration,
+    /// The route it switched to.
     pub route: Route,
 }
 

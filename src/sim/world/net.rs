@@ -38,18 +38,22 @@ pub enum Fault {
     LoseAnswer,
     /// Every message between the fleet and the API takes `latency` until `until`.
     LatencySpike {
+        /// What each message takes meanwhile.
         #[serde(with = "duration_text")]
         latency: Duration,
+        /// When it heals, in virtual time since the run began.
         #[serde(with = "duration_text")]
         until: Duration,
     },
     /// The fleet and the API cannot reach each other until `until`.
     Partition {
+        /// When it heals, in virtual time since the run began.
         #[serde(with = "duration_text")]
         until: Duration,
     },
     /// Messages between the fleet and the API are held (not lost) until `until`.
     Hold {
+        /// When it heals, in virtual time since the run began.
         #[serde(with = "duration_text")]
         until: Duration,
     },
@@ -59,6 +63,7 @@ pub enum Fault {
     /// The fleet's workers cannot reach the limiter service (per-worker
     /// hosts with a coordinator) until `until`; the API stays reachable.
     LimiterPartition {
+        /// When it heals, in virtual time since the run began.
         #[serde(with = "duration_text")]
         until: Duration,
     },
@@ -81,6 +86,7 @@ impl Fault {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduledFault {
+    /// When the fault starts, in virtual time since the run began.
     #[serde(with = "duration_text")]
     pub at: Duration,
     /// What happens then, e.g. `{ kind = "partition", until = "3s" }`.
@@ -117,7 +123,9 @@ impl ServerFaults {
 
 /// The API's state, shared by every connection and kept across bounces.
 pub struct Server {
+    /// The simulated API: its limiter, idempotency store and ledger.
     pub api: Mutex<Api>,
+    /// The faults the server side applies: answers to lose.
     pub faults: Mutex<ServerFaults>,
 }
 

@@ -135,9 +135,13 @@ pub enum LimiterKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimiterConfig {
+    /// The limiting algorithm, after a real library.
     pub kind: LimiterKind,
+    /// Writes (job and upload creation) allowed per window.
     pub writes: u32,
+    /// Reads (job status) allowed per window.
     pub reads: u32,
+    /// The window's length in milliseconds.
     pub window_ms: u64,
 }
 
@@ -151,7 +155,9 @@ impl Default for LimiterConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccountConfig {
+    /// The account's name, as the ledger records it.
     pub name: String,
+    /// The API keys that draw on this account.
     pub keys: Vec<String>,
     /// The starting balance; `None` is unlimited.
     #[serde(default)]
@@ -165,6 +171,7 @@ pub struct AccountConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConcurrencyConfig {
+    /// Requests allowed to run at once on the whole API.
     pub max_in_flight: u32,
     /// The advised wait on `queue_full`; Sume's server default is 30 s (seed 000).
     #[serde(default = "default_queue_full_wait")]
@@ -287,10 +294,12 @@ pub enum DateForm {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptStep {
+    /// The status to answer; below 400 answers a scripted success.
     pub status: u16,
     /// The error code, written verbatim in either envelope; `None` omits it.
     #[serde(default)]
     pub code: Option<String>,
+    /// The advised wait in seconds; `None` advises none.
     #[serde(default)]
     pub retry_after_s: Option<u64>,
 }

@@ -14,6 +14,8 @@ use serde::{Serialize, Serializer};
 /// The `charges` key for charged requests that carried no idempotency key.
 pub const NO_KEY: &str = "(no key)";
 
+/// What the API saw and did, request by request: the server's own record,
+/// which the checkers judge the clients by.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Ledger {
     /// Every request, in arrival order; its index is its arrival number.
@@ -29,6 +31,7 @@ pub struct Ledger {
     pub not_before: BTreeMap<String, Duration>,
 }
 
+/// One request as the API saw it: when, from whom, and what it did with it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Arrival {
     /// When the request arrived (virtual time).
@@ -38,13 +41,17 @@ pub struct Arrival {
     pub client: String,
     /// The account the key belongs to; `None` before authentication or when anonymous.
     pub account: Option<String>,
+    /// The HTTP method.
     pub method: String,
+    /// The request's path, without the query.
     pub path: String,
+    /// The `Idempotency-Key` it carried, if any.
     pub idempotency_key: Option<String>,
     /// The answer's status; 0 while the request is still running.
     pub status: u16,
     /// The error code as written in the body.
     pub code: Option<String>,
+    /// What the server did with it.
     pub outcome: ArrivalOutcome,
     /// The wait this answer advised, from `answered_at` (refusals answer on
     /// arrival); `None` if it advised none.

@@ -158,10 +158,12 @@ impl Api {
         }
     }
 
+    /// The configuration the API was built with.
     pub fn config(&self) -> &ApiConfig {
         &self.config
     }
 
+    /// What the API saw and charged so far: the ground truth the checkers read.
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
     }
