@@ -9,7 +9,7 @@
 //! the same inputs give the same [`Decision`] on every machine. The driver
 //! ([`client::RetryClient`]) adds only what needs a runtime: it sends through
 //! an injected [`env::Transport`], sleeps on an injected [`env::Clock`], draws
-//! from an injected [`env::Rng`]. The simulator ([`sim`]) runs that same
+//! from an injected [`env::Rng`]. The simulator (`sim`, feature `sim`) runs that same
 //! driver on turmoil's virtual time against simulated APIs, from one seed.
 //!
 //! What the core guarantees, whatever the server says:

@@ -104,7 +104,7 @@ pub trait RetryBudget: Send + Sync {
 /// example, which throttles once failures exceed about 10% of successes.
 /// gRPC itself has no default (throttling is off unless configured) and
 /// requires `maxTokens` in `(0, 1000]` and `tokenRatio > 0`;
-/// [`Scenario::validate`](crate::sim::run::scenario::Scenario::validate) enforces the same.
+/// `sim::run::scenario::Scenario::validate` enforces the same.
 #[derive(Debug)]
 pub struct TokenBucketBudget {
     max_milli: u64,
@@ -189,7 +189,7 @@ fn thousandths_down(x: f64) -> u32 {
 /// `ttl = 10 s`, `min_per_sec = 10`, `percent = 20%` (`per_mille = 200`):
 /// Finagle's `RetryBudget()` and tower's `TpsBudget::default()`. Both accept
 /// a `ttl` of 1 s to 60 s and a percentage of 0 to 100000% (1000.0);
-/// [`Scenario::validate`](crate::sim::run::scenario::Scenario::validate) enforces the same.
+/// `sim::run::scenario::Scenario::validate` enforces the same.
 #[derive(Debug)]
 pub struct PercentBudget {
     slot: Duration,
