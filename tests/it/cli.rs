@@ -121,6 +121,27 @@ fn explain_a_429_with_advice_and_no_code() {
     assert_eq!(v["class"], "unclear");
 }
 
+/// `explain` of a 429 with `header` and `body` at a fixed `--now`, under the
+/// background policy, as JSON.
+fn explain_429(header: &str, body: &str) -> serde_json::Value {
+    let now = "2026-01-01T00:00:00Z";
+    json(&[
+        "explain",
+        "--status",
+        "429",
+        "-H",
+        header,
+        "--body",
+        body,
+        "--now",
+        now,
+        "--format",
+        "json",
+        "--policy",
+        "background",
+    ])
+}
+
 /// Issue 12: a body the typed parser could not read hid its terminal code.
 /// Duplicate members are legal JSON (RFC 8259 §4), a byte-order mark is common,
 /// and an out-of-range number spoils only its own hint.
@@ -133,21 +154,7 @@ fn explain_a_terminal_code_in_a_body_with_duplicates_a_bom_or_a_huge_number() {
         // A repeated code: the terminal one wins, wherever it stands.
         r#"{"error":{"code":"RATE_LIMITED","code":"QUOTA_EXCEEDED"}}"#,
     ] {
-        let v = json(&[
-            "explain",
-            "--status",
-            "429",
-            "-H",
-            "retry-after: 5",
-            "--body",
-            body,
-            "--now",
-            "2026-01-01T00:00:00Z",
-            "--format",
-            "json",
-            "--policy",
-            "background",
-        ]);
+        let v = explain_429("retry-after: 5", body);
         assert_eq!(v["class"], "terminal", "{body}");
         assert_eq!((v["decision"].as_str(), v["reason"].as_str()), (Some("give_up"), Some("terminal")), "{body}");
     }
@@ -170,24 +177,7 @@ fn explain_a_body_that_is_not_json() {
 /// Issue 12: RFC 9110 §5.6.7 compares the date, not the year, with now + 50 years.
 #[test]
 fn explain_an_rfc850_date_by_the_50_year_rule() {
-    let explain = |date: &str| {
-        let h = format!("retry-after: {date}");
-        json(&[
-            "explain",
-            "--status",
-            "429",
-            "-H",
-            &h,
-            "--body",
-            r#"{"error":{"code":"RATE_LIMITED"}}"#,
-            "--now",
-            "2026-01-01T00:00:00Z",
-            "--format",
-            "json",
-            "--policy",
-            "background",
-        ])
-    };
+    let explain = |date: &str| explain_429(&format!("retry-after: {date}"), r#"{"error":{"code":"RATE_LIMITED"}}"#);
     // 1976-12-31 was a Friday: a past date, retry at once (with the spread).
     let v = explain("Friday, 31-Dec-76 23:59:59 GMT");
     assert_eq!((v["advice"]["valid"].as_bool(), v["advice"]["wait_ms"].as_u64()), (Some(true), Some(0)));

@@ -305,9 +305,7 @@ fn show_prints_a_row_that_run_replays() {
 #[test]
 fn the_readme_comparison_table_is_the_commands_output() {
     let table = comparison("blinkimg-1s").to_markdown();
-    let readme = include_str!("../../README.md");
-    let section = readme.split("## Comparing policies").nth(1).expect("README has a 'Comparing policies' section");
-    let section = section.split("\n## ").next().unwrap_or(section);
+    let section = crate::readme::section("Comparing policies");
     assert!(
         section.contains("`cargo run --release -- compare --format markdown`"),
         "the README must name the command beside the table"

@@ -6,7 +6,6 @@
 
 use std::process::Command;
 
-const README: &str = include_str!("../../README.md");
 const EXTERNAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/external-user");
 
 /// The lines strictly between the line holding `README:<name> begin` and the
@@ -26,8 +25,7 @@ fn between<'a>(text: &'a str, name: &str, file: &str) -> Vec<&'a str> {
 
 /// The README block `name`: its fenced code, without the fences.
 fn readme_block(name: &str) -> Vec<&'static str> {
-    let section = README.split("\n## Testing your own client\n").nth(1).expect("README has 'Testing your own client'");
-    let section = section.split("\n## ").next().unwrap();
+    let section = crate::readme::section("Testing your own client\n");
     let block = between(section, name, "README");
     let (first, last) = (block.first().copied().unwrap_or(""), block.last().copied().unwrap_or(""));
     assert!(first.starts_with("```") && last == "```", "README:{name} must wrap one fenced block: {block:?}");
@@ -55,7 +53,7 @@ fn the_readme_blocks_are_the_external_crates_code() {
 #[test]
 fn the_readme_names_what_the_external_crate_has() {
     let test = file("tests/client.rs");
-    let section = README.split("\n## Testing your own client\n").nth(1).unwrap().split("\n## ").next().unwrap();
+    let section = crate::readme::section("Testing your own client\n");
     // The replay line and the snapshot file it names belong to real tests.
     assert!(section.contains("RETRYSIM_SEED=17 cargo test my_client_hunt -- --exact"));
     assert!(test.contains("\nfn my_client_hunt() {\n"));

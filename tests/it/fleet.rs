@@ -471,9 +471,7 @@ fn the_readme_berlin_table_is_the_scenarios_medians() {
             m(|r| r.virtual_ms as f64) / 1000.0,
         ));
     }
-    let readme = include_str!("../../README.md");
-    let section = readme.split("## Fleet controls").nth(1).expect("README has a 'Fleet controls' section");
-    let section = section.split("\n## ").next().unwrap_or(section);
+    let section = crate::readme::section("Fleet controls");
     assert!(section.contains("`retrysim run --scenario NAME --seed N`"), "the README must name the command");
     assert!(section.contains(&table), "README's Berlin table is stale; measured now:\n\n{table}");
 }

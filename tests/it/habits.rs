@@ -297,9 +297,7 @@ fn the_readme_habits_table_is_the_presets_medians() {
             .collect();
         table.push_str(&format!("| {habit} | {} |\n", cells.join(" | ")));
     }
-    let readme = include_str!("../../README.md");
-    let section = readme.split("## Real servers' habits").nth(1).expect("README has a 'Real servers' habits' section");
-    let section = section.split("\n## ").next().unwrap_or(section);
+    let section = crate::readme::section("Real servers' habits");
     assert!(
         section.contains("`cargo run --release -- compare --preset habits`, medians of seeds 1..=5, each"),
         "the README must name the command beside the table"

@@ -170,10 +170,8 @@ fn the_readme_audit_tables_are_the_audit_examples_output() {
     assert!(on_every_seed("berlin-40-workers", "backon-retry-after", BlackBoxCheck::AttemptBound));
 
     let table = audit::markdown(&result);
-    let readme = include_str!("../../README.md");
-    let heading = "## What people use today (tower, backon)";
-    let section = readme.split(heading).nth(1).expect("README has a 'What people use today' section");
-    let section = section.split("\n## ").next().unwrap_or(section);
+    let (readme, heading) = (crate::readme::README, "## What people use today (tower, backon)");
+    let section = crate::readme::section("What people use today (tower, backon)");
     assert!(
         readme.contains(&format!("{heading}{section}\n## Fleet controls")),
         "the section stands right before '## Fleet controls'"

@@ -12,6 +12,7 @@ mod integrations;
 mod lean_build;
 mod negative_controls;
 mod properties;
+mod readme;
 mod real_servers;
 mod scenarios;
 mod snapshots;
