@@ -85,12 +85,18 @@ pub fn run(args: CompareArgs) -> Outcome {
         None => UserError(e.to_string()),
     })?;
     if let Some((signal, code)) = progress::interrupted() {
-        let done = result.rows.len() as u64 * u64::from(args.seeds);
+        let mut result = result;
+        // The table's header names the seeds that ran, not those asked for.
+        let ran: std::collections::BTreeSet<u64> =
+            result.rows.iter().flat_map(|r| r.runs.iter().map(|f| f.seed)).collect();
+        result.seeds = ran.into_iter().collect();
+        let done: usize = result.rows.iter().map(|r| r.runs.len()).sum();
         let mut out = format!(
-            "compare: interrupted by {signal}: {} of {} rows ran on every seed ({done} of {total} runs counted)",
-            result.rows.len(),
-            preset.rows.len()
+            "compare: interrupted by {signal} after {done} of {total} runs; each row's figures cover the seeds it finished:"
         );
+        for r in &result.rows {
+            out.push_str(&format!("\n  {}: {} of {} seeds", r.policy, r.runs.len(), args.seeds));
+        }
         if !result.rows.is_empty() {
             out.push('\n');
             out.push_str(&result.render_table());

@@ -562,8 +562,9 @@ pub fn run(preset: &Preset, seeds: u32, threads: usize) -> Result<Comparison, Co
 }
 
 /// [`run`], calling `progress(runs done, runs in all)` after each run, and
-/// starting no new run once `stop()` is true: the comparison then holds only
-/// the rows whose every seed ran (its `seeds` are still `1..=seeds`).
+/// starting no new run once `stop()` is true: each row then summarises the
+/// seeds it finished (its `runs`), a row with none is left out, and the
+/// comparison's `seeds` are still `1..=seeds`.
 pub fn run_observed(
     preset: &Preset,
     seeds: u32,
@@ -612,10 +613,10 @@ pub fn run_observed(
     let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter();
     let mut rows = Vec::with_capacity(preset.rows.len());
     for row in &preset.rows {
-        let runs = results.by_ref().take(seed_list.len()).collect::<Option<Vec<_>>>();
-        // A row left unfinished by `stop` is left out.
-        if let Some(runs) = runs {
-            rows.push(RowSummary::of(row, runs.into_iter().collect::<Result<Vec<_>, _>>()?));
+        // After `stop`, a row holds the seeds it finished; one with none is left out.
+        let runs = results.by_ref().take(seed_list.len()).flatten().collect::<Result<Vec<_>, _>>()?;
+        if !runs.is_empty() {
+            rows.push(RowSummary::of(row, runs));
         }
     }
     let ideal = preset
