@@ -144,8 +144,11 @@ pub struct Watch {
     pub max_wall: Option<Duration>,
     /// Called from the simulating thread about every `.0` of wall time
     /// while a run goes on, first after `.0`.
-    pub progress: Option<(Duration, fn(&Progress<'_>))>,
+    pub progress: Option<(Duration, ProgressFn)>,
 }
+
+/// What [`Watch::progress`] calls.
+pub type ProgressFn = fn(&Progress<'_>);
 
 /// What a long run is doing, for [`Watch::progress`].
 #[derive(Debug, Clone, Copy)]
@@ -353,7 +356,7 @@ fn simulate(
     loop {
         // The wall clock is read between steps, never inside the simulation.
         steps = steps.wrapping_add(1);
-        if steps % 256 == 0 && (watch.max_wall.is_some() || watch.progress.is_some()) {
+        if steps.is_multiple_of(256) && (watch.max_wall.is_some() || watch.progress.is_some()) {
             let wall = began.elapsed();
             if let Some(bound) = watch.max_wall.filter(|&b| wall >= b) {
                 let message = format!(
