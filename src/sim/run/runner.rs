@@ -131,6 +131,18 @@ pub struct RunError {
     pub wall_bound: Option<Duration>,
 }
 
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "scenario {} seed {} did not finish: {}\nreplay: retrysim run --scenario {} --seed {}",
+            self.scenario, self.seed, self.message, self.scenario, self.seed
+        )
+    }
+}
+
+impl std::error::Error for RunError {}
+
 /// A wall-clock watch over every run in this process: a bound on each
 /// run's wall time, and signs of life while a long one goes on. The
 /// simulation never reads it, so a run that ends within the bound is the
@@ -185,7 +197,7 @@ pub fn watch() -> Watch {
 /// two things the report's figures read from a trace (the first answer, for
 /// `first_attempt_429_rate`, and the time queued at the gate), so every
 /// figure is the same; only what the checks and the trace view read is gone.
-/// A big run's memory is then its records, not its events.
+/// A big run then holds its records and the server's ledger, not every event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Traces {
     /// Every job (what the checks need; [`run`]'s default).
@@ -216,25 +228,12 @@ pub(crate) fn compact(record: &mut JobRecord) {
     record.attempt_keys = Vec::new();
     let trace = &mut record.trace;
     let first = trace.events.iter().find(|e| matches!(e.kind, EventKind::Answer { n: 1, .. })).cloned();
-    let queued: Vec<&Event> = trace.events.iter().filter(|e| matches!(e.kind, EventKind::Admitted { .. })).collect();
-    let admitted = queued.first().map(|e| Event {
+    let admitted = trace.events.iter().find(|e| matches!(e.kind, EventKind::Admitted { .. })).map(|e| Event {
         at_ms: e.at_ms,
         kind: EventKind::Admitted { queued_ms: trace.events.iter().map(event_queued_ms).sum() },
     });
     trace.events = admitted.into_iter().chain(first).collect();
 }
-
-impl std::fmt::Display for RunError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "scenario {} seed {} did not finish: {}\nreplay: retrysim run --scenario {} --seed {}",
-            self.scenario, self.seed, self.message, self.scenario, self.seed
-        )
-    }
-}
-
-impl std::error::Error for RunError {}
 
 /// The simulation's fixed epoch: the scenario's API epoch.
 pub fn epoch(s: &Scenario) -> SystemTime {
