@@ -106,7 +106,8 @@ fn short(d: Duration) -> String {
     match d.as_secs() {
         s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
         s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{}s", s.max(1)),
+        s if d.subsec_nanos() == 0 => format!("{s}s"),
+        _ => format!("{}ms", d.as_millis().max(1)),
     }
 }
 

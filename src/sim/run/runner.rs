@@ -360,7 +360,7 @@ fn simulate(
             if let Some(bound) = watch.max_wall.filter(|&b| wall >= b) {
                 let message = format!(
                     "stopped after {} of wall time, the bound, at {} of virtual time with {} of {} jobs ended",
-                    humantime::format_duration(Duration::from_secs(bound.as_secs().max(1))),
+                    humantime::format_duration(bound),
                     humantime::format_duration(Duration::from_secs(sim.elapsed().as_secs())),
                     shared.ended(),
                     s.fleet.jobs
