@@ -129,9 +129,10 @@ pub fn run(args: HuntArgs) -> Outcome {
     }
     let virtual_s = summary.virtual_ms as f64 / 1000.0;
     eprintln!(
-        "hunt: {} in {:.2}s wall on {threads} threads: {} seeds/s, {:.0}x virtual/wall ({:.0}s virtual)",
+        "hunt: {} in {:.2}s wall on {threads} thread{}: {} seeds/s, {:.0}x virtual/wall ({:.0}s virtual)",
         seeds(summary.seeds_run),
         wall.as_secs_f64(),
+        if threads == 1 { "" } else { "s" },
         per_second(summary.seeds_run as f64 / wall.as_secs_f64().max(1e-9)),
         virtual_s / wall.as_secs_f64().max(1e-9),
         virtual_s,

@@ -130,6 +130,7 @@ fn an_interrupted_hunt_prints_what_it_found_and_every_replay_line() {
     assert_eq!(code, Some(130), "stdout: {out}\nstderr: {err}");
     let progress = err.lines().find(|l| l.contains("/1000000 seeds, ")).expect("a progress line");
     assert!(progress.contains(" failing, ") && progress.ends_with(" s"), "{progress}");
+    assert!(err.contains(" wall on 1 thread: "), "{err}");
     assert!(out.starts_with("hunt: interrupted by SIGINT after "), "{out}");
     let failing: usize = out
         .lines()
