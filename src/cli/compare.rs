@@ -6,7 +6,8 @@ use clap::{Args, ValueEnum};
 use retrysim::sim::run::scenario::GateConfig;
 use retrysim::sim::tools::compare::{self, DEFAULT_SEEDS};
 
-use super::{Outcome, UserError};
+use super::progress::{self, Meter};
+use super::{Outcome, UserError, WallArgs, wall_stopped};
 
 /// How `compare` prints its result.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -41,6 +42,8 @@ pub struct CompareArgs {
     /// Threads to run on (default: the machine's parallelism). The result does not depend on it.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
     threads: Option<u32>,
+    #[command(flatten)]
+    wall: WallArgs,
 }
 
 fn unknown_row(preset: &compare::Preset, name: &str) -> UserError {
@@ -61,7 +64,45 @@ pub fn run(args: CompareArgs) -> Outcome {
         preset.rows.retain(|r| args.rows.contains(&r.name) || r.scenario.fleet.gate == GateConfig::Ideal);
     }
     let threads = args.threads.map_or_else(compare::default_threads, |t| t as usize);
-    let result = compare::run(&preset, args.seeds, threads).map_err(|e| UserError(e.to_string()))?;
+    args.wall.install(None);
+    progress::catch_interrupts();
+    let total = preset.rows.len() as u64 * u64::from(args.seeds);
+    let meter = Meter::new("compare", "runs", total);
+    let progress = |done: usize, _: usize| meter.set(done as u64, "");
+    let stop = || progress::interrupted().is_some();
+    let result = compare::run_observed(&preset, args.seeds, threads, &progress, &stop);
+    meter.finish();
+    let result = result.map_err(|e| match e.wall_bound {
+        Some(_) => wall_stopped(
+            &retrysim::sim::run::runner::RunError {
+                scenario: format!("{} row {}", e.preset, e.row),
+                seed: e.seed,
+                message: e.message.clone(),
+                wall_bound: e.wall_bound,
+            },
+            &e.replay(),
+        ),
+        None => UserError(e.to_string()),
+    })?;
+    if let Some((signal, code)) = progress::interrupted() {
+        let mut result = result;
+        // The table's header names the seeds that ran, not those asked for.
+        let ran: std::collections::BTreeSet<u64> =
+            result.rows.iter().flat_map(|r| r.runs.iter().map(|f| f.seed)).collect();
+        result.seeds = ran.into_iter().collect();
+        let done: usize = result.rows.iter().map(|r| r.runs.len()).sum();
+        let mut out = format!(
+            "compare: interrupted by {signal} after {done} of {total} runs; each row's figures cover the seeds it finished:"
+        );
+        for r in &result.rows {
+            out.push_str(&format!("\n  {}: {} of {} seeds", r.policy, r.runs.len(), args.seeds));
+        }
+        if !result.rows.is_empty() {
+            out.push('\n');
+            out.push_str(&result.render_table());
+        }
+        return Ok((out, ExitCode::from(code)));
+    }
     let out = match args.format {
         CompareFormat::Table => result.render_table(),
         CompareFormat::Json => result.to_json(),

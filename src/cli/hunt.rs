@@ -4,20 +4,24 @@
 //! shard a large hunt.
 //!
 //! Standard output is a function of the arguments (results are sorted by
-//! seed). Progress, and the wall-clock throughput at the end, go to standard
-//! error: progress only when it is a terminal.
+//! seed). Progress (a bar on a terminal, else a line every few seconds), and
+//! the wall-clock throughput at the end, go to standard error. On SIGINT or
+//! SIGTERM it prints the summary of the seeds that finished, every failing
+//! one's replay line with it, and exits 130 or 143.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{IsTerminal, Write as _};
 use std::process::ExitCode;
-use std::sync::Mutex;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use retrysim::sim::checks::hunt::{self, DeterminismSample, Finding, HuntConfig, Kind, SeedResult, Target};
 
-use super::{Format, Outcome, UserError};
+use super::progress::{self, Meter};
+use super::{Format, Outcome, UserError, WallArgs};
 
 /// Which scenarios to draw.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -71,6 +75,8 @@ pub struct HuntArgs {
     dump: Option<u64>,
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
+    #[command(flatten)]
+    wall: WallArgs,
 }
 
 /// Runs the hunt (or dumps one seed's scenario).
@@ -107,45 +113,90 @@ pub fn run(args: HuntArgs) -> Outcome {
     };
     let config = HuntConfig { start: args.start, seeds: args.seeds, target, threads, determinism };
 
+    args.wall.install(None);
+    progress::catch_interrupts();
     let began = Instant::now();
-    let tty = std::io::stderr().is_terminal();
-    let last = Mutex::new(began);
-    let progress = |done: u64, found: u64| {
-        if !tty {
-            return;
-        }
-        let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
-        if done < config.seeds && last.elapsed() < Duration::from_millis(200) {
-            return;
-        }
-        *last = Instant::now();
-        let rate = done as f64 / began.elapsed().as_secs_f64().max(1e-9);
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\rhunt: {done}/{} seeds, {found} findings, {} seeds/s   ", config.seeds, per_second(rate));
-        if done == config.seeds {
-            let _ = writeln!(err);
-        }
-        let _ = err.flush();
-    };
-    let results = hunt::hunt(&config, &progress);
+    let results = run_seeds(&config);
     let wall = began.elapsed();
 
-    let summary = Summary::of(&config, &results);
+    let mut summary = Summary::of(&config, &results);
+    let signal = progress::interrupted();
+    if let Some((name, _)) = signal {
+        summary.interrupted = Some(format!(
+            "hunt: interrupted by {name} after {} of {} seeds; what follows covers the seeds that finished",
+            summary.seeds_run, config.seeds
+        ));
+    }
     let virtual_s = summary.virtual_ms as f64 / 1000.0;
     eprintln!(
-        "hunt: {} in {:.2}s wall on {threads} threads: {} seeds/s, {:.0}x virtual/wall ({:.0}s virtual)",
+        "hunt: {} in {:.2}s wall on {threads} thread{}: {} seeds/s, {:.0}x virtual/wall ({:.0}s virtual)",
         seeds(summary.seeds_run),
         wall.as_secs_f64(),
+        if threads == 1 { "" } else { "s" },
         per_second(summary.seeds_run as f64 / wall.as_secs_f64().max(1e-9)),
         virtual_s / wall.as_secs_f64().max(1e-9),
         virtual_s,
     );
-    let code = if summary.violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    let code = match signal {
+        Some((_, code)) => ExitCode::from(code),
+        None if summary.violations.is_empty() => ExitCode::SUCCESS,
+        None => ExitCode::FAILURE,
+    };
     let out = match args.format {
         Format::Json => serde_json::to_string_pretty(&summary).expect("a summary serialises"),
         Format::Text => summary.text(),
     };
     Ok((out, code))
+}
+
+/// Runs the seeds on `config.threads` threads, with a progress meter, until
+/// they are all done or a signal arrives; the results sorted by seed. On a
+/// signal the threads still running a seed are left to the process's exit:
+/// the summary does not wait for them.
+fn run_seeds(config: &HuntConfig) -> Vec<SeedResult> {
+    let meter = Meter::new("hunt", "seeds", config.seeds);
+    let (tx, rx) = channel::<SeedResult>();
+    let next = Arc::new(AtomicU64::new(0));
+    for _ in 0..config.threads.max(1) {
+        let (tx, next, config) = (tx.clone(), next.clone(), *config);
+        std::thread::spawn(move || {
+            while progress::interrupted().is_none() {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= config.seeds {
+                    break;
+                }
+                let seed = config.start + i;
+                let twice = match config.determinism {
+                    DeterminismSample::Every => true,
+                    DeterminismSample::OneIn(n) => n > 0 && seed.is_multiple_of(n),
+                    DeterminismSample::Off => false,
+                };
+                if tx.send(hunt::check_seed(seed, &config.target, twice)).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(tx);
+    let mut results = Vec::with_capacity(config.seeds.min(1 << 20) as usize);
+    let mut failing = 0u64;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(r) => {
+                failing += u64::from(!r.findings.is_empty());
+                results.push(r);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        meter.set(results.len() as u64, &format!(", {failing} failing"));
+        if progress::interrupted().is_some() {
+            break;
+        }
+    }
+    meter.finish();
+    results.sort_by_key(|r| r.seed);
+    results
 }
 
 /// What a hunt found, as printed.
@@ -166,6 +217,12 @@ struct Summary {
     /// Findings per invariant (violations counted once per seed).
     by_invariant: BTreeMap<String, u64>,
     violations: Vec<Finding>,
+    /// Set when a signal stopped the hunt early: the line that says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interrupted: Option<String>,
+    /// The last seed that ran.
+    #[serde(skip)]
+    last: u64,
 }
 
 impl Summary {
@@ -182,6 +239,8 @@ impl Summary {
             jobs: results.iter().map(|r| r.jobs).sum(),
             by_invariant: BTreeMap::new(),
             violations: Vec::new(),
+            interrupted: None,
+            last: results.last().map_or(config.start, |r| r.seed),
         };
         for r in results {
             *s.kinds.entry(r.kind).or_default() += 1;
@@ -195,7 +254,10 @@ impl Summary {
 
     fn text(&self) -> String {
         let mut out = String::new();
-        let last = self.start + self.seeds_run.saturating_sub(1);
+        if let Some(line) = &self.interrupted {
+            let _ = writeln!(out, "{line}");
+        }
+        let last = self.last;
         let kinds: Vec<String> = self.kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let failing: std::collections::BTreeSet<u64> = self.violations.iter().map(|f| f.seed).collect();
         let sabotage =

@@ -3,14 +3,17 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
-use clap::ValueEnum;
+use clap::{Args, ValueEnum};
 use retrysim::core::policy::Policy;
+use retrysim::sim::run::runner::{self, Progress, RunError, Watch};
 use retrysim::sim::run::scenario::{self, Scenario};
 
 pub mod compare;
 pub mod explain;
 pub mod hunt;
+pub mod progress;
 pub mod run;
 
 /// Bad input: the message says what to do; the exit code is 2.
@@ -43,5 +46,90 @@ pub fn load_scenario(name: Option<&str>, config: Option<&Path>) -> Result<Scenar
             Scenario::from_toml(&text).map_err(|e| UserError(format!("{}: {e}", path.display())))
         }
         (None, None) => Err(UserError("give --scenario NAME or --config FILE.toml".into())),
+    }
+}
+
+/// The default of `--max-wall`: a run that needs longer is likely a config
+/// mistake (see [`warn_long`]); a long run on purpose raises it.
+pub const DEFAULT_MAX_WALL: &str = "10m";
+
+/// How often a long run, `compare` or `hunt` says what it is doing when
+/// standard error is not a terminal.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// `--max-wall`: the wall-time bound on each simulation a command runs.
+#[derive(Debug, Clone, Args)]
+pub struct WallArgs {
+    /// Stop any one simulation that takes longer than this in wall time
+    /// (e.g. 30s, 5m, 2h; 0 for no bound). The output of a run that ends
+    /// within it does not depend on it.
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_MAX_WALL, value_parser = parse_wall)]
+    pub max_wall: Duration,
+}
+
+fn parse_wall(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 30s, 5m, 2h, or 0 for no bound)"))
+}
+
+impl WallArgs {
+    /// Sets the process-wide watch: this bound, and `progress` (if any)
+    /// every [`PROGRESS_EVERY`].
+    pub fn install(&self, progress: Option<fn(&Progress<'_>)>) {
+        runner::set_watch(Watch {
+            max_wall: (!self.max_wall.is_zero()).then_some(self.max_wall),
+            progress: progress.map(|p| (PROGRESS_EVERY, p)),
+        });
+    }
+}
+
+/// The message for a run the wall bound stopped: what ran, the flag, and
+/// the command that runs it again with a longer bound.
+pub fn wall_stopped(e: &RunError, replay: &str) -> UserError {
+    let bound = e.wall_bound.unwrap_or_default();
+    let longer = short(Duration::from_secs((bound.as_secs() * 6).div_ceil(60).max(1) * 60));
+    UserError(format!(
+        "scenario {} seed {} ran past the wall-time bound: {}\n\
+         the bound is --max-wall {} (the default is {DEFAULT_MAX_WALL}; 0 turns it off)\n\
+         replay: {replay} --max-wall {longer}",
+        e.scenario,
+        e.seed,
+        e.message,
+        short(bound),
+    ))
+}
+
+/// A duration as one shell word `--max-wall` reads back: `90s`, `5m`, `2h`.
+fn short(d: Duration) -> String {
+    match d.as_secs() {
+        s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        s if d.subsec_nanos() == 0 => format!("{s}s"),
+        _ => format!("{}ms", d.as_millis().max(1)),
+    }
+}
+
+/// Ticks above which a scenario earns a warning: at the idle-tick cost the
+/// README states (about 4 µs with two hosts), 100 million ticks are several
+/// minutes of wall time even when nothing happens.
+pub const LONG_TICKS: u128 = 100_000_000;
+
+/// A warning on standard error for a scenario that may simulate so many
+/// ticks that it runs for minutes or hours: meaningful (a long deadline
+/// with many retries is a real policy), but more often a slip.
+pub fn warn_long(s: &Scenario) {
+    let ticks = s.time_limit.as_nanos() / s.net.tick.as_nanos().max(1);
+    if ticks > LONG_TICKS {
+        eprintln!(
+            "warning: time_limit = {} at tick = {} is up to {ticks} simulation steps: if the jobs run that long \
+             (policy deadline = {}, max_retries = {}), the run takes minutes to hours of wall time; \
+             --max-wall bounds it",
+            humantime::format_duration(s.time_limit),
+            humantime::format_duration(s.net.tick),
+            humantime::format_duration(s.policy.deadline),
+            s.policy.max_retries,
+        );
     }
 }

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use retrysim::sim::run::runner::{self, Report};
+use retrysim::sim::run::runner::{self, Progress, Report, Traces};
 use retrysim::sim::run::scenario::{self, Scenario};
 use retrysim::sim::tools::render::{Show, render_run};
 
-use super::{Format, Outcome, UserError, load_scenario, policy_named};
+use super::{Format, Outcome, UserError, WallArgs, load_scenario, policy_named, wall_stopped, warn_long};
 
 /// Arguments of `retrysim scenarios`.
 #[derive(Debug, Args)]
@@ -48,6 +48,8 @@ pub struct Target {
     /// Replace the scenario's policy with a preset (interactive, background, batch, standard).
     #[arg(long)]
     policy: Option<String>,
+    #[command(flatten)]
+    wall: WallArgs,
 }
 
 impl Target {
@@ -60,10 +62,43 @@ impl Target {
         Ok(s)
     }
 
-    /// Runs it.
-    pub fn run(&self) -> Result<Report, UserError> {
-        runner::run(&self.scenario()?, self.seed).map_err(|e| UserError(e.to_string()))
+    /// Runs it, keeping the whole trace of the jobs `traces` names: the
+    /// wall time bounded by `--max-wall`, a line on standard error every few
+    /// seconds while it goes on, and a warning first for a scenario that may
+    /// run for hours.
+    pub fn run(&self, command: &str, s: &Scenario, traces: Traces) -> Result<Report, UserError> {
+        warn_long(s);
+        self.wall.install(Some(run_progress));
+        runner::run_keeping(s, self.seed, traces).map_err(|e| match e.wall_bound {
+            Some(_) => wall_stopped(&e, &self.replay(command)),
+            None => UserError(e.to_string()),
+        })
     }
+
+    /// The command line that runs this target again.
+    fn replay(&self, command: &str) -> String {
+        let what = match (&self.scenario, &self.config) {
+            (Some(name), _) => format!("--scenario {name}"),
+            (None, Some(path)) => format!("--config {}", path.display()),
+            (None, None) => String::new(),
+        };
+        let policy = self.policy.as_ref().map(|p| format!(" --policy {p}")).unwrap_or_default();
+        format!("retrysim {command} {what} --seed {}{policy}", self.seed)
+    }
+}
+
+/// A long run's sign of life (see [`runner::Watch`]).
+fn run_progress(p: &Progress<'_>) {
+    eprintln!(
+        "run: {} seed {}: {} s of virtual time (time_limit {}), {}/{} jobs ended, {} s wall",
+        p.scenario,
+        p.seed,
+        p.virtual_time.as_secs(),
+        humantime::format_duration(p.time_limit),
+        p.jobs_ended,
+        p.jobs,
+        p.wall.as_secs()
+    );
 }
 
 /// Arguments of `retrysim run`.
@@ -77,7 +112,8 @@ pub struct RunArgs {
 
 /// Runs one scenario and prints its report.
 pub fn run(args: RunArgs) -> Outcome {
-    let report = args.target.run()?;
+    // The report's figures only: no job keeps its events.
+    let report = args.target.run("run", &args.target.scenario()?, Traces::None)?;
     let out = match args.format {
         Format::Json => serde_json::to_string_pretty(&report).expect("reports serialise"),
         Format::Text => report.render_text(),
@@ -99,17 +135,20 @@ pub struct TraceArgs {
 
 /// Prints the run's trace: the same text the snapshots hold.
 pub fn trace(args: TraceArgs) -> Outcome {
-    let report = args.target.run()?;
+    let s = args.target.scenario()?;
     let show = match args.client {
-        Some(w) if w >= report.scenario_config.fleet.workers => {
-            return Err(UserError(format!(
-                "--client {w}: this scenario has workers 0..={}",
-                report.scenario_config.fleet.workers - 1
-            )));
+        Some(w) if w >= s.fleet.workers => {
+            return Err(UserError(format!("--client {w}: this scenario has workers 0..={}", s.fleet.workers - 1)));
         }
         Some(w) => Show::Client(w),
-        None => Show::default_for(&report),
+        None => Show::default_for_scenario(&s),
     };
+    // Only the jobs shown keep their events.
+    let traces = match show {
+        Show::Client(w) => Traces::Worker(w),
+        Show::FirstJobs(n) => Traces::FirstJobs(u32::try_from(n).unwrap_or(u32::MAX)),
+    };
+    let report = args.target.run("trace", &s, traces)?;
     let out = match args.format {
         Format::Text => render_run(&report, show).trim_end().to_owned(),
         Format::Json => serde_json::to_string_pretty(&retrysim::sim::tools::render::trace_json(&report, show))

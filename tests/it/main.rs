@@ -10,6 +10,7 @@ mod foreign;
 mod habits;
 mod integrations;
 mod lean_build;
+mod long_runs;
 mod negative_controls;
 mod properties;
 mod readme;

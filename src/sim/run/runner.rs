@@ -8,8 +8,8 @@
 //! on and off at exact virtual times.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
@@ -27,7 +27,7 @@ use crate::sim::world::api::{Api, Ledger};
 use crate::sim::world::fleet::{FleetFacts, Hooks, Shared, fleet_hosts};
 use crate::sim::world::limiter_service::LIMITER_HOST;
 use crate::sim::world::net::{API_HOST, Fault, Server, ServerFaults, serve};
-use crate::trace::EventKind;
+use crate::trace::{Event, EventKind};
 
 /// turmoil's per-host TCP capacity: the listener backlog and each stream's
 /// buffer, in messages (turmoil's default is 64; buffers grow lazily).
@@ -126,6 +126,9 @@ pub struct RunError {
     pub seed: u64,
     /// What went wrong.
     pub message: String,
+    /// The wall-time bound ([`Watch::max_wall`]) when that is what stopped
+    /// the run: the simulation itself may be fine, only slow.
+    pub wall_bound: Option<Duration>,
 }
 
 impl std::fmt::Display for RunError {
@@ -139,6 +142,98 @@ impl std::fmt::Display for RunError {
 }
 
 impl std::error::Error for RunError {}
+
+/// A wall-clock watch over every run in this process: a bound on each
+/// run's wall time, and signs of life while a long one goes on. The
+/// simulation never reads it, so a run that ends within the bound is the
+/// same, byte for byte, with or without a watch. Process-wide because the
+/// CLI sets it once for whatever runs the command starts (the hunt's seeds
+/// included); the library's default is no bound and no progress.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Watch {
+    /// Stop a run (with a [`RunError`] whose `wall_bound` is set) once it
+    /// has taken this much wall time.
+    pub max_wall: Option<Duration>,
+    /// Called from the simulating thread about every `.0` of wall time
+    /// while a run goes on, first after `.0`.
+    pub progress: Option<(Duration, ProgressFn)>,
+}
+
+/// What [`Watch::progress`] calls.
+pub type ProgressFn = fn(&Progress<'_>);
+
+/// What a long run is doing, for [`Watch::progress`].
+#[derive(Debug, Clone, Copy)]
+pub struct Progress<'a> {
+    /// The scenario's name.
+    pub scenario: &'a str,
+    /// The master seed.
+    pub seed: u64,
+    /// Wall time since the run started.
+    pub wall: Duration,
+    /// Virtual time simulated so far.
+    pub virtual_time: Duration,
+    /// The scenario's `time_limit`: where virtual time stops at the latest.
+    pub time_limit: Duration,
+    /// Front-end jobs that have ended.
+    pub jobs_ended: usize,
+    /// Front-end jobs in the scenario.
+    pub jobs: u32,
+}
+
+static WATCH: RwLock<Watch> = RwLock::new(Watch { max_wall: None, progress: None });
+
+/// Sets the watch for every run this process starts from now on.
+pub fn set_watch(watch: Watch) {
+    *WATCH.write().unwrap_or_else(|e| e.into_inner()) = watch;
+}
+
+/// The watch in force.
+pub fn watch() -> Watch {
+    *WATCH.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Which jobs keep their whole trace. The others keep a compact one: the
+/// two things the report's figures read from a trace (the first answer, for
+/// `first_attempt_429_rate`, and the time queued at the gate), so every
+/// figure is the same; only what the checks and the trace view read is gone.
+/// A big run then holds its records and the server's ledger, not every event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Traces {
+    /// Every job (what the checks need; [`run`]'s default).
+    All,
+    /// No job (`retrysim run`, `retrysim compare`).
+    None,
+    /// Jobs `1..=n` (a single worker's trace view).
+    FirstJobs(u32),
+    /// The jobs this front-end worker ran (a fleet's trace view).
+    Worker(u32),
+}
+
+impl Traces {
+    /// Whether `record`'s trace is kept whole.
+    pub fn keeps(self, record: &JobRecord) -> bool {
+        match self {
+            Traces::All => true,
+            Traces::None => false,
+            Traces::FirstJobs(n) => record.job <= n,
+            Traces::Worker(w) => record.worker == w,
+        }
+    }
+}
+
+/// A record cut down to what the report's figures read (see [`Traces`]):
+/// of its trace, the first answer and the time queued; no attempt keys.
+pub(crate) fn compact(record: &mut JobRecord) {
+    record.attempt_keys = Vec::new();
+    let trace = &mut record.trace;
+    let first = trace.events.iter().find(|e| matches!(e.kind, EventKind::Answer { n: 1, .. })).cloned();
+    let admitted = trace.events.iter().find(|e| matches!(e.kind, EventKind::Admitted { .. })).map(|e| Event {
+        at_ms: e.at_ms,
+        kind: EventKind::Admitted { queued_ms: trace.events.iter().map(event_queued_ms).sum() },
+    });
+    trace.events = admitted.into_iter().chain(first).collect();
+}
 
 /// The simulation's fixed epoch: the scenario's API epoch.
 pub fn epoch(s: &Scenario) -> SystemTime {
@@ -170,16 +265,33 @@ pub fn run_with(s: &Scenario, seed: u64, hooks: Hooks) -> Result<Report, RunErro
     run_subject(s, seed, hooks, Arc::new(ScenarioClient::new(seed)))
 }
 
+/// [`run`], keeping whole traces only for the jobs `traces` names: every
+/// figure of the report is the same, and memory no longer grows with each
+/// job's events (see [`Traces`]).
+pub fn run_keeping(s: &Scenario, seed: u64, traces: Traces) -> Result<Report, RunError> {
+    run_in_thread(s, seed, Hooks::default(), Arc::new(ScenarioClient::new(seed)), traces)
+}
+
 /// Runs a scenario with a seed and the client `make` builds on each fleet
 /// host: any retry client behind the [`Subject`](crate::sim::run::subject::Subject)
 /// boundary. The scenario's `[client]` section is then ignored for the
 /// fleet (deferral's background workers stay retrysim's).
 pub fn run_subject(s: &Scenario, seed: u64, hooks: Hooks, make: Arc<dyn MakeSubject>) -> Result<Report, RunError> {
+    run_in_thread(s, seed, hooks, make, Traces::All)
+}
+
+fn run_in_thread(
+    s: &Scenario,
+    seed: u64,
+    hooks: Hooks,
+    make: Arc<dyn MakeSubject>,
+    traces: Traces,
+) -> Result<Report, RunError> {
     if tokio::runtime::Handle::try_current().is_ok() {
         return std::thread::scope(|scope| {
             let worker = std::thread::Builder::new()
                 .name(format!("retrysim {} seed {seed}", s.name))
-                .spawn_scoped(scope, || simulate(s, seed, hooks, make));
+                .spawn_scoped(scope, || simulate(s, seed, hooks, make, traces));
             match worker.map(|w| w.join()) {
                 Ok(Ok(result)) => result,
                 Ok(Err(panic)) => std::panic::resume_unwind(panic),
@@ -187,15 +299,22 @@ pub fn run_subject(s: &Scenario, seed: u64, hooks: Hooks, make: Arc<dyn MakeSubj
                     scenario: s.name.clone(),
                     seed,
                     message: format!("could not start the simulation's thread: {e}"),
+                    wall_bound: None,
                 }),
             }
         });
     }
-    simulate(s, seed, hooks, make)
+    simulate(s, seed, hooks, make, traces)
 }
 
-fn simulate(s: &Scenario, seed: u64, hooks: Hooks, make: Arc<dyn MakeSubject>) -> Result<Report, RunError> {
-    let fail = |message: String| RunError { scenario: s.name.clone(), seed, message };
+fn simulate(
+    s: &Scenario,
+    seed: u64,
+    hooks: Hooks,
+    make: Arc<dyn MakeSubject>,
+    traces: Traces,
+) -> Result<Report, RunError> {
+    let fail = |message: String| RunError { scenario: s.name.clone(), seed, message, wall_bound: None };
     s.validate().map_err(|e| fail(e.0))?;
     let mut sim = turmoil::Builder::new()
         .epoch(epoch(s))
@@ -217,7 +336,7 @@ fn simulate(s: &Scenario, seed: u64, hooks: Hooks, make: Arc<dyn MakeSubject>) -
     let host_server = server.clone();
     sim.host(API_HOST, move || serve(host_server.clone()));
 
-    let shared = Arc::new(Shared::new(s));
+    let shared = Arc::new(Shared::new(s, traces));
     crate::sim::world::fleet::spawn(&mut sim, s, seed, hooks, &make, &shared);
 
     let mut schedule: Vec<(Duration, usize, bool)> = Vec::new();
@@ -229,7 +348,38 @@ fn simulate(s: &Scenario, seed: u64, hooks: Hooks, make: Arc<dyn MakeSubject>) -
     }
     schedule.sort();
     let mut next = 0;
+    let watch = watch();
+    let began = Instant::now();
+    let mut shown = Duration::ZERO;
+    let mut steps: u32 = 0;
     loop {
+        // The wall clock is read between steps, never inside the simulation.
+        steps = steps.wrapping_add(1);
+        if steps.is_multiple_of(256) && (watch.max_wall.is_some() || watch.progress.is_some()) {
+            let wall = began.elapsed();
+            if let Some(bound) = watch.max_wall.filter(|&b| wall >= b) {
+                let message = format!(
+                    "stopped after {} of wall time, the bound, at {} of virtual time with {} of {} jobs ended",
+                    humantime::format_duration(bound),
+                    humantime::format_duration(Duration::from_secs(sim.elapsed().as_secs())),
+                    shared.ended(),
+                    s.fleet.jobs
+                );
+                return Err(RunError { wall_bound: Some(bound), ..fail(message) });
+            }
+            if let Some((_, report)) = watch.progress.filter(|&(every, _)| wall >= shown + every) {
+                shown = wall;
+                report(&Progress {
+                    scenario: &s.name,
+                    seed,
+                    wall,
+                    virtual_time: sim.elapsed(),
+                    time_limit: s.time_limit,
+                    jobs_ended: shared.ended(),
+                    jobs: s.fleet.jobs,
+                });
+            }
+        }
         while next < schedule.len() && schedule[next].0 <= sim.elapsed() {
             let (_, i, start) = schedule[next];
             apply(&mut sim, &server, &s.faults.schedule[i].fault, start, s);
@@ -255,7 +405,7 @@ fn simulate(s: &Scenario, seed: u64, hooks: Hooks, make: Arc<dyn MakeSubject>) -
     let (mut records, mut deferred_records, fleet_facts) = shared.take();
     records.sort_by_key(|r| r.job);
     deferred_records.sort_by_key(|r| (r.job, r.started_ms));
-    let ledger = server.api.lock().unwrap_or_else(|e| e.into_inner()).ledger().clone();
+    let ledger = server.api.lock().unwrap_or_else(|e| e.into_inner()).take_ledger();
     count_unreported_attempts(&mut records, &ledger);
     let (promises, traced) = shared.client().unwrap_or_else(|| (Promises::of_policy(&s.policy), true));
     let mut report = report(s, seed, records, ledger, make.label(s), promises);
@@ -428,14 +578,14 @@ fn report(
 
 /// Time a job's attempts waited at the gate.
 fn queued_ms(r: &JobRecord) -> u64 {
-    r.trace
-        .events
-        .iter()
-        .map(|e| match e.kind {
-            EventKind::Admitted { queued_ms } => queued_ms,
-            _ => 0,
-        })
-        .sum()
+    r.trace.events.iter().map(event_queued_ms).sum()
+}
+
+fn event_queued_ms(e: &Event) -> u64 {
+    match e.kind {
+        EventKind::Admitted { queued_ms } => queued_ms,
+        _ => 0,
+    }
 }
 
 /// The most requests running at the API at once, counted at each arrival

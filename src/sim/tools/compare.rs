@@ -41,7 +41,7 @@ use serde::{Serialize, Serializer};
 use crate::core::policy::Policy;
 use crate::gate::pacing::PacingConfig;
 use crate::sim::run::clients::Builtin;
-use crate::sim::run::runner::{self, Report};
+use crate::sim::run::runner::{self, Report, Traces};
 use crate::sim::run::scenario::{self, GateConfig, Scenario};
 use crate::sim::world::api::{LimiterConfig, LimiterKind};
 
@@ -514,6 +514,9 @@ pub struct CompareError {
     pub seed: u64,
     /// What went wrong.
     pub message: String,
+    /// The wall-time bound, when that is what stopped the run
+    /// ([`RunError::wall_bound`](runner::RunError::wall_bound)).
+    pub wall_bound: Option<Duration>,
 }
 
 impl CompareError {
@@ -555,20 +558,46 @@ pub fn default_threads() -> usize {
 /// threads. Each run is its own deterministic simulation, so the result
 /// does not depend on the thread count or the order runs finish in.
 pub fn run(preset: &Preset, seeds: u32, threads: usize) -> Result<Comparison, CompareError> {
+    run_observed(preset, seeds, threads, &|_, _| {}, &|| false)
+}
+
+/// [`run`], calling `progress(runs done, runs in all)` after each run, and
+/// starting no new run once `stop()` is true: each row then summarises the
+/// seeds it finished (its `runs`), a row with none is left out, and the
+/// comparison's `seeds` are still `1..=seeds`.
+pub fn run_observed(
+    preset: &Preset,
+    seeds: u32,
+    threads: usize,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<Comparison, CompareError> {
     let seed_list: Vec<u64> = (1..=u64::from(seeds)).collect();
     let tasks: Vec<(usize, u64)> =
         (0..preset.rows.len()).flat_map(|row| seed_list.iter().map(move |&seed| (row, seed))).collect();
     let results: Mutex<Vec<Option<Result<RunFigures, CompareError>>>> = Mutex::new(vec![None; tasks.len()]);
     let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
     let work = || {
         loop {
+            if stop() {
+                break;
+            }
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(&(row, seed)) = tasks.get(i) else { break };
             let r = &preset.rows[row];
-            let result = runner::run(&r.scenario, seed).map(|report| RunFigures::of(&report)).map_err(|e| {
-                CompareError { preset: preset.name.clone(), row: r.name.clone(), seed, message: e.message }
-            });
+            // Only the figures are read: no job keeps its events.
+            let result = runner::run_keeping(&r.scenario, seed, Traces::None)
+                .map(|report| RunFigures::of(&report))
+                .map_err(|e| CompareError {
+                    preset: preset.name.clone(),
+                    row: r.name.clone(),
+                    seed,
+                    message: e.message,
+                    wall_bound: e.wall_bound,
+                });
             results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(result);
+            progress(done.fetch_add(1, Ordering::Relaxed) + 1, tasks.len());
         }
     };
     let threads = threads.clamp(1, tasks.len().max(1));
@@ -584,14 +613,17 @@ pub fn run(preset: &Preset, seeds: u32, threads: usize) -> Result<Comparison, Co
     let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter();
     let mut rows = Vec::with_capacity(preset.rows.len());
     for row in &preset.rows {
-        let runs = results
-            .by_ref()
-            .take(seed_list.len())
-            .map(|r| r.expect("every task ran"))
-            .collect::<Result<Vec<_>, _>>()?;
-        rows.push(RowSummary::of(row, runs));
+        // After `stop`, a row holds the seeds it finished; one with none is left out.
+        let runs = results.by_ref().take(seed_list.len()).flatten().collect::<Result<Vec<_>, _>>()?;
+        if !runs.is_empty() {
+            rows.push(RowSummary::of(row, runs));
+        }
     }
-    let ideal = preset.rows.iter().position(|r| r.scenario.fleet.gate == GateConfig::Ideal);
+    let ideal = preset
+        .rows
+        .iter()
+        .find(|r| r.scenario.fleet.gate == GateConfig::Ideal)
+        .and_then(|ideal| rows.iter().position(|r| r.policy == ideal.name));
     if let Some((time, requests)) = ideal.map(|i| (rows[i].virtual_s.median, rows[i].requests.median)) {
         for r in &mut rows {
             r.time_vs_ideal = (time > 0.0).then(|| r.virtual_s.median / time);

@@ -28,7 +28,13 @@ impl Show {
     /// every job of worker w0 (enough to see the pattern, few enough lines
     /// for a reviewable snapshot).
     pub fn default_for(r: &Report) -> Show {
-        if r.scenario_config.fleet.workers > 1 { Show::Client(0) } else { Show::FirstJobs(DEFAULT_JOBS) }
+        Show::default_for_scenario(&r.scenario_config)
+    }
+
+    /// [`Show::default_for`], known before the run (so the run can keep
+    /// only the shown jobs' traces).
+    pub fn default_for_scenario(s: &crate::sim::run::scenario::Scenario) -> Show {
+        if s.fleet.workers > 1 { Show::Client(0) } else { Show::FirstJobs(DEFAULT_JOBS) }
     }
 }
 

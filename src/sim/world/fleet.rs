@@ -30,7 +30,7 @@ use crate::gate::aimd::{Aimd, GateFact, GateLog};
 use crate::gate::{Admission, Feedback, Gate};
 use crate::sim::run::clients::{Builtin, builtin};
 use crate::sim::run::job::{JobRecord, run_job};
-use crate::sim::run::runner::{FLEET_HOST, build_budget, build_gate, epoch};
+use crate::sim::run::runner::{FLEET_HOST, Traces, build_budget, build_gate, compact, epoch};
 use crate::sim::run::scenario::{GateConfig, Hosts, Scenario};
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{Host, MakeSubject, Promises, Subject};
@@ -105,10 +105,13 @@ pub(crate) struct Shared {
     deferral: Arc<DeferralQueue>,
     /// What the first client built promised, and whether it writes a trace.
     made: Mutex<Option<(Promises, bool)>>,
+    /// Which records keep their whole trace (the others are compacted as
+    /// they arrive, so a big run's memory does not hold every event).
+    traces: Traces,
 }
 
 impl Shared {
-    pub(crate) fn new(s: &Scenario) -> Shared {
+    pub(crate) fn new(s: &Scenario, traces: Traces) -> Shared {
         let local_logs = match s.fleet.hosts {
             Hosts::PerWorker => (0..s.fleet.workers).map(|w| (w, GateLog::default())).collect(),
             Hosts::Shared => BTreeMap::new(),
@@ -122,6 +125,7 @@ impl Shared {
             depth: Arc::default(),
             deferral: Arc::new(DeferralQueue::new(s.fleet.workers)),
             made: Mutex::default(),
+            traces,
         }
     }
 
@@ -129,8 +133,16 @@ impl Shared {
         lock(&self.jobs).pop_front()
     }
 
-    fn push(&self, record: JobRecord) {
+    fn push(&self, mut record: JobRecord) {
+        if !self.traces.keeps(&record) {
+            compact(&mut record);
+        }
         lock(&self.records).push(record);
+    }
+
+    /// How many front-end jobs have ended.
+    pub(crate) fn ended(&self) -> usize {
+        lock(&self.records).len()
     }
 
     /// Remembers what the first client built promised.

@@ -168,6 +168,12 @@ impl Api {
         &self.ledger
     }
 
+    /// Takes the ledger out, leaving an empty one: the runner's, once the
+    /// simulation is over, so a big run's ledger is never held twice.
+    pub fn take_ledger(&mut self) -> Ledger {
+        std::mem::take(&mut self.ledger)
+    }
+
     /// The server's wall clock at virtual time `now` (what its `Date` says).
     pub fn server_time(&self, now: Duration) -> SystemTime {
         self.clock.at(now).system_time()

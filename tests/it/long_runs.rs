@@ -1,0 +1,264 @@
+//! Long and big runs (issue 12): the wall-time bound and its signs of life,
+//! progress and interrupts for `compare` and `hunt`, and the traces a run
+//! keeps. Each process test waits for the 5 s progress line, so this file
+//! costs about 15 s of wall time (its tests run in parallel).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use retrysim::sim::run::runner::{self, Report, Traces};
+use retrysim::sim::run::scenario::{self, Scenario};
+use retrysim::sim::tools::render::{Show, render_run, trace_json};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_retrysim"))
+}
+
+/// The issue's example: no writes allowed, unbounded retries, an 80-day
+/// deadline. It runs for hours of wall time, quietly, without the bound.
+fn long_config() -> std::path::PathBuf {
+    let mut s = scenario::blinkimg_1s();
+    s.api.limiter.writes = 0;
+    s.policy.max_retries = u32::MAX;
+    s.policy.deadline = Duration::from_secs(80 * 86_400);
+    s.time_limit = Duration::from_secs(81 * 86_400);
+    let path = std::env::temp_dir().join(format!("retrysim-long-{}.toml", std::process::id()));
+    std::fs::write(&path, s.to_toml()).expect("a temporary file");
+    path
+}
+
+/// Runs `cmd` to its end, or kills it after `limit` and fails.
+fn within(mut cmd: Command, limit: Duration) -> Output {
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("retrysim starts");
+    let id = child.id();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("retrysim's output"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-KILL", &id.to_string()]).status();
+            panic!("retrysim did not stop within {limit:?}");
+        }
+    }
+}
+
+#[test]
+fn a_long_run_says_what_it_is_doing_and_stops_at_the_wall_bound() {
+    let path = long_config();
+    let config = path.to_str().expect("a UTF-8 path");
+    let began = Instant::now();
+    let mut cmd = bin();
+    cmd.args(["run", "--config", config, "--seed", "7", "--max-wall", "6s"]);
+    let out = within(cmd, Duration::from_secs(60));
+    let _ = std::fs::remove_file(&path);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(began.elapsed() < Duration::from_secs(30), "took {:?}: {err}", began.elapsed());
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    // The warning first, a sign of life after 5 s, then the bound's message.
+    assert!(err.starts_with("warning: time_limit = "), "{err}");
+    assert!(err.contains("max_retries = 4294967295"), "{err}");
+    assert!(err.contains("\nrun: blinkimg-1s seed 7: "), "{err}");
+    assert!(err.contains("jobs ended, 5 s wall"), "{err}");
+    assert!(err.contains("error: scenario blinkimg-1s seed 7 ran past the wall-time bound"), "{err}");
+    assert!(err.contains("the bound is --max-wall 6s (the default is 10m; 0 turns it off)"), "{err}");
+    assert!(err.contains(&format!("replay: retrysim run --config {config} --seed 7 --max-wall 1m")), "{err}");
+}
+
+#[test]
+fn a_run_within_the_bound_prints_the_same_and_nothing_on_stderr() {
+    let run = |wall: &str| {
+        let mut cmd = bin();
+        cmd.args(["run", "--scenario", "blinkimg-1s", "--seed", "7", "--format", "json", "--max-wall", wall]);
+        within(cmd, Duration::from_secs(60))
+    };
+    let (bounded, unbounded) = (run("1m"), run("0"));
+    assert!(bounded.status.success() && unbounded.status.success());
+    assert_eq!(String::from_utf8_lossy(&bounded.stdout), String::from_utf8_lossy(&unbounded.stdout));
+    assert_eq!(String::from_utf8_lossy(&bounded.stderr), "", "no warning, no progress for a short run");
+}
+
+/// Starts `retrysim args`, waits (at most 30 s) for a progress line on
+/// standard error that starts with `progress`, then sends `signal`.
+fn interrupt(args: &[&str], progress: &str, signal: &str) -> (Option<i32>, String, String) {
+    let mut child: Child =
+        bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("retrysim starts");
+    let stderr = child.stderr.take().expect("piped");
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let lines: Receiver<String> = rx;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.starts_with(progress)) {
+        match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(l) => seen.push(l),
+            Err(_) => {
+                let _ = child.kill();
+                panic!("no progress line {progress:?} within 30 s; stderr so far: {seen:?}");
+            }
+        }
+    }
+    let status = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status();
+    assert!(status.is_ok_and(|s| s.success()), "kill -{signal}");
+    let id = child.id();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    let out = match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(out) => out.expect("retrysim's output"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-KILL", &id.to_string()]).status();
+            panic!("retrysim did not stop within 30 s of {signal}");
+        }
+    };
+    seen.extend(lines.try_iter());
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), seen.join("\n"))
+}
+
+#[test]
+fn an_interrupted_hunt_prints_what_it_found_and_every_replay_line() {
+    // A deliberate defect, so the seeds that ran have findings to lose.
+    let (code, out, err) =
+        interrupt(&["hunt", "--seeds", "1000000", "--jobs", "1", "--sabotage", "retry-terminal"], "hunt: ", "INT");
+    assert_eq!(code, Some(130), "stdout: {out}\nstderr: {err}");
+    let progress = err.lines().find(|l| l.contains("/1000000 seeds, ")).expect("a progress line");
+    assert!(progress.contains(" failing, ") && progress.ends_with(" s"), "{progress}");
+    assert!(err.contains(" wall on 1 thread: "), "{err}");
+    assert!(out.starts_with("hunt: interrupted by SIGINT after "), "{out}");
+    let failing: usize = out
+        .lines()
+        .nth(1)
+        .and_then(|l| l.strip_suffix(" failing"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a failing count on the second line: {out}"));
+    assert!(failing > 0, "{out}");
+    let seeds: std::collections::BTreeSet<&str> = out
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("replay: retrysim hunt --seeds 1 --start "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    assert_eq!(seeds.len(), failing, "one replay line per failing seed: {out}");
+}
+
+#[test]
+fn an_interrupted_compare_prints_the_rows_that_ran() {
+    let (code, out, err) =
+        interrupt(&["compare", "--preset", "blinkimg-60s", "--seeds", "1000", "--threads", "1"], "compare: ", "TERM");
+    assert_eq!(code, Some(143), "stdout: {out}\nstderr: {err}");
+    assert!(err.contains("/8000 runs, "), "{err}");
+    assert!(out.starts_with("compare: interrupted by SIGTERM after "), "{out}");
+    // The first row ran on some seeds: its line and its medians are there.
+    assert!(out.contains("\n  retry-at-once: "), "{out}");
+    assert!(out.contains("\nretry-at-once "), "{out}");
+}
+
+/// `blinkimg-1s` with 64 workers and 2,000 jobs: about 23,000 requests.
+fn big() -> Scenario {
+    let mut s = scenario::blinkimg_1s();
+    s.fleet.workers = 64;
+    s.fleet.jobs = 2_000;
+    s.time_limit = Duration::from_secs(10 * 3600);
+    s
+}
+
+fn events(r: &Report) -> usize {
+    r.records.iter().map(|j| j.trace.events.len()).sum()
+}
+
+#[test]
+fn a_figures_only_run_keeps_two_events_a_job_and_the_same_figures() {
+    let s = big();
+    let all = runner::run(&s, 7).expect("finishes");
+    let none = runner::run_keeping(&s, 7, Traces::None).expect("finishes");
+    assert_eq!(serde_json::to_string(&all).unwrap(), serde_json::to_string(&none).unwrap(), "every figure");
+    assert_eq!(all.records.len(), 2_000);
+    // What memory grows with: events kept per job, whatever the attempts.
+    assert!(events(&all) > 4 * all.records.len(), "{} events", events(&all));
+    assert!(events(&none) <= 2 * none.records.len(), "{} events for {} jobs", events(&none), none.records.len());
+    assert!(none.records.iter().all(|j| j.attempt_keys.is_empty()));
+    assert!(all.records.iter().any(|j| !j.attempt_keys.is_empty()));
+}
+
+#[test]
+fn a_trace_keeps_the_shown_jobs_and_renders_the_same() {
+    for name in ["blinkimg-1s", "lost-answers-with-key", "deferral-queue-full", "berlin-40-processes-coordinated"] {
+        let s = scenario::named(name).expect("a named scenario");
+        let show = Show::default_for_scenario(&s);
+        let traces = match show {
+            Show::Client(w) => Traces::Worker(w),
+            Show::FirstJobs(n) => Traces::FirstJobs(n as u32),
+        };
+        let all = runner::run(&s, 7).expect("finishes");
+        let kept = runner::run_keeping(&s, 7, traces).expect("finishes");
+        assert_eq!(render_run(&kept, show), render_run(&all, show), "{name}");
+        assert_eq!(trace_json(&kept, show), trace_json(&all, show), "{name}");
+        let whole = kept.records.iter().filter(|j| traces.keeps(j)).count();
+        assert!(whole < kept.records.len() || kept.records.len() <= 6, "{name}: {whole} kept whole");
+    }
+}
+
+/// The rows of the first table after `marker` in the README's "Measured
+/// speed", each as its cells (header and rule left out).
+fn table_after(marker: &str) -> Vec<Vec<String>> {
+    let section = crate::readme::section("Measured speed");
+    let after = section.split(marker).nth(1).unwrap_or_else(|| panic!("no {marker:?} in Measured speed"));
+    after
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().to_owned()).collect())
+        .collect()
+}
+
+/// Ticks a run stepped, as `benches/ticks.rs` counts them.
+fn ticks(s: &Scenario, r: &Report) -> u64 {
+    r.virtual_ms / s.net.tick.as_millis() as u64 + 1
+}
+
+#[test]
+fn the_readme_tick_table_is_the_bench_runs_ticks() {
+    let rows = table_after("`cargo bench --bench ticks`");
+    let fine = scenario::named("deadline-wins").expect("a named scenario");
+    let mut coarse = fine.clone();
+    coarse.net.tick = Duration::from_millis(10);
+    let mut busy = scenario::blinkimg_1s();
+    busy.fleet.workers = 512;
+    busy.fleet.jobs = 1_200;
+    let count = |s: &Scenario| ticks(s, &runner::run_keeping(s, 1, Traces::None).expect("finishes"));
+    let (f, c, b) = (count(&fine), count(&coarse), count(&busy));
+    let expected = [f, c, f - c, b];
+    assert_eq!(rows.len(), expected.len(), "{rows:?}");
+    for (row, ticks) in rows.iter().zip(expected) {
+        assert_eq!(row[1], ticks.to_string(), "README row {row:?}: run `cargo bench --bench ticks` and copy its table");
+    }
+}
+
+#[test]
+fn the_readme_memory_table_is_the_bench_runs_figures() {
+    let rows = table_after("`cargo bench --bench memory`");
+    assert!(rows.iter().any(|r| r[0] == "100000"), "the 100,000-job row: {rows:?}");
+    // The bigger rows take seconds to a minute: the 1,000-job one is checked
+    // (a change to the simulation moves it as surely as the others).
+    for jobs in ["1000"] {
+        let mut s = scenario::blinkimg_1s();
+        s.fleet.workers = 1_024;
+        s.fleet.jobs = jobs.parse().unwrap();
+        s.time_limit = Duration::from_secs(10 * 3600);
+        let r = runner::run_keeping(&s, 7, Traces::None).expect("finishes");
+        let shown: Vec<&Vec<String>> = rows.iter().filter(|row| row[0] == jobs).collect();
+        assert_eq!(shown.len(), 2, "{jobs}: a row with no traces kept and one with all: {rows:?}");
+        for row in shown {
+            let figures = [r.requests.to_string(), format!("{:.0}", r.virtual_ms as f64 / 1000.0)];
+            assert_eq!(row[2..4], figures, "README row {row:?}: run `cargo bench --bench memory` and copy its table");
+        }
+    }
+}
