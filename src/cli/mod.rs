@@ -12,6 +12,7 @@ pub mod compare;
 pub mod explain;
 pub mod hunt;
 pub mod run;
+pub mod serve;
 
 /// Bad input: the message says what to do; the exit code is 2.
 #[derive(Debug)]
