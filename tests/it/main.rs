@@ -15,4 +15,5 @@ mod properties;
 mod readme;
 mod real_servers;
 mod scenarios;
+mod serve;
 mod snapshots;
