@@ -8,7 +8,8 @@
 # can take at loopback speed, so some are refused whatever the phase of the
 # clock; 10% of answers lost in the lost-answers scenarios): 0 when every ledger-only check holds, 1 and the named
 # check BROKEN when the client breaks it (a real finding: README "Test a
-# client in any language" says what each client did). Python clients are
+# client in any language" says what each client did, and its table must
+# match: the verdict exactly, the figures within a quarter or 2). Python clients are
 # installed pinned (tests/conformance/serve/requirements.txt) into
 # target/serve-clients-venv; Node's fetch is built in. A missing interpreter
 # skips its cases with a message; about a minute in all.
@@ -80,6 +81,35 @@ case_() {
     if [ "$ok" != yes ]; then
         FAILED=1
         sed 's/^/    /' "$log.server"
+    fi
+    local done
+    done=$(grep -o '"succeeded": *[0-9]*' <<<"$client" | grep -o '[0-9]*$' || echo -1)
+    readme_row "$name" "$done $figures" "${verdict:-holds}"
+}
+
+# The README's row for a case ("Test a client in any language"): the verdict
+# exactly, each figure within a quarter of it (or 2).
+readme_row() {
+    local name=$1 have=$2 verdict=$3
+    local row
+    row=$(grep -F "| $name |" README.md || true)
+    if [ -z "$row" ]; then
+        echo "serve-clients: $name: README has no row for this case" && FAILED=1 && return
+    fi
+    local want want_verdict
+    want=$(awk -F'|' '{print $3, $4, $5, $6, $7}' <<<"$row")
+    want_verdict=$(awk -F'|' '{gsub(/ /, "", $8); print $8}' <<<"$row")
+    read -r -a w <<<"$want"
+    read -r -a h <<<"$have"
+    local i
+    for i in 0 1 2 3 4; do
+        local d=$((h[i] - w[i])) slack=$((w[i] / 4 > 2 ? w[i] / 4 : 2))
+        if [ "${d#-}" -gt "$slack" ]; then
+            echo "serve-clients: $name: README says $want, this run $have" && FAILED=1 && return
+        fi
+    done
+    if [ "$want_verdict" != "$verdict" ]; then
+        echo "serve-clients: $name: README says $want_verdict, the server $verdict" && FAILED=1
     fi
 }
 
