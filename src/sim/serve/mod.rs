@@ -6,7 +6,8 @@
 //! virtual time is the wall time elapsed since the round began. A client in
 //! any language (or a Rust client on reqwest, which cannot ride turmoil's
 //! network) is put in front of it, and the ledger-only checks
-//! ([`check_ledger`]) judge it as the simulator would.
+//! ([`check_ledger`]) judge it as the simulator would (docs/DESIGN.md
+//! "Serving the model on a real socket").
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), retrysim::sim::serve::ServeError> {
