@@ -62,7 +62,9 @@ use crate::sim::run::job::job_of_label;
 use crate::sim::run::runner::{JobOutcome, JobRecord, PLANTED_SECRETS, Report};
 use crate::sim::run::scenario::Scenario;
 use crate::sim::tools::render::{Show, render_run};
-use crate::sim::world::api::{AdviceForm, Arrival, ArrivalOutcome, Envelope, Ledger, NO_KEY};
+use crate::sim::world::api::{AdviceForm, Arrival, ArrivalOutcome, Envelope, NO_KEY};
+// Aliased: the module doc links `Ledger` by its full path, which an import would make redundant.
+use crate::sim::world::api::Ledger as ApiLedger;
 use crate::sim::world::net::Fault;
 
 /// What a client under test promises; the black-box checks hold it to this.
@@ -226,7 +228,7 @@ pub fn check_black_box_with(r: &Report, front: &Promises, background: &Promises)
 /// network's bounds and the fault schedule. A violation's `job` is the
 /// operation's `job-N`, if its name has one; else its detail names it.
 pub fn check_ledger(
-    ledger: &Ledger,
+    ledger: &ApiLedger,
     s: &Scenario,
     operation: &dyn Fn(&Arrival) -> Option<String>,
 ) -> Vec<BlackBoxViolation> {
@@ -427,7 +429,7 @@ impl Net {
 }
 
 /// Charges per idempotency key ≤ 1, and one keyed job charged under at most one key.
-fn one_charge_per_key(ledger: &Ledger, out: &mut Vec<BlackBoxViolation>) {
+fn one_charge_per_key(ledger: &ApiLedger, out: &mut Vec<BlackBoxViolation>) {
     let charged = |a: &&Arrival| a.outcome == ArrivalOutcome::Charged;
     for (key, n) in &ledger.charges {
         if key == NO_KEY || *n <= 1 {
@@ -474,7 +476,7 @@ fn one_charge_per_key(ledger: &Ledger, out: &mut Vec<BlackBoxViolation>) {
 /// every run (a deferred job keeps its key). A client that mints a key per
 /// attempt (a key built inside the retried closure) breaks it even when no
 /// answer is lost, so no double charge shows it yet.
-fn one_key_per_job(ledger: &Ledger, out: &mut Vec<BlackBoxViolation>) {
+fn one_key_per_job(ledger: &ApiLedger, out: &mut Vec<BlackBoxViolation>) {
     let mut by_job: BTreeMap<u32, Vec<&Arrival>> = BTreeMap::new();
     for a in &ledger.arrivals {
         if let (Some(job), Some(_)) = (job_of_label(&a.client), &a.idempotency_key) {
