@@ -213,6 +213,69 @@ async fn the_control_requests_read_the_ledger_and_reset_the_round() {
     assert_eq!(res.status(), 404);
 }
 
+#[tokio::test]
+async fn requests_without_a_label_are_judged_by_their_key() {
+    let s = scenario::blinkimg_1s();
+    let server = Served::start(&s).await.unwrap();
+    let t = HyperTransport::new();
+    let post = |key: &str| {
+        Request::post(format!("{}/v1/jobs", server.url()))
+            .header("x-api-key", "key-a")
+            .header("idempotency-key", key)
+            .body(Bytes::from_static(br#"{"uploadId":"u1","options":{"op":"compress"}}"#))
+            .unwrap()
+    };
+    // Fill the window, then resend the refused key at once: an early retry.
+    let mut refused = None;
+    for i in 0..40 {
+        let key = format!("key-of-job-{i:04}");
+        if t.send(post(&key)).await.unwrap().status() == 429 {
+            refused = Some(key);
+            break;
+        }
+    }
+    let key = refused.expect("30 writes per window: a refusal within 40 requests");
+    assert_eq!(t.send(post(&key)).await.unwrap().status(), 429);
+    let r = server.stop().await;
+    let early = r.check(BlackBoxCheck::EarlyRetry).unwrap();
+    assert!(!early.holds && r.broken, "{}", r.render_text());
+    assert!(early.violations[0].contains("key "), "named by its shortened key: {:?}", early.violations);
+    assert!(!early.violations[0].contains(&key), "never the key itself: {:?}", early.violations);
+    assert_eq!(r.check(BlackBoxCheck::EarlyRetry).map(|c| c.violations.len()), Some(1), "one operation broke it");
+}
+
+#[tokio::test]
+async fn a_latency_spike_is_served_and_a_partition_is_listed_as_not_served() {
+    let mut s = scenario::blinkimg_1s();
+    s.faults.schedule = toml_faults(
+        r#"
+        [[schedule]]
+        at = "0s"
+        fault = { kind = "latency_spike", latency = "300ms", until = "30s" }
+        [[schedule]]
+        at = "1s"
+        fault = { kind = "partition", until = "2s" }
+        "#,
+    );
+    let server = Served::start(&s).await.unwrap();
+    let started = Instant::now();
+    assert_eq!(fleet(&s, &server.url(), 1, 1, Driver::Retrysim).await, 1);
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(600), "the request and its answer each held 300 ms: {took:?}");
+    let r = server.stop().await;
+    assert_eq!(r.faults_not_served.len(), 1, "{:?}", r.faults_not_served);
+    assert!(r.faults_not_served[0].starts_with("Partition"), "{:?}", r.faults_not_served);
+    assert!(r.render_text().contains("not served"), "{}", r.render_text());
+}
+
+fn toml_faults(text: &str) -> Vec<retrysim::sim::world::net::ScheduledFault> {
+    #[derive(serde::Deserialize)]
+    struct Faults {
+        schedule: Vec<retrysim::sim::world::net::ScheduledFault>,
+    }
+    toml::from_str::<Faults>(text).unwrap().schedule
+}
+
 fn small_limits() -> Limits {
     Limits {
         max_connections: 16,

@@ -185,7 +185,7 @@ impl Round {
             number,
             api: Api::new(config),
             faults: ServerFaults::new(s.faults.lost_answers_per_mille, derive(seed, "server", 0)),
-            origin: Instant::now() - into_second,
+            origin: Instant::now().checked_sub(into_second).unwrap_or_else(Instant::now),
             next_loss: 0,
         }
     }
