@@ -14,12 +14,15 @@ Runs --jobs POST /v1/jobs on --workers threads with one of these clients:
 Each job's requests carry `x-retrysim-client: <client> job-<n>`, so the
 server judges each job as one operation, and an Idempotency-Key (one per
 job) unless --no-keys. Prints one JSON line: jobs, succeeded, and what
-failed. The verdict is the server's, not this script's.
+failed (on SIGTERM too, marked interrupted). The verdict is the server's,
+not this script's.
 """
 
 import argparse
 import collections
 import json
+import os
+import signal
 import threading
 import uuid
 
@@ -101,13 +104,26 @@ def main():
             with lock:
                 outcomes[outcome] += 1
 
-    threads = [threading.Thread(target=worker) for _ in range(args.workers)]
+    def summary(interrupted):
+        with lock:
+            ok = sum(n for o, n in outcomes.items() if o.startswith("2"))
+            done = {"client": args.client, "jobs": args.jobs, "succeeded": ok, "outcomes": dict(sorted(outcomes.items()))}
+        if interrupted:
+            done["interrupted"] = "still running when stopped (SIGTERM)"
+        print(json.dumps(done), flush=True)
+
+    def stopped(*_):
+        # A client asleep on a long Retry-After: say what it did so far.
+        summary(True)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stopped)
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(args.workers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    ok = sum(n for o, n in outcomes.items() if o.startswith("2"))
-    print(json.dumps({"client": args.client, "jobs": args.jobs, "succeeded": ok, "outcomes": dict(sorted(outcomes.items()))}))
+    summary(False)
 
 
 if __name__ == "__main__":
