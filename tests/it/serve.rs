@@ -333,6 +333,13 @@ async fn a_non_loopback_address_needs_public() {
     let options = ServeOptions { addr: "0.0.0.0:0".parse().unwrap(), ..ServeOptions::default() };
     let e = Served::start_with(&scenario::blinkimg_1s(), options).await.unwrap_err();
     assert!(matches!(e, ServeError::NotLoopback(_)) && e.to_string().contains("--public"), "{e}");
+    let out = Command::new(env!("CARGO_BIN_EXE_retrysim"))
+        .args(["serve", "--scenario", "blinkimg-1s", "--for", "1s", "--addr", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(2) && err.contains("pass --public"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing served");
 }
 
 #[tokio::test]

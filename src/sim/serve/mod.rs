@@ -579,7 +579,7 @@ pub struct ServeReport {
     pub seed: u64,
     /// The round (1, then one more per reset).
     pub round: u32,
-    /// Wall time since the round began.
+    /// Wall time since the round's virtual zero (the whole second it began in).
     pub elapsed_ms: u64,
     /// Requests that reached the API (control requests and refused connections excluded).
     pub requests: u64,
