@@ -284,6 +284,7 @@ fn small_limits() -> Limits {
         header_read_timeout: Duration::from_secs(1),
         body_read_timeout: Duration::from_secs(1),
         drain_timeout: Duration::from_secs(2),
+        max_arrivals: 1_000,
     }
 }
 
@@ -417,6 +418,22 @@ async fn a_client_sending_one_byte_a_second_is_cut_off_and_others_are_served() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
     still_serves(&server).await;
     assert_eq!(server.ledger().arrivals.len(), 2, "only the two real jobs reached the model");
+}
+
+#[tokio::test]
+async fn a_full_ledger_answers_503_until_a_reset() {
+    let options = ServeOptions { limits: Limits { max_arrivals: 3, ..small_limits() }, ..ServeOptions::default() };
+    let s = scenario::blinkimg_1s();
+    let server = Served::start_with(&s, options).await.unwrap();
+    let t = HyperTransport::new();
+    let mut statuses = Vec::new();
+    for job in 0..5 {
+        statuses.push(t.send(request(&s, &server.url(), job, 0)).await.unwrap().status().as_u16());
+    }
+    assert_eq!(statuses, [201, 201, 201, 503, 503]);
+    let ended = server.reset();
+    assert_eq!((ended.requests, ended.requests_rejected), (3, 2));
+    assert_eq!(t.send(request(&s, &server.url(), 5, 0)).await.unwrap().status(), 201);
 }
 
 #[tokio::test]

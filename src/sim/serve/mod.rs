@@ -48,8 +48,9 @@
 //! # Bounds
 //!
 //! [`Limits`]: a cap on open connections (more are answered 503 and closed),
-//! on header and body size (431, 413), and on the time to send the headers
-//! and the body (the connection is closed; 408). Control requests under
+//! on header and body size (431, 413), on the time to send the headers and
+//! the body (the connection is closed; 408), and on the requests one round's
+//! ledger keeps (503 until a reset). Control requests under
 //! `/__retrysim/` read the ledger and the report, and reset the round.
 
 use std::collections::BTreeMap;
@@ -95,6 +96,9 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     /// On stop, how long in-flight requests may take to finish.
     pub drain_timeout: Duration,
+    /// Requests one round's ledger keeps at most; later ones get 503 until a
+    /// reset, so a flood of valid requests cannot grow it without bound.
+    pub max_arrivals: usize,
 }
 
 impl Default for Limits {
@@ -106,6 +110,7 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(10),
+            max_arrivals: 1_000_000,
         }
     }
 }
@@ -505,6 +510,12 @@ async fn api(shared: Arc<Shared>, req: Request<Bytes>) -> Result<Response<Full<B
     }
     let begin = {
         let mut r = lock(&round);
+        if r.api.ledger().arrivals.len() >= shared.limits.max_arrivals {
+            drop(r);
+            shared.door.rejected.fetch_add(1, Ordering::Relaxed);
+            let why = format!("the ledger holds {} requests: POST /__retrysim/reset", shared.limits.max_arrivals);
+            return Ok(plain(StatusCode::SERVICE_UNAVAILABLE, &why));
+        }
         let now = r.now();
         while let Some(f) = shared.schedule.get(r.next_loss).filter(|f| f.at <= now) {
             if f.fault == Fault::LoseAnswer {
@@ -595,7 +606,7 @@ pub struct ServeReport {
     pub connections_accepted: u64,
     /// Connections refused (over [`Limits::max_connections`]) since the server started.
     pub connections_refused: u64,
-    /// Requests turned away before the model (body too large or too slow) since the server started.
+    /// Requests turned away before the model (body too large or too slow, ledger full) since the server started.
     pub requests_rejected: u64,
     /// Scheduled faults of the scenario that need the simulated network.
     pub faults_not_served: Vec<String>,
