@@ -33,6 +33,8 @@ enum Command {
     Compare(cli::compare::CompareArgs),
     /// Run many random scenarios and check every invariant.
     Hunt(cli::hunt::HuntArgs),
+    /// Serve a scenario's API on a real socket and judge the clients by its ledger.
+    Serve(cli::serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
         Command::Trace(a) => cli::run::trace(a),
         Command::Compare(a) => cli::compare::run(a),
         Command::Hunt(a) => cli::hunt::run(a),
+        Command::Serve(a) => cli::serve::run(a),
     };
     match outcome {
         Ok((out, code)) => {

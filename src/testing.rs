@@ -20,6 +20,7 @@
 //! | the run as review text, for `insta::assert_snapshot!` | [`trace_text`] |
 //! | hunt a seed range | [`Harness::hunt`], [`Hunt::assert_clean`]; random scenarios: [`Harness::swarm`] |
 //! | write your own properties | the strategies in [`sim::checks::strategies`](crate::sim::checks::strategies) (feature `proptest`) |
+//! | a client that cannot ride turmoil's network (reqwest, another language): the same API on a real socket | [`Served::start`] (`retrysim serve` in process) |
 //!
 //! # Replaying a failure
 //!
@@ -90,6 +91,7 @@ use crate::sim::world::fleet::Hooks;
 pub use crate::sim::checks::invariants::Invariant;
 pub use crate::sim::run::runner::{Report, RunError};
 pub use crate::sim::run::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, SimNet, Subject, from_fn};
+pub use crate::sim::serve::{ServeOptions, ServeReport, Served};
 pub use crate::sim::world::connector::SimConnector;
 
 /// The environment variable that narrows [`Harness::hunt`] to one seed.

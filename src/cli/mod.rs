@@ -15,6 +15,7 @@ pub mod explain;
 pub mod hunt;
 pub mod progress;
 pub mod run;
+pub mod serve;
 
 /// Bad input: the message says what to do; the exit code is 2.
 #[derive(Debug)]

@@ -20,5 +20,6 @@
 //!   schedule ([`tools::oracle`]) and the review text ([`tools::render`]).
 pub mod checks;
 pub mod run;
+pub mod serve;
 pub mod tools;
 pub mod world;

@@ -16,4 +16,5 @@ mod properties;
 mod readme;
 mod real_servers;
 mod scenarios;
+mod serve;
 mod snapshots;

@@ -63,6 +63,8 @@ use crate::sim::run::runner::{JobOutcome, JobRecord, PLANTED_SECRETS, Report};
 use crate::sim::run::scenario::Scenario;
 use crate::sim::tools::render::{Show, render_run};
 use crate::sim::world::api::{AdviceForm, Arrival, ArrivalOutcome, Envelope, NO_KEY};
+// Aliased: the module doc links `Ledger` by its full path, which an import would make redundant.
+use crate::sim::world::api::Ledger as ApiLedger;
 use crate::sim::world::net::Fault;
 
 /// What a client under test promises; the black-box checks hold it to this.
@@ -192,8 +194,8 @@ pub fn check_black_box_with(r: &Report, front: &Promises, background: &Promises)
     let net = Net::of(&r.scenario_config);
     let jobs = jobs_of(r);
     let mut out = Vec::new();
-    one_charge_per_key(r, &mut out);
-    one_key_per_job(r, &mut out);
+    one_charge_per_key(&r.ledger, &mut out);
+    one_key_per_job(&r.ledger, &mut out);
     for (&job, j) in &jobs {
         for (i, run) in j.runs.iter().enumerate() {
             let p = if i == 0 { front } else { background };
@@ -205,12 +207,52 @@ pub fn check_black_box_with(r: &Report, front: &Promises, background: &Promises)
             Some(0) | None => front.honours_retry_after,
             Some(_) => background.honours_retry_after,
         };
-        early_retry(job, &j.arrivals, &honours, &net, &mut out);
-        after_terminal(job, &j.arrivals, &net, &mut out);
-        unkeyed_replay(job, &j.arrivals, &mut out);
+        early_retry(Some(job), &j.arrivals, &honours, &net, &mut out);
+        after_terminal(Some(job), &j.arrivals, &net, &mut out);
+        unkeyed_replay(Some(job), &j.arrivals, &mut out);
     }
     no_secrets(r, &mut out);
     client_panicked(r, &mut out);
+    out
+}
+
+/// The checks a server can make on its own, from its ledger alone (no job
+/// records: `retrysim serve` sees requests, not the clients' runs): one
+/// charge per key, one key per operation, and per operation no request
+/// before the advice of its last received answer passed, none after a
+/// terminal answer, no unkeyed POST sent again after a lost answer.
+///
+/// `operation` names the operation a request belongs to (`None`: judged
+/// only by the key checks); requests of one operation must be sent one at a
+/// time, as [the module doc](self) assumes of a job. `s` supplies the
+/// network's bounds and the fault schedule. A violation's `job` is the
+/// operation's `job-N`, if its name has one; else its detail names it.
+pub fn check_ledger(
+    ledger: &ApiLedger,
+    s: &Scenario,
+    operation: &dyn Fn(&Arrival) -> Option<String>,
+) -> Vec<BlackBoxViolation> {
+    let net = Net::of(s);
+    let mut out = Vec::new();
+    one_charge_per_key(ledger, &mut out);
+    one_key_per_job(ledger, &mut out);
+    let mut operations: BTreeMap<String, Vec<&Arrival>> = BTreeMap::new();
+    for a in &ledger.arrivals {
+        if let Some(name) = operation(a) {
+            operations.entry(name).or_default().push(a);
+        }
+    }
+    for (name, arrivals) in &operations {
+        let job = job_of_label(name);
+        let mut found = Vec::new();
+        early_retry(job, arrivals, &|_| true, &net, &mut found);
+        after_terminal(job, arrivals, &net, &mut found);
+        unkeyed_replay(job, arrivals, &mut found);
+        if job.is_none() {
+            found.iter_mut().for_each(|v| v.detail = format!("{name}: {}", v.detail));
+        }
+        out.extend(found);
+    }
     out
 }
 
@@ -387,14 +429,14 @@ impl Net {
 }
 
 /// Charges per idempotency key ≤ 1, and one keyed job charged under at most one key.
-fn one_charge_per_key(r: &Report, out: &mut Vec<BlackBoxViolation>) {
+fn one_charge_per_key(ledger: &ApiLedger, out: &mut Vec<BlackBoxViolation>) {
     let charged = |a: &&Arrival| a.outcome == ArrivalOutcome::Charged;
-    for (key, n) in &r.ledger.charges {
+    for (key, n) in &ledger.charges {
         if key == NO_KEY || *n <= 1 {
             continue;
         }
         let arrivals: Vec<&Arrival> =
-            r.ledger.arrivals.iter().filter(|a| a.idempotency_key.as_deref() == Some(key)).filter(charged).collect();
+            ledger.arrivals.iter().filter(|a| a.idempotency_key.as_deref() == Some(key)).filter(charged).collect();
         let jobs: Vec<u32> = arrivals.iter().filter_map(|a| job_of_label(&a.client)).collect();
         out.push(BlackBoxViolation {
             check: BlackBoxCheck::OneChargePerKey,
@@ -405,7 +447,7 @@ fn one_charge_per_key(r: &Report, out: &mut Vec<BlackBoxViolation>) {
         });
     }
     let mut by_job: BTreeMap<u32, Vec<&Arrival>> = BTreeMap::new();
-    for a in r.ledger.arrivals.iter().filter(charged) {
+    for a in ledger.arrivals.iter().filter(charged) {
         if let (Some(job), Some(_)) = (job_of_label(&a.client), &a.idempotency_key) {
             by_job.entry(job).or_default().push(a);
         }
@@ -434,9 +476,9 @@ fn one_charge_per_key(r: &Report, out: &mut Vec<BlackBoxViolation>) {
 /// every run (a deferred job keeps its key). A client that mints a key per
 /// attempt (a key built inside the retried closure) breaks it even when no
 /// answer is lost, so no double charge shows it yet.
-fn one_key_per_job(r: &Report, out: &mut Vec<BlackBoxViolation>) {
+fn one_key_per_job(ledger: &ApiLedger, out: &mut Vec<BlackBoxViolation>) {
     let mut by_job: BTreeMap<u32, Vec<&Arrival>> = BTreeMap::new();
-    for a in &r.ledger.arrivals {
+    for a in &ledger.arrivals {
         if let (Some(job), Some(_)) = (job_of_label(&a.client), &a.idempotency_key) {
             by_job.entry(job).or_default().push(a);
         }
@@ -534,7 +576,7 @@ fn surely_read(a: &Arrival, net: &Net) -> bool {
 /// clock lag). One violation per job: the first early request, with a count
 /// of the others.
 fn early_retry(
-    job: u32,
+    job: Option<u32>,
     arrivals: &[&Arrival],
     honours: &dyn Fn(usize) -> bool,
     net: &Net,
@@ -555,7 +597,7 @@ fn early_retry(
     };
     out.push(BlackBoxViolation {
         check: BlackBoxCheck::EarlyRetry,
-        job: Some(job),
+        job,
         arrivals_ms: vec![ms(a.at), ms(b.at)],
         promised: "honours Retry-After".into(),
         detail: format!(
@@ -579,7 +621,7 @@ fn terminal(a: &Arrival) -> bool {
 }
 
 /// A request after a terminal answer the job surely read.
-fn after_terminal(job: u32, arrivals: &[&Arrival], net: &Net, out: &mut Vec<BlackBoxViolation>) {
+fn after_terminal(job: Option<u32>, arrivals: &[&Arrival], net: &Net, out: &mut Vec<BlackBoxViolation>) {
     for (i, a) in arrivals.iter().enumerate() {
         if !terminal(a) || !surely_read(a, net) {
             continue;
@@ -588,7 +630,7 @@ fn after_terminal(job: u32, arrivals: &[&Arrival], net: &Net, out: &mut Vec<Blac
         if let Some(b) = next {
             out.push(BlackBoxViolation {
                 check: BlackBoxCheck::AfterTerminal,
-                job: Some(job),
+                job,
                 arrivals_ms: vec![ms(a.at), ms(b.at)],
                 promised: "no request after a terminal answer".into(),
                 detail: format!(
@@ -606,7 +648,7 @@ fn after_terminal(job: u32, arrivals: &[&Arrival], net: &Net, out: &mut Vec<Blac
 
 /// An unkeyed POST sent again after one whose answer was lost, was cut by
 /// the server going down, or had not come when the next one arrived.
-fn unkeyed_replay(job: u32, arrivals: &[&Arrival], out: &mut Vec<BlackBoxViolation>) {
+fn unkeyed_replay(job: Option<u32>, arrivals: &[&Arrival], out: &mut Vec<BlackBoxViolation>) {
     let unkeyed: Vec<&Arrival> =
         arrivals.iter().copied().filter(|a| a.method == "POST" && a.idempotency_key.is_none()).collect();
     for pair in unkeyed.windows(2) {
@@ -622,7 +664,7 @@ fn unkeyed_replay(job: u32, arrivals: &[&Arrival], out: &mut Vec<BlackBoxViolati
         };
         out.push(BlackBoxViolation {
             check: BlackBoxCheck::UnkeyedReplay,
-            job: Some(job),
+            job,
             arrivals_ms: vec![ms(a.at), ms(b.at)],
             promised: "an unkeyed POST is never replayed after an ambiguous failure".into(),
             detail: format!(

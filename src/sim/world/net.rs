@@ -111,7 +111,7 @@ impl ServerFaults {
 
     /// Whether to lose the answer just produced. Draws once per answer, so
     /// the sequence of draws does not depend on the outcome.
-    fn lose(&mut self) -> bool {
+    pub(crate) fn lose(&mut self) -> bool {
         let draw = self.rng.draw() % 1000;
         if self.lose_next > 0 {
             self.lose_next -= 1;

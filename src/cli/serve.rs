@@ -1,0 +1,102 @@
+//! `retrysim serve`: the scenario's API on a real socket until `--for`
+//! expires or a SIGINT/SIGTERM, then the ledger's verdict (exit 1 if broken).
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use retrysim::sim::serve::{ServeOptions, Served};
+
+use super::{Format, Outcome, UserError, load_scenario};
+
+/// Arguments of `retrysim serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// A named scenario (see `retrysim scenarios`).
+    #[arg(long, required_unless_present = "config", conflicts_with = "config")]
+    scenario: Option<String>,
+    /// A scenario described in a TOML file (see `retrysim scenarios --show NAME`).
+    #[arg(long, value_name = "FILE.toml")]
+    config: Option<PathBuf>,
+    /// The seed of the server's own draws (which answers are lost).
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Where to listen; port 0 picks a free one. Loopback unless --public.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    addr: SocketAddr,
+    /// Allow a non-loopback --addr (the API would be reachable from other machines).
+    #[arg(long)]
+    public: bool,
+    /// Stop after this long (e.g. 30s); without it, serve until SIGINT or SIGTERM.
+    #[arg(long = "for", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    for_: Option<Duration>,
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+}
+
+/// Serves until told to stop, then prints the report; exit 1 when a check broke.
+pub fn run(args: ServeArgs) -> Outcome {
+    let scenario = load_scenario(args.scenario.as_deref(), args.config.as_deref())?;
+    let options = ServeOptions { addr: args.addr, public: args.public, seed: args.seed, ..ServeOptions::default() };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| UserError(format!("cannot start the runtime: {e}")))?;
+    let report = runtime.block_on(async {
+        let served = Served::start_with(&scenario, options).await.map_err(|e| UserError(e.to_string()))?;
+        // The first line is the address alone, for scripts that start the
+        // server in the background and read its port.
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{}", served.url()).and_then(|()| stdout.flush()).map_err(|e| UserError(e.to_string()))?;
+        drop(stdout);
+        if !served.addr().ip().is_loopback() {
+            eprintln!("warning: serving on {}, reachable from other machines", served.addr());
+        }
+        let until = args
+            .for_
+            .map_or("SIGINT or SIGTERM".to_owned(), |d| format!("{} or a signal", humantime::format_duration(d)));
+        let key = scenario.api.accounts.first().and_then(|a| a.keys.first());
+        let key = key.map_or(String::new(), |k| format!(" with x-api-key: {k}"));
+        eprintln!(
+            "retrysim serve: {} (seed {}) until {until}; POST {}/v1/jobs{key}; GET {}/__retrysim/report",
+            scenario.name,
+            args.seed,
+            served.url(),
+            served.url()
+        );
+        wait(args.for_).await?;
+        Ok::<_, UserError>(served.stop().await)
+    })?;
+    let out = match args.format {
+        Format::Text => report.render_text(),
+        Format::Json => serde_json::to_string_pretty(&report).expect("reports serialise"),
+    };
+    Ok((out, if report.broken { ExitCode::FAILURE } else { ExitCode::SUCCESS }))
+}
+
+/// Until `limit` passes, or SIGINT, or SIGTERM.
+async fn wait(limit: Option<Duration>) -> Result<(), UserError> {
+    let limit = async {
+        match limit {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    #[cfg(unix)]
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| UserError(format!("cannot listen for SIGTERM: {e}")))?;
+    #[cfg(unix)]
+    let term = term.recv();
+    #[cfg(not(unix))]
+    let term = std::future::pending::<Option<()>>();
+    tokio::select! {
+        biased;
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+        () = limit => {}
+    }
+    Ok(())
+}

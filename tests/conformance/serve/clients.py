@@ -1,0 +1,130 @@
+"""Real Python retry clients in front of `retrysim serve` (issue 14).
+
+Runs --jobs POST /v1/jobs on --workers threads with one of these clients:
+
+  urllib3-429           urllib3 Retry with the usual recipe for a 429 on a POST:
+                        status_forcelist=[429], allowed_methods=None (every
+                        method), backoff_factor=0.1; respect_retry_after_header
+                        is on by default.
+  urllib3-no-retry-after  the same with respect_retry_after_header=False.
+  urllib3-defaults      urllib3's default Retry(3): a POST is never retried.
+  requests-adapter      requests.Session with HTTPAdapter(max_retries=) the
+                        urllib3-429 Retry.
+
+Each job's requests carry `x-retrysim-client: <client> job-<n>`, so the
+server judges each job as one operation, and an Idempotency-Key (one per
+job) unless --no-keys. Prints one JSON line: jobs, succeeded, and what
+failed (on SIGTERM too, marked interrupted). The verdict is the server's,
+not this script's.
+"""
+
+import argparse
+import collections
+import json
+import os
+import signal
+import threading
+import uuid
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+
+def retry_429(respect_retry_after):
+    return Retry(
+        total=20,
+        status_forcelist=[429],
+        allowed_methods=None,
+        backoff_factor=0.1,
+        respect_retry_after_header=respect_retry_after,
+        raise_on_status=False,
+    )
+
+
+def sender(client, workers):
+    """A function (url, body, headers) -> status, one per worker thread."""
+    if client == "requests-adapter":
+        local = threading.local()
+
+        def send(url, body, headers):
+            if not hasattr(local, "session"):
+                local.session = requests.Session()
+                local.session.mount("http://", HTTPAdapter(max_retries=retry_429(True)))
+            return local.session.post(url, data=body, headers=headers, timeout=5).status_code
+
+        return send
+    retries = {
+        "urllib3-429": retry_429(True),
+        "urllib3-no-retry-after": retry_429(False),
+        "urllib3-defaults": Retry(3),
+    }[client]
+    pool = urllib3.PoolManager(maxsize=workers, retries=retries, timeout=5)
+
+    def send(url, body, headers):
+        return pool.request("POST", url, body=body, headers=headers).status
+
+    return send
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:PORT")
+    p.add_argument("--client", required=True,
+                   choices=["urllib3-429", "urllib3-no-retry-after", "urllib3-defaults", "requests-adapter"])
+    p.add_argument("--jobs", type=int, default=100)
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--api-key", default="key-a")
+    p.add_argument("--no-keys", action="store_true")
+    args = p.parse_args()
+    send = sender(args.client, args.workers)
+    lock = threading.Lock()
+    jobs = iter(range(args.jobs))
+    outcomes = collections.Counter()
+
+    def worker():
+        while True:
+            with lock:
+                job = next(jobs, None)
+            if job is None:
+                return
+            headers = {
+                "content-type": "application/json",
+                "x-api-key": args.api_key,
+                "x-retrysim-client": f"{args.client} job-{job}",
+            }
+            if not args.no_keys:
+                headers["idempotency-key"] = uuid.uuid4().hex
+            body = json.dumps({"uploadId": f"u{job}", "options": {"op": "compress"}})
+            try:
+                outcome = str(send(args.url + "/v1/jobs", body, headers))
+            except Exception as e:  # noqa: BLE001 - every failure is an outcome to count
+                outcome = type(e).__name__
+            with lock:
+                outcomes[outcome] += 1
+
+    def summary(interrupted):
+        with lock:
+            ok = sum(n for o, n in outcomes.items() if o.startswith("2"))
+            done = {"client": args.client, "jobs": args.jobs, "succeeded": ok, "outcomes": dict(sorted(outcomes.items()))}
+        if interrupted:
+            done["interrupted"] = "still running when stopped (SIGTERM)"
+        print(json.dumps(done), flush=True)
+
+    def stopped(*_):
+        # A client asleep on a long Retry-After: say what it did so far.
+        summary(True)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stopped)
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(args.workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    summary(False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,507 @@
+//! `retrysim serve` (issue 14): the simulated API on a real loopback socket,
+//! in real time. The repo's own driver against it gives the simulator's
+//! figures within a stated tolerance; the ledger's verdict catches an
+//! unkeyed replay (a negative control) and passes the driver; bad input
+//! (a port in use, garbage, a huge body, a slow client, a flood) is
+//! answered or refused and the server keeps serving. Every server binds
+//! port 0 on 127.0.0.1 and every wait is bounded.
+
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Request, Uri};
+use retrysim::client::RetryClient;
+use retrysim::env::{HyperTransport, TokioClock, Transport, seeded_rng};
+use retrysim::sim::checks::blackbox::BlackBoxCheck;
+use retrysim::sim::run::job::{self, JobKind};
+use retrysim::sim::run::runner;
+use retrysim::sim::run::scenario::{self, Scenario};
+use retrysim::sim::serve::{Limits, ServeError, ServeOptions, ServeReport, Served};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+/// How a job is sent: the repo's driver, or a naive loop (the negative control).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Driver {
+    /// `RetryClient` over `HyperTransport` with the scenario's policy.
+    Retrysim,
+    /// Sends the POST again, up to 3 times, on any failure: it replays an
+    /// unkeyed POST after a lost answer (seed 002's naive client).
+    Naive,
+}
+
+/// The harness's request for job `job` of worker `worker`, sent to `url`.
+fn request(s: &Scenario, url: &str, job: u32, worker: u32) -> Request<Bytes> {
+    let mut req = job::request(s, job::kind_of(s, 7, job), job, worker);
+    let path = req.uri().path_and_query().map_or("/v1/jobs".to_owned(), ToString::to_string);
+    *req.uri_mut() = format!("{url}{path}").parse::<Uri>().unwrap();
+    req
+}
+
+/// `workers` workers share `jobs` jobs of `s` against `url`; how many succeeded.
+async fn fleet(s: &Scenario, url: &str, workers: u32, jobs: u32, driver: Driver) -> u32 {
+    let client = Arc::new(RetryClient::new(TokioClock::real(), HyperTransport::new(), s.policy.clone()));
+    let (next, ok) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let mut set = tokio::task::JoinSet::new();
+    for w in 0..workers {
+        let (client, next, ok, s, url) = (client.clone(), next.clone(), ok.clone(), s.clone(), url.to_owned());
+        set.spawn(async move {
+            let mut rng = seeded_rng(1_000 + u64::from(w));
+            let cancel = CancellationToken::new();
+            loop {
+                let job = next.fetch_add(1, Ordering::SeqCst);
+                if job >= jobs {
+                    return;
+                }
+                let req = request(&s, &url, job, w);
+                let done = match driver {
+                    Driver::Retrysim => client.execute(req, &mut rng, &cancel).await.is_ok(),
+                    Driver::Naive => naive(req).await,
+                };
+                if done {
+                    ok.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        });
+    }
+    let all = async {
+        while let Some(r) = set.join_next().await {
+            r.unwrap();
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), all).await.expect("the fleet finishes within 60 s");
+    ok.load(Ordering::SeqCst)
+}
+
+async fn naive(req: Request<Bytes>) -> bool {
+    let transport = HyperTransport::new();
+    for _ in 0..3 {
+        if let Ok(res) = transport.send(req.clone()).await
+            && res.status().is_success()
+        {
+            return true;
+        }
+    }
+    false
+}
+
+fn holds(r: &ServeReport, check: BlackBoxCheck) -> bool {
+    r.check(check).unwrap().holds
+}
+
+/// The tolerance of the real-time figures against the simulator's (README
+/// "Test a client in any language"): the same policy, jobs and limiter (its
+/// window starts at the first hit, so the wall clock's phase does not
+/// matter), but real round trips and timers that fire late on a loaded
+/// machine instead of 1–3 ms messages and exact timers. Charges may not move
+/// at all; requests by 10 %, 429s by 25 %; the time from the first arrival
+/// to the last answer by 0.5 s less to 1.5 s more than the virtual time.
+const TOLERANCE: (u64, u64, Duration, Duration) = (10, 25, Duration::from_millis(500), Duration::from_millis(1500));
+
+#[tokio::test]
+async fn the_drivers_120_jobs_against_serve_match_the_simulator_within_the_tolerance() {
+    let s = scenario::blinkimg_1s();
+    let sim = runner::run(&s, 7).unwrap();
+    let server = Served::start(&s).await.unwrap();
+    let ok = fleet(&s, &server.url(), s.fleet.workers, s.fleet.jobs, Driver::Retrysim).await;
+    let ledger = server.ledger();
+    let r = server.stop().await;
+    assert_eq!(ok, 120, "{}", r.render_text());
+    assert!(!r.broken && r.drained, "{}", r.render_text());
+    assert_eq!((r.charged, sim.charged), (120, 120), "one charge per job, as in the simulator");
+    assert_eq!(r.requests, r.charged + r.limited, "every request was charged or limited");
+    let first = ledger.arrivals.iter().map(|a| a.at).min().unwrap();
+    let last = ledger.arrivals.iter().filter_map(|a| a.answered_at).max().unwrap();
+    let wall = last - first;
+    eprintln!(
+        "serve blinkimg-1s: real {} requests, {} 429s, {} charged in {} ms; simulated {}, {}, {} in {} ms",
+        r.requests,
+        r.limited,
+        r.charged,
+        wall.as_millis(),
+        sim.requests,
+        sim.limited,
+        sim.charged,
+        sim.virtual_ms
+    );
+    let (requests, limited, early, late) = TOLERANCE;
+    let near = |real: u64, simulated: u64, per_cent: u64| real.abs_diff(simulated) * 100 <= simulated * per_cent;
+    assert!(near(r.requests, sim.requests, requests), "requests: real {}, simulated {}", r.requests, sim.requests);
+    assert!(near(r.limited, sim.limited, limited), "429s: real {}, simulated {}", r.limited, sim.limited);
+    let virtual_time = Duration::from_millis(sim.virtual_ms);
+    assert!(
+        virtual_time.saturating_sub(early) <= wall && wall <= virtual_time + late,
+        "wall {wall:?}, virtual {virtual_time:?}"
+    );
+    // The README's table: the simulator's row exactly, the served row
+    // within the same tolerance of this run.
+    let rows = readme_rows("Test a client in any language", "| simulator", "| served");
+    assert_eq!(rows[0], [sim.requests, sim.limited, sim.charged, sim.virtual_ms], "README simulator row");
+    let [requests_r, limited_r, charged_r, ms_r] = rows[1];
+    assert!(
+        near(requests_r, r.requests, requests) && near(limited_r, r.limited, limited),
+        "README served row {rows:?}"
+    );
+    assert_eq!(charged_r, r.charged, "README served row");
+    let ms = wall.as_millis() as u64;
+    assert!(ms_r + ms_of(early) >= ms && ms_r <= ms + ms_of(late), "README says {ms_r} ms, this run {ms} ms");
+}
+
+fn ms_of(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+/// The four numbers of each README table row starting with one of `starts`, in that order.
+fn readme_rows(section: &str, first: &str, second: &str) -> Vec<[u64; 4]> {
+    let text = crate::readme::section(section);
+    [first, second]
+        .iter()
+        .map(|start| {
+            let line = text.lines().find(|l| l.starts_with(start)).unwrap_or_else(|| panic!("no README row {start}"));
+            let cells: Vec<u64> = line.split('|').filter_map(|c| c.trim().parse().ok()).collect();
+            cells.try_into().unwrap_or_else(|c| panic!("README row {line:?}: {c:?}"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn serve_catches_an_unkeyed_replay_after_a_lost_answer_and_passes_the_driver() {
+    let s = scenario::named("lost-answers-no-key").unwrap();
+    assert!(job::kind_of(&s, 7, 0) == JobKind::Keyed && !s.policy.idempotency_keys);
+    // The negative control: the naive loop replays after a lost answer.
+    let server = Served::start(&s).await.unwrap();
+    let ok = fleet(&s, &server.url(), 2, 30, Driver::Naive).await;
+    let naive = server.stop().await;
+    assert!(naive.lost_answers > 0, "the seed loses answers: {}", naive.render_text());
+    assert!(naive.broken && !holds(&naive, BlackBoxCheck::UnkeyedReplay), "{}", naive.render_text());
+    assert!(naive.charged > u64::from(ok), "a replay charged again: {}", naive.render_text());
+    // The driver under the same policy (no key) gives up instead.
+    let server = Served::start(&s).await.unwrap();
+    fleet(&s, &server.url(), 2, 30, Driver::Retrysim).await;
+    let driver = server.stop().await;
+    assert!(driver.lost_answers > 0, "{}", driver.render_text());
+    assert!(!driver.broken, "{}", driver.render_text());
+}
+
+#[tokio::test]
+async fn the_control_requests_read_the_ledger_and_reset_the_round() {
+    let s = scenario::blinkimg_1s();
+    let server = Served::start(&s).await.unwrap();
+    fleet(&s, &server.url(), 2, 4, Driver::Retrysim).await;
+    let t = HyperTransport::new();
+    let get = |path: &str| Request::get(format!("{}{path}", server.url())).body(Bytes::new()).unwrap();
+    let ledger: serde_json::Value =
+        serde_json::from_slice(t.send(get("/__retrysim/ledger")).await.unwrap().body()).unwrap();
+    assert_eq!(ledger["charged"], 4);
+    let report: serde_json::Value =
+        serde_json::from_slice(t.send(get("/__retrysim/report")).await.unwrap().body()).unwrap();
+    assert_eq!((report["round"].as_u64(), report["broken"].as_bool()), (Some(1), Some(false)));
+    let reset = Request::post(format!("{}/__retrysim/reset", server.url())).body(Bytes::new()).unwrap();
+    let ended: serde_json::Value = serde_json::from_slice(t.send(reset).await.unwrap().body()).unwrap();
+    assert_eq!(
+        (ended["round"].as_u64(), ended["charged"].as_u64()),
+        (Some(1), Some(4)),
+        "reset reports the round it ends"
+    );
+    assert_eq!((server.report().round, server.ledger().arrivals.len()), (2, 0));
+    let res = t.send(get("/__retrysim/nothing")).await.unwrap();
+    assert_eq!(res.status(), 404);
+}
+
+#[tokio::test]
+async fn requests_without_a_label_are_judged_by_their_key() {
+    let s = scenario::blinkimg_1s();
+    let server = Served::start(&s).await.unwrap();
+    let t = HyperTransport::new();
+    let post = |key: &str| {
+        Request::post(format!("{}/v1/jobs", server.url()))
+            .header("x-api-key", "key-a")
+            .header("idempotency-key", key)
+            .body(Bytes::from_static(br#"{"uploadId":"u1","options":{"op":"compress"}}"#))
+            .unwrap()
+    };
+    // Fill the window, then resend the refused key at once: an early retry.
+    let mut refused = None;
+    for i in 0..40 {
+        let key = format!("key-of-job-{i:04}");
+        if t.send(post(&key)).await.unwrap().status() == 429 {
+            refused = Some(key);
+            break;
+        }
+    }
+    let key = refused.expect("30 writes per window: a refusal within 40 requests");
+    assert_eq!(t.send(post(&key)).await.unwrap().status(), 429);
+    let r = server.stop().await;
+    let early = r.check(BlackBoxCheck::EarlyRetry).unwrap();
+    assert!(!early.holds && r.broken, "{}", r.render_text());
+    assert!(early.violations[0].contains("key "), "named by its shortened key: {:?}", early.violations);
+    assert!(!early.violations[0].contains(&key), "never the key itself: {:?}", early.violations);
+    assert_eq!(r.check(BlackBoxCheck::EarlyRetry).map(|c| c.violations.len()), Some(1), "one operation broke it");
+}
+
+#[tokio::test]
+async fn a_latency_spike_is_served_and_a_partition_is_listed_as_not_served() {
+    let mut s = scenario::blinkimg_1s();
+    s.faults.schedule = toml_faults(
+        r#"
+        [[schedule]]
+        at = "0s"
+        fault = { kind = "latency_spike", latency = "300ms", until = "30s" }
+        [[schedule]]
+        at = "1s"
+        fault = { kind = "partition", until = "2s" }
+        "#,
+    );
+    let server = Served::start(&s).await.unwrap();
+    let started = Instant::now();
+    assert_eq!(fleet(&s, &server.url(), 1, 1, Driver::Retrysim).await, 1);
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(600), "the request and its answer each held 300 ms: {took:?}");
+    let r = server.stop().await;
+    assert_eq!(r.faults_not_served.len(), 1, "{:?}", r.faults_not_served);
+    assert!(r.faults_not_served[0].starts_with("Partition"), "{:?}", r.faults_not_served);
+    assert!(r.render_text().contains("not served"), "{}", r.render_text());
+}
+
+fn toml_faults(text: &str) -> Vec<retrysim::sim::world::net::ScheduledFault> {
+    #[derive(serde::Deserialize)]
+    struct Faults {
+        schedule: Vec<retrysim::sim::world::net::ScheduledFault>,
+    }
+    toml::from_str::<Faults>(text).unwrap().schedule
+}
+
+fn small_limits() -> Limits {
+    Limits {
+        max_connections: 16,
+        max_header_bytes: 8 * 1024,
+        max_body_bytes: 4 * 1024,
+        header_read_timeout: Duration::from_secs(1),
+        body_read_timeout: Duration::from_secs(1),
+        drain_timeout: Duration::from_secs(2),
+        max_arrivals: 1_000,
+    }
+}
+
+async fn start_small() -> Served {
+    let options = ServeOptions { limits: small_limits(), ..ServeOptions::default() };
+    Served::start_with(&scenario::blinkimg_1s(), options).await.unwrap()
+}
+
+/// One keyed job through the driver, within 5 s: the server still serves.
+async fn still_serves(server: &Served) {
+    let s = scenario::blinkimg_1s();
+    let started = Instant::now();
+    let ok = tokio::time::timeout(Duration::from_secs(5), fleet(&s, &server.url(), 1, 1, Driver::Retrysim)).await;
+    assert_eq!(ok.ok(), Some(1), "a job took longer than 5 s, or failed");
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+}
+
+/// Sends `bytes` on a new connection and reads what comes back (until close or 3 s).
+async fn raw(addr: SocketAddr, bytes: &[u8]) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let _ = stream.write_all(bytes).await;
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(3), stream.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn a_port_in_use_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let options = ServeOptions { addr, ..ServeOptions::default() };
+    let e = Served::start_with(&scenario::blinkimg_1s(), options).await.unwrap_err();
+    assert!(matches!(e, ServeError::Bind { .. }), "{e:?}");
+    assert!(e.to_string().contains(&format!("cannot listen on {addr}")), "{e}");
+    let out = Command::new(env!("CARGO_BIN_EXE_retrysim"))
+        .args(["serve", "--scenario", "blinkimg-1s", "--for", "1s", "--addr", &addr.to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot listen on") && err.contains("port 0"), "{err}");
+    assert!(out.stdout.is_empty(), "no address printed for a server that did not start");
+}
+
+#[tokio::test]
+async fn a_non_loopback_address_needs_public() {
+    let options = ServeOptions { addr: "0.0.0.0:0".parse().unwrap(), ..ServeOptions::default() };
+    let e = Served::start_with(&scenario::blinkimg_1s(), options).await.unwrap_err();
+    assert!(matches!(e, ServeError::NotLoopback(_)) && e.to_string().contains("--public"), "{e}");
+    let out = Command::new(env!("CARGO_BIN_EXE_retrysim"))
+        .args(["serve", "--scenario", "blinkimg-1s", "--for", "1s", "--addr", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(2) && err.contains("pass --public"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing served");
+}
+
+#[tokio::test]
+async fn a_malformed_request_gets_400_and_the_server_keeps_serving() {
+    let server = start_small().await;
+    let answer = raw(server.addr(), b"GARBAGE\x01 / NOT-HTTP\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer:?}");
+    let answer = raw(server.addr(), b"POST /v1/jobs HTTP/1.1\r\nhost: x\r\ncontent-length: nope\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer:?}");
+    let huge_head = format!("GET /v1/jobs/job_1 HTTP/1.1\r\nhost: x\r\nx-big: {}\r\n\r\n", "a".repeat(64 * 1024));
+    let answer = raw(server.addr(), huge_head.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer:?}");
+    still_serves(&server).await;
+    assert_eq!(server.ledger().arrivals.len(), 1, "nothing malformed reached the model");
+}
+
+#[tokio::test]
+async fn a_huge_body_gets_413_and_the_server_keeps_serving() {
+    let server = start_small().await;
+    let head = "POST /v1/jobs HTTP/1.1\r\nhost: x\r\nx-api-key: key-a\r\ncontent-length: 10485760\r\n\r\n";
+    let mut stream = TcpStream::connect(server.addr()).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // Send far more than the limit; the server answers as soon as it is passed.
+    let chunk = vec![b'x'; 64 * 1024];
+    for _ in 0..16 {
+        if stream.write_all(&chunk).await.is_err() {
+            break;
+        }
+    }
+    let mut out = vec![0; 1024];
+    let n = tokio::time::timeout(Duration::from_secs(3), stream.read(&mut out)).await.unwrap().unwrap_or(0);
+    let answer = String::from_utf8_lossy(&out[..n]);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer:?}");
+    still_serves(&server).await;
+    let r = server.stop().await;
+    assert_eq!((r.requests_rejected, r.requests), (1, 1), "{}", r.render_text());
+}
+
+#[tokio::test]
+async fn a_client_sending_one_byte_a_second_is_cut_off_and_others_are_served() {
+    let server = start_small().await;
+    let addr = server.addr();
+    let slow = |text: &'static [u8]| async move {
+        let started = Instant::now();
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        for b in text {
+            if stream.write_all(&[*b]).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(3), stream.read_to_end(&mut out)).await;
+        (started.elapsed(), String::from_utf8_lossy(&out).into_owned())
+    };
+    // A head that would take 40 s, and a body that would take 10 s.
+    let head = tokio::spawn(slow(b"POST /v1/jobs HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\n\r\n"));
+    let mut body_client = TcpStream::connect(addr).await.unwrap();
+    body_client.write_all(b"POST /v1/jobs HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\n\r\n").await.unwrap();
+    let body = tokio::spawn(async move {
+        for _ in 0..10 {
+            if body_client.write_all(b"x").await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(3), body_client.read_to_end(&mut out)).await;
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    still_serves(&server).await;
+    let (took, answer) = head.await.unwrap();
+    assert!(took < Duration::from_secs(6), "the slow head was cut after {took:?}, answer {answer:?}");
+    let answer = body.await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
+    still_serves(&server).await;
+    assert_eq!(server.ledger().arrivals.len(), 2, "only the two real jobs reached the model");
+}
+
+#[tokio::test]
+async fn a_full_ledger_answers_503_until_a_reset() {
+    let options = ServeOptions { limits: Limits { max_arrivals: 3, ..small_limits() }, ..ServeOptions::default() };
+    let s = scenario::blinkimg_1s();
+    let server = Served::start_with(&s, options).await.unwrap();
+    let t = HyperTransport::new();
+    let mut statuses = Vec::new();
+    for job in 0..5 {
+        statuses.push(t.send(request(&s, &server.url(), job, 0)).await.unwrap().status().as_u16());
+    }
+    assert_eq!(statuses, [201, 201, 201, 503, 503]);
+    let ended = server.reset();
+    assert_eq!((ended.requests, ended.requests_rejected), (3, 2));
+    assert_eq!(t.send(request(&s, &server.url(), 5, 0)).await.unwrap().status(), 201);
+}
+
+#[tokio::test]
+async fn a_flood_of_connections_is_refused_beyond_the_cap_and_the_server_keeps_serving() {
+    // A 2 s header timeout: no slot frees while the 64 connects are still arriving.
+    let limits = Limits { header_read_timeout: Duration::from_secs(2), ..small_limits() };
+    let options = ServeOptions { limits, ..ServeOptions::default() };
+    let server = Served::start_with(&scenario::blinkimg_1s(), options).await.unwrap();
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        held.push(TcpStream::connect(server.addr()).await.unwrap());
+    }
+    // Give the accept loop time to see them all.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while server.report().connections_refused < 48 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = server.report();
+    assert_eq!((r.connections_accepted, r.connections_refused), (16, 48), "{}", r.render_text());
+    // A refused connection got a 503 and was closed.
+    let mut last = held.pop().unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(3), last.read_to_end(&mut out)).await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 503"), "{:?}", String::from_utf8_lossy(&out));
+    // The held connections send nothing: the header timeout frees their slots.
+    still_serves_after(&server, Duration::from_secs(5)).await;
+    drop(held);
+}
+
+/// Like [`still_serves`], but the first attempts may meet a full house.
+async fn still_serves_after(server: &Served, within: Duration) {
+    let s = scenario::blinkimg_1s();
+    let deadline = Instant::now() + within;
+    loop {
+        let req = request(&s, &server.url(), 0, 0);
+        let res = tokio::time::timeout(Duration::from_secs(2), HyperTransport::new().send(req)).await;
+        if matches!(res, Ok(Ok(ref r)) if r.status() == 201) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not served within {within:?}: {res:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[test]
+fn the_cli_prints_its_address_first_serves_and_reports_on_sigterm() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_retrysim"))
+        .args(["serve", "--scenario", "blinkimg-1s", "--for", "20s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
+    assert!(first.starts_with("http://127.0.0.1:"), "{first:?}");
+    let url = first.trim().to_owned();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let s = scenario::blinkimg_1s();
+    assert_eq!(rt.block_on(fleet(&s, &url, 2, 6, Driver::Retrysim)), 6);
+    let started = Instant::now();
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10), "SIGTERM stopped it in {:?}", started.elapsed());
+    assert_eq!(status.code(), Some(0), "{rest}");
+    assert!(rest.contains("requests           6\n") && rest.contains("charged            6\n"), "{rest}");
+    assert!(rest.contains("verdict            every check holds"), "{rest}");
+}
