@@ -352,8 +352,7 @@ impl Timeline {
         let height = axis_y + 50.0;
         let x = Scale { span_ms: self.span_ms };
         let mut doc = document(height, &self.title);
-        let max = self.windows.bars.iter().map(|b| b.capacity.max(b.allowed + b.refused)).max().unwrap_or(1);
-        doc = doc.add(panel(&self.windows, 40.0, max, x));
+        doc = doc.add(panel(&self.windows, 40.0, scale_top(&self.windows.bars), x));
 
         let mut body = Group::new().set("class", "lanes");
         for f in &self.faults {
@@ -382,7 +381,7 @@ impl Timeline {
                 } else {
                     let h = (LANE_H - 2.0) * n as f64 / col_totals[&col] as f64;
                     let below = stacked.entry(col).or_insert(0.0);
-                    let r = rect(mark.class(), cx, y + 1.0 + *below, cell_w.max(1.0), h);
+                    let r = rect(mark.class(), cx, y + 1.0 + *below, cell_w.max(2.0), h);
                     *below += h;
                     r
                 };
@@ -390,20 +389,26 @@ impl Timeline {
             }
             body = body.add(g);
         }
+        let mut head = format!("attempts by {} (grey: waiting)", self.lane_unit);
         if let Some(d) = self.deadline {
-            let y = lanes_top + d.lane as f64 * (LANE_H + LANE_GAP);
-            let inside = d.at_ms <= self.span_ms;
-            let dx = x.at(d.at_ms.min(self.span_ms));
-            body = body
-                .add(line("deadline", dx, y - 3.0, dx, y + LANE_H + 3.0))
-                .add(line("start", x.at(d.start_ms), y - 3.0, x.at(d.start_ms), y + LANE_H + 3.0));
-            let what = if inside { "deadline" } else { "deadline beyond the axis" };
-            let label = format!("job-{} {what} ({:.1} s)", d.job, d.at_ms as f64 / 1000.0);
-            body = body.add(text(dx - 4.0, y - 4.0, &label).set("text-anchor", "end").set("class", "note"));
+            if d.at_ms <= self.span_ms {
+                let y = lanes_top + d.lane as f64 * (LANE_H + LANE_GAP);
+                let dx = x.at(d.at_ms);
+                let label = format!("job-{} deadline ({:.1} s)", d.job, d.at_ms as f64 / 1000.0);
+                body = body
+                    .add(line("deadline", dx, y - 3.0, dx, y + LANE_H + 3.0))
+                    .add(line("start", x.at(d.start_ms), y - 3.0, x.at(d.start_ms), y + LANE_H + 3.0))
+                    .add(text(dx - 4.0, y - 4.0, &label).set("text-anchor", "end").set("class", "note"));
+            } else {
+                let _ = write!(
+                    head,
+                    "; the slowest job, job-{}, has its deadline at {:.1} s, beyond the axis",
+                    d.job,
+                    d.at_ms as f64 / 1000.0
+                );
+            }
         }
-        doc = doc.add(
-            text(8.0, lanes_top - 10.0, &format!("attempts by {} (grey: waiting)", self.lane_unit)).set("class", "head"),
-        );
+        doc = doc.add(text(8.0, lanes_top - 10.0, &head).set("class", "head"));
         doc = doc.add(body).add(axis(axis_y, x)).add(legend(height - 12.0, &self.totals));
         doc.to_string()
     }
@@ -543,7 +548,7 @@ fn text(x: f64, y: f64, content: &str) -> Text {
     Text::new(content).set("x", num(x)).set("y", num(y))
 }
 
-const STYLE: &str = "text{font:11px sans-serif;fill:#222}.head{font-weight:bold}.note{font-size:10px;fill:#b00}\
+const STYLE: &str = "text{font:11px sans-serif;fill:#222}.head{font-weight:bold}.over{font-weight:bold;fill:#fff}.note{font-size:10px;fill:#b00}\
 .ok,.bar-ok{fill:#2a9d4b}.r429,.bar-429{fill:#e63946}.quota{fill:#f4a261}.lost{fill:#7b2cbf}.transport{fill:#555}.other{fill:#457b9d}\
 .gaveup{fill:#000}.deferred{fill:#c77dff}.wait{fill:#bbb}.cap{stroke:#000;stroke-width:1.5}.edge{stroke:#ccc;stroke-width:.5}\
 .tick{stroke:#888}.deadline{stroke:#b00;stroke-width:2;stroke-dasharray:3 2}.start{stroke:#b00;stroke-width:1}\
@@ -561,6 +566,18 @@ fn document(height: f64, title: &str) -> Document {
         .add(text(8.0, 18.0, title).set("class", "head"))
 }
 
+/// The top of the panel's scale: the fullest window, but at most twice the
+/// largest capacity, so a storm of thousands does not flatten the rest (a
+/// bar cut at the top has its count written on it).
+fn scale_top(bars: &[WindowBar]) -> u64 {
+    let fullest = bars.iter().map(|b| b.allowed + b.refused).max().unwrap_or(0);
+    let capacity = bars.iter().map(|b| b.capacity).max().unwrap_or(0);
+    match capacity {
+        0 => fullest.max(1),
+        c => fullest.clamp(c, 2 * c),
+    }
+}
+
 /// Requests per window against capacity, with the window boundaries.
 fn panel(w: &Windows, top: f64, max: u64, x: Scale) -> Group {
     let max = max.max(1) as f64;
@@ -572,8 +589,10 @@ fn panel(w: &Windows, top: f64, max: u64, x: Scale) -> Group {
     for b in &w.bars {
         let (x0, x1) = (x.at(b.start_ms), x.at(b.end_ms).min(LEFT + PLOT_W));
         let width = (x1 - x0).max(0.5);
-        let h_ok = (PANEL_H - 12.0) * b.allowed as f64 / max;
-        let h_429 = (PANEL_H - 12.0) * b.refused as f64 / max;
+        let full = PANEL_H - 12.0;
+        let h_ok = (full * b.allowed as f64 / max).min(full);
+        let h_429 = (full * b.refused as f64 / max).min(full - h_ok);
+
         if edges {
             g = g.add(line("edge", x0, top + 10.0, x0, base));
         }
@@ -585,6 +604,10 @@ fn panel(w: &Windows, top: f64, max: u64, x: Scale) -> Group {
         }
         let cap_y = base - (PANEL_H - 12.0) * b.capacity as f64 / max;
         g = g.add(line("cap", x0, cap_y, x0 + width, cap_y));
+        if (b.allowed + b.refused) as f64 > max {
+            let count = (b.allowed + b.refused).to_string();
+            g = g.add(text(x0 + 3.0, top + 24.0, &count).set("class", "over"));
+        }
     }
     g
 }
@@ -652,11 +675,8 @@ pub fn compare_svg(preset: &str, seed: u64, rows: &[(String, &Report)]) -> Strin
             (label, w)
         })
         .collect();
-    let max = panels
-        .iter()
-        .flat_map(|(_, w)| w.bars.iter().map(|b| b.capacity.max(b.allowed + b.refused)))
-        .max()
-        .unwrap_or(1);
+    let all: Vec<WindowBar> = panels.iter().flat_map(|(_, w)| w.bars.iter().copied()).collect();
+    let max = scale_top(&all);
     let step = PANEL_H + 24.0;
     let axis_y = 40.0 + panels.len() as f64 * step;
     let budget = panels.first().map(|(_, w)| w.label.clone()).unwrap_or_default();
