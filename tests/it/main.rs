@@ -17,3 +17,4 @@ mod readme;
 mod real_servers;
 mod scenarios;
 mod snapshots;
+mod timeline;
