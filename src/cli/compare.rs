@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use retrysim::sim::run::scenario::GateConfig;
 use retrysim::sim::run::runner::{self, Report, Traces};
+use retrysim::sim::run::scenario::GateConfig;
 use retrysim::sim::tools::compare::{self, DEFAULT_SEEDS};
 use retrysim::sim::tools::timeline;
 

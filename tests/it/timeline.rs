@@ -78,7 +78,8 @@ fn retry_after_jitter_is_refused_at_each_window_start_and_pacing_never() {
 
 #[test]
 fn marks_are_the_figures_with_faults_deferrals_and_give_ups() {
-    for name in ["berlin-40-processes-limiter-partition", "deferral-queue-full", "lost-answers-with-key", "quota-exceeded"]
+    for name in
+        ["berlin-40-processes-limiter-partition", "deferral-queue-full", "lost-answers-with-key", "quota-exceeded"]
     {
         let r = run(&scenario::named(name).expect("named"), 7);
         assert_marks_are_the_figures(&r, &Timeline::of_report(&r).to_svg());
@@ -161,13 +162,24 @@ fn the_readme_picture_is_the_command_s() {
     let dir = std::env::temp_dir().join(format!("retrysim-compare-svg-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("compare.svg");
-    retrysim(&["compare", "--preset", "blinkimg-1s", "--seeds", "1", "--threads", "2", "--svg", path.to_str().unwrap()]);
+    retrysim(&[
+        "compare",
+        "--preset",
+        "blinkimg-1s",
+        "--seeds",
+        "1",
+        "--threads",
+        "2",
+        "--svg",
+        path.to_str().unwrap(),
+    ]);
     let fresh = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     let committed = std::fs::read_to_string("docs/compare-blinkimg-1s.svg").expect("the committed picture");
     assert!(fresh == committed, "docs/compare-blinkimg-1s.svg is stale: run `{command}`");
     // The ideal row comes first, and retrying at once is refused thousands of times.
-    let rows: Vec<&str> = fresh.split("<text x=\"8\" y=\"").skip(1).filter_map(|t| Some(t.split('>').nth(1)?.trim_start())).collect();
+    let rows: Vec<&str> =
+        fresh.split("<text x=\"8\" y=\"").skip(1).filter_map(|t| Some(t.split('>').nth(1)?.trim_start())).collect();
     assert!(rows.first().is_some_and(|r| r.starts_with("ideal: ")), "{rows:?}");
     let marks = marks(&fresh);
     assert!(marks["bar-429"] > 1000, "{marks:?}");

@@ -256,10 +256,7 @@ impl Timeline {
                 Lane { label, ..Lane::default() }
             })
             .collect();
-        let map = LaneMap {
-            per_job,
-            index: keys.iter().enumerate().map(|(i, &k)| (k, i / group)).collect(),
-        };
+        let map = LaneMap { per_job, index: keys.iter().enumerate().map(|(i, &k)| (k, i / group)).collect() };
         let columns = (MAX_CELLS / lanes.len().max(1)).clamp(100, PLOT_W as usize) as u32;
         let column = |at: u64| ((u128::from(at) * u128::from(columns) / u128::from(span_ms)) as u32).min(columns - 1);
         let mut totals: BTreeMap<Mark, u64> = BTreeMap::new();
@@ -304,18 +301,17 @@ impl Timeline {
             }
         }
 
-        let deadline = r
-            .records
-            .iter()
-            .max_by_key(|rec| (rec.finished_ms - rec.started_ms, std::cmp::Reverse(rec.job)))
-            .and_then(|rec| {
-                Some(Deadline {
-                    job: rec.job,
-                    lane: map.of(rec.job, rec.worker)?,
-                    start_ms: rec.started_ms,
-                    at_ms: rec.started_ms.saturating_add(ms(s.policy.deadline)),
-                })
-            });
+        let deadline =
+            r.records.iter().max_by_key(|rec| (rec.finished_ms - rec.started_ms, std::cmp::Reverse(rec.job))).and_then(
+                |rec| {
+                    Some(Deadline {
+                        job: rec.job,
+                        lane: map.of(rec.job, rec.worker)?,
+                        start_ms: rec.started_ms,
+                        at_ms: rec.started_ms.saturating_add(ms(s.policy.deadline)),
+                    })
+                },
+            );
         let title = format!(
             "{} · seed {} · {} · {} requests, {} answered 429, {} of {} jobs succeeded, {:.1} s",
             r.scenario,
@@ -363,7 +359,13 @@ impl Timeline {
             let y = lanes_top + i as f64 * (LANE_H + LANE_GAP);
             let mut g = Group::new().add(text(LEFT - 6.0, y + LANE_H - 2.0, &lane.label).set("text-anchor", "end"));
             for &(from, to) in &lane.waits {
-                g = g.add(rect("wait", LEFT + f64::from(from) * cell_w, y + LANE_H / 2.0 - 1.0, f64::from(to - from + 1) * cell_w, 2.0));
+                g = g.add(rect(
+                    "wait",
+                    LEFT + f64::from(from) * cell_w,
+                    y + LANE_H / 2.0 - 1.0,
+                    f64::from(to - from + 1) * cell_w,
+                    2.0,
+                ));
             }
             // A cell's attempts stack in proportion to their counts; ends sit in the lane's lower strip.
             let mut col_totals: BTreeMap<u32, u64> = BTreeMap::new();
@@ -458,7 +460,13 @@ pub fn windows(r: &Report, span_ms: u64) -> Windows {
     if !fixed {
         let n = span_ms.div_ceil(window);
         bars = (0..n)
-            .map(|k| WindowBar { start_ms: k * window, end_ms: (k + 1) * window, allowed: 0, refused: 0, capacity: limit })
+            .map(|k| WindowBar {
+                start_ms: k * window,
+                end_ms: (k + 1) * window,
+                allowed: 0,
+                refused: 0,
+                capacity: limit,
+            })
             .collect();
     }
     for a in &hits {
