@@ -378,8 +378,8 @@ impl Timeline {
             for (&(col, mark), &n) in &lane.cells {
                 let cx = LEFT + f64::from(col) * cell_w;
                 let r = if mark >= Mark::GaveUp {
-                    let dy = if mark == Mark::GaveUp { LANE_H - 3.0 } else { 0.0 };
-                    rect(mark.class(), cx, y + dy, cell_w.max(2.0), 3.0)
+                    let dy = if mark == Mark::GaveUp { LANE_H - 4.0 } else { 0.0 };
+                    rect(mark.class(), cx, y + dy, cell_w.max(4.0), 4.0)
                 } else {
                     let h = (LANE_H - 2.0) * n as f64 / col_totals[&col] as f64;
                     let below = stacked.entry(col).or_insert(0.0);
@@ -400,7 +400,10 @@ impl Timeline {
                 body = body
                     .add(line("deadline", dx, y - 3.0, dx, y + LANE_H + 3.0))
                     .add(line("start", x.at(d.start_ms), y - 3.0, x.at(d.start_ms), y + LANE_H + 3.0))
-                    .add(text(dx - 4.0, y - 4.0, &label).set("text-anchor", "end").set("class", "note"));
+                    .add(match dx < LEFT + PLOT_W / 2.0 {
+                        true => text(dx + 4.0, y - 4.0, &label).set("class", "note"),
+                        false => text(dx - 4.0, y - 4.0, &label).set("class", "note").set("text-anchor", "end"),
+                    });
             } else {
                 let _ = write!(
                     head,
