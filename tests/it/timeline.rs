@@ -38,7 +38,8 @@ fn assert_marks_are_the_figures(r: &Report, svg: &str) {
     let get = |mark: Mark| m.get(mark.class()).copied().unwrap_or(0);
     let attempts: u64 = Mark::ALL.iter().filter(|&&k| k < Mark::GaveUp).map(|&k| get(k)).sum();
     assert_eq!(attempts, r.requests, "{}: attempt marks {m:?}", r.scenario);
-    assert_eq!(get(Mark::Limited), r.limited, "{}", r.scenario);
+    let answered_429: u64 = Mark::ALL.iter().filter(|k| k.is_429()).map(|&k| get(k)).sum();
+    assert_eq!(answered_429, r.limited, "{}", r.scenario);
     assert_eq!(get(Mark::GaveUp), r.gave_up_total, "{}", r.scenario);
     assert_eq!(get(Mark::Deferred), r.deferred, "{}", r.scenario);
     let ok = r.ledger.arrivals.iter().filter(|a| (200..300).contains(&a.status) && !a.lost).count() as u64;
@@ -78,8 +79,14 @@ fn retry_after_jitter_is_refused_at_each_window_start_and_pacing_never() {
 
 #[test]
 fn marks_are_the_figures_with_faults_deferrals_and_give_ups() {
-    for name in
-        ["berlin-40-processes-limiter-partition", "deferral-queue-full", "lost-answers-with-key", "quota-exceeded"]
+    for name in [
+        "berlin-40-processes-limiter-partition",
+        "deferral-queue-full",
+        "queue-full-30s",
+        "lost-answers-with-key",
+        "quota-exceeded",
+        "insufficient-credits-402",
+    ]
     {
         let r = run(&scenario::named(name).expect("named"), 7);
         assert_marks_are_the_figures(&r, &Timeline::of_report(&r).to_svg());

@@ -52,9 +52,13 @@ const LANE_GAP: f64 = 2.0;
 pub enum Mark {
     /// Answered 2xx.
     Ok,
-    /// Answered 429.
+    /// Answered 429 by a rate limiter (or with another code).
     Limited,
-    /// Answered 402, or refused for quota or credits.
+    /// Answered 429 `queue_full`: the server's cap on requests running at once.
+    QueueFull,
+    /// Answered 429 for quota or credits.
+    QuotaLimited,
+    /// Answered 402, or refused (not 429) for quota or credits.
     Quota,
     /// Answered, and the network lost the answer.
     Lost,
@@ -70,14 +74,31 @@ pub enum Mark {
 
 impl Mark {
     /// Every mark, in drawing and legend order.
-    pub const ALL: [Mark; 8] =
-        [Mark::Ok, Mark::Limited, Mark::Quota, Mark::Lost, Mark::Transport, Mark::Other, Mark::GaveUp, Mark::Deferred];
+    pub const ALL: [Mark; 10] = [
+        Mark::Ok,
+        Mark::Limited,
+        Mark::QueueFull,
+        Mark::QuotaLimited,
+        Mark::Quota,
+        Mark::Lost,
+        Mark::Transport,
+        Mark::Other,
+        Mark::GaveUp,
+        Mark::Deferred,
+    ];
+
+    /// Whether it is an answer 429 (of any code): these add up to the report's `limited`.
+    pub fn is_429(self) -> bool {
+        matches!(self, Mark::Limited | Mark::QueueFull | Mark::QuotaLimited)
+    }
 
     /// The `class` attribute of its `<rect>`s (tests count marks by it).
     pub fn class(self) -> &'static str {
         match self {
             Mark::Ok => "ok",
             Mark::Limited => "r429",
+            Mark::QueueFull => "r429-queue",
+            Mark::QuotaLimited => "r429-quota",
             Mark::Quota => "quota",
             Mark::Lost => "lost",
             Mark::Transport => "transport",
@@ -91,6 +112,8 @@ impl Mark {
         match self {
             Mark::Ok => "2xx",
             Mark::Limited => "429",
+            Mark::QueueFull => "429 queue full",
+            Mark::QuotaLimited => "429 quota",
             Mark::Quota => "402 / quota",
             Mark::Lost => "answer lost",
             Mark::Transport => "no answer",
@@ -103,8 +126,11 @@ impl Mark {
     /// An arrival's mark. A 429 is a 429 even when its answer was lost, so
     /// the 429 marks are the report's `limited`.
     pub fn of_arrival(a: &Arrival) -> Mark {
-        let quota = a.code.as_deref().is_some_and(|c| c.contains("QUOTA") || c.contains("CREDIT"));
+        let code = a.code.as_deref().unwrap_or("").to_ascii_uppercase();
+        let quota = code.contains("QUOTA") || code.contains("CREDIT");
         match a.status {
+            429 if code == "QUEUE_FULL" => Mark::QueueFull,
+            429 if quota => Mark::QuotaLimited,
             429 => Mark::Limited,
             _ if a.lost => Mark::Lost,
             402 => Mark::Quota,
@@ -560,7 +586,7 @@ fn text(x: f64, y: f64, content: &str) -> Text {
 }
 
 const STYLE: &str = "text{font:11px sans-serif;fill:#222}.head{font-weight:bold}.over{font-weight:bold;fill:#fff}.note{font-size:10px;fill:#b00}\
-.ok,.bar-ok{fill:#2a9d4b}.r429,.bar-429{fill:#e63946}.quota{fill:#f4a261}.lost{fill:#7b2cbf}.transport{fill:#555}.other{fill:#457b9d}\
+.ok,.bar-ok{fill:#2a9d4b}.r429,.bar-429{fill:#e63946}.r429-queue{fill:#9d0208}.r429-quota{fill:#f3722c}.quota{fill:#f4a261}.lost{fill:#7b2cbf}.transport{fill:#555}.other{fill:#457b9d}\
 .gaveup{fill:#000}.deferred{fill:#c77dff}.wait{fill:#bbb}.cap{stroke:#000;stroke-width:1.5}.edge{stroke:#ccc;stroke-width:.5}\
 .tick{stroke:#888}.deadline{stroke:#b00;stroke-width:2;stroke-dasharray:3 2}.start{stroke:#b00;stroke-width:1}\
 .fault{fill-opacity:.15}.fault-partition,.fault-limiter-partition{fill:#d00}.fault-hold{fill:#f80}\
