@@ -86,8 +86,7 @@ fn marks_are_the_figures_with_faults_deferrals_and_give_ups() {
         "lost-answers-with-key",
         "quota-exceeded",
         "insufficient-credits-402",
-    ]
-    {
+    ] {
         let r = run(&scenario::named(name).expect("named"), 7);
         assert_marks_are_the_figures(&r, &Timeline::of_report(&r).to_svg());
     }

@@ -676,7 +676,7 @@ fn axis(y: f64, x: Scale) -> Group {
         g = g.add(line("tick", tx, y, tx, y + 4.0)).add(text(tx, y + 16.0, &label).set("text-anchor", "middle"));
         t += step;
     }
-    g.add(text(LEFT + PLOT_W, y + 30.0, "virtual time").set("text-anchor", "end"))
+    g.add(text(LEFT - 20.0, y + 16.0, "virtual time").set("text-anchor", "end"))
 }
 
 fn legend(y: f64, totals: &BTreeMap<Mark, u64>) -> Group {
