@@ -190,3 +190,25 @@ fn the_readme_picture_is_the_command_s() {
     let marks = marks(&fresh);
     assert!(marks["bar-429"] > 1000, "{marks:?}");
 }
+
+/// `run` and `trace` keep different traces but draw the same picture; a
+/// file that cannot be written is a clear error with exit code 2.
+#[test]
+fn run_and_trace_draw_the_same_picture_and_a_bad_path_is_an_error() {
+    let dir = std::env::temp_dir().join(format!("retrysim-run-trace-svg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("run.svg"), dir.join("trace.svg"));
+    retrysim(&["run", "--scenario", "deferral-queue-full", "--svg", a.to_str().unwrap()]);
+    retrysim(&["trace", "--scenario", "deferral-queue-full", "--svg", b.to_str().unwrap()]);
+    let (a, b) = (std::fs::read_to_string(a).unwrap(), std::fs::read_to_string(b).unwrap());
+    assert!(a == b && a.starts_with("<svg "), "run --svg and trace --svg differ");
+    let bad = dir.join("missing").join("x.svg");
+    let out = Command::new(env!("CARGO_BIN_EXE_retrysim"))
+        .args(["run", "--scenario", "two-429-then-success", "--svg", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot write --svg") && !err.contains("panicked"), "{err}");
+}
