@@ -3,11 +3,25 @@
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
+use retrysim::sim::run::runner::{self, Report, Traces};
 use retrysim::sim::run::scenario::GateConfig;
 use retrysim::sim::tools::compare::{self, DEFAULT_SEEDS};
+use retrysim::sim::tools::timeline;
 
 use super::progress::{self, Meter};
-use super::{Outcome, UserError, WallArgs, wall_stopped};
+use super::{Outcome, UserError, WallArgs, wall_stopped, write_svg};
+
+/// The picture of `compare --svg`: every row run again on `seed` (the
+/// comparison keeps figures, not ledgers), its limiter panel drawn.
+fn rows_svg(preset: &compare::Preset, seed: u64) -> Result<String, UserError> {
+    let mut reports = Vec::new();
+    for row in &preset.rows {
+        let report = runner::run_keeping(&row.scenario, seed, Traces::None).map_err(|e| UserError(e.to_string()))?;
+        reports.push((row.name.clone(), report));
+    }
+    let rows: Vec<(String, &Report)> = reports.iter().map(|(n, r)| (n.clone(), r)).collect();
+    Ok(timeline::compare_svg(&preset.name, seed, &rows))
+}
 
 /// How `compare` prints its result.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -44,6 +58,11 @@ pub struct CompareArgs {
     threads: Option<u32>,
     #[command(flatten)]
     wall: WallArgs,
+    /// Also write each row's requests per limiter window against capacity
+    /// (its run on the first seed), stacked on one time axis with the ideal
+    /// row first, to this file as an SVG picture.
+    #[arg(long, value_name = "FILE.svg", conflicts_with = "show")]
+    svg: Option<std::path::PathBuf>,
 }
 
 fn unknown_row(preset: &compare::Preset, name: &str) -> UserError {
@@ -102,6 +121,9 @@ pub fn run(args: CompareArgs) -> Outcome {
             out.push_str(&result.render_table());
         }
         return Ok((out, ExitCode::from(code)));
+    }
+    if let Some(path) = &args.svg {
+        write_svg(path, &rows_svg(&preset, result.seeds.first().copied().unwrap_or(1))?)?;
     }
     let out = match args.format {
         CompareFormat::Table => result.render_table(),

@@ -50,6 +50,11 @@ pub fn load_scenario(name: Option<&str>, config: Option<&Path>) -> Result<Scenar
     }
 }
 
+/// Writes an SVG picture (`--svg FILE`).
+pub fn write_svg(path: &Path, svg: &str) -> Result<(), UserError> {
+    std::fs::write(path, svg).map_err(|e| UserError(format!("cannot write --svg {}: {e}", path.display())))
+}
+
 /// The default of `--max-wall`: a run that needs longer is likely a config
 /// mistake (see [`warn_long`]); a long run on purpose raises it.
 pub const DEFAULT_MAX_WALL: &str = "10m";

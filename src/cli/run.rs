@@ -8,8 +8,9 @@ use clap::Args;
 use retrysim::sim::run::runner::{self, Progress, Report, Traces};
 use retrysim::sim::run::scenario::{self, Scenario};
 use retrysim::sim::tools::render::{Show, render_run};
+use retrysim::sim::tools::timeline::Timeline;
 
-use super::{Format, Outcome, UserError, WallArgs, load_scenario, policy_named, wall_stopped, warn_long};
+use super::{Format, Outcome, UserError, WallArgs, load_scenario, policy_named, wall_stopped, warn_long, write_svg};
 
 /// Arguments of `retrysim scenarios`.
 #[derive(Debug, Args)]
@@ -50,6 +51,11 @@ pub struct Target {
     policy: Option<String>,
     #[command(flatten)]
     wall: WallArgs,
+    /// Also write the run's timeline to this file as an SVG picture: each
+    /// attempt by outcome, the waits, requests per limiter window against
+    /// capacity, the faults.
+    #[arg(long, value_name = "FILE.svg")]
+    svg: Option<PathBuf>,
 }
 
 impl Target {
@@ -69,10 +75,14 @@ impl Target {
     pub fn run(&self, command: &str, s: &Scenario, traces: Traces) -> Result<Report, UserError> {
         warn_long(s);
         self.wall.install(Some(run_progress));
-        runner::run_keeping(s, self.seed, traces).map_err(|e| match e.wall_bound {
+        let report = runner::run_keeping(s, self.seed, traces).map_err(|e| match e.wall_bound {
             Some(_) => wall_stopped(&e, &self.replay(command)),
             None => UserError(e.to_string()),
-        })
+        })?;
+        if let Some(path) = &self.svg {
+            write_svg(path, &Timeline::of_report(&report).to_svg())?;
+        }
+        Ok(report)
     }
 
     /// The command line that runs this target again.

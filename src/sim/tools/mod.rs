@@ -2,3 +2,4 @@
 pub mod compare;
 pub mod oracle;
 pub mod render;
+pub mod timeline;
