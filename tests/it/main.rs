@@ -18,3 +18,4 @@ mod real_servers;
 mod scenarios;
 mod serve;
 mod snapshots;
+mod speed;
