@@ -18,4 +18,5 @@ mod real_servers;
 mod scenarios;
 mod serve;
 mod snapshots;
+mod speed;
 mod timeline;
