@@ -61,9 +61,8 @@ pub struct HuntArgs {
     #[arg(long, default_value_t = 1, value_name = "N")]
     determinism_every: u64,
     /// Turn on a deliberate defect in every policy (a negative control: the
-    /// hunt must then find violations). Repeatable. One of:
-    /// fresh-key-each-attempt, ignore-deadline, ignore-retry-after,
-    /// retry-terminal, replay-unsafe, extra-attempt.
+    /// hunt must then find violations). Repeatable. An unknown name lists
+    /// them all (`sim::run::defects::NAMES`).
     #[arg(long, value_name = "DEFECT")]
     sabotage: Vec<String>,
     /// Print seed SEED's scenario as TOML (for `retrysim run --config FILE --seed SEED`) and exit.

@@ -8,6 +8,7 @@ mod external_user;
 mod fleet;
 mod foreign;
 mod habits;
+mod hunt_catches;
 mod integrations;
 mod lean_build;
 mod negative_controls;

@@ -107,6 +107,8 @@ impl Draw {
 }
 
 const S: fn(u64) -> Duration = Duration::from_secs;
+/// 2026-11-01T00:00:00Z, a month boundary near the API's default epoch.
+const NOVEMBER_2026: u64 = 1_793_491_200;
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
 /// The scenario seed `seed` stands for, deterministically. `kind` decides
@@ -185,14 +187,20 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
         if g.chance(100) {
             account.credits = Some(g.range(0, jobs * 2));
         }
-        if g.chance(100) {
+        if g.chance(200) {
             account.monthly_quota = Some(g.range(0, jobs * 2));
+            // Half the time the month ends a few seconds in: the quota's
+            // `Retry-After` is then short enough that a client misreading
+            // it as throttling retries instead of giving up on a too-long wait.
+            if g.chance(500) {
+                api.epoch_unix_s = NOVEMBER_2026 - g.range(1, 5);
+            }
         }
         if g.chance(80) {
             api.anonymous_cap = Some(g.range(1, 5) as u32);
             s.fleet.anonymous = true;
         }
-        if g.chance(200) {
+        if g.chance(350) {
             let steps = g.range(1, 4);
             let api = &mut s.api;
             api.script = (0..steps).map(|_| script_step(&mut g)).collect();
@@ -252,6 +260,7 @@ fn script_step(g: &mut Draw) -> ScriptStep {
         (429, Some("rate_limited"), Some(2)),
         (429, None, Some(1)),
         (429, Some("QUOTA_EXCEEDED"), Some(1)),
+        (429, Some("insufficient_quota"), Some(2)),
         (429, Some("queue_full"), Some(30)),
         (503, Some("unavailable"), Some(1)),
         (503, None, None),
@@ -332,7 +341,7 @@ pub fn time_limit(s: &Scenario) -> Duration {
 }
 
 /// The deliberate defects, by the names the CLI uses (see [`Defects`]).
-pub const DEFECTS: [&str; 6] = crate::sim::run::defects::NAMES;
+pub const DEFECTS: [&str; crate::sim::run::defects::NAMES.len()] = crate::sim::run::defects::NAMES;
 
 /// What a hunt draws for each seed: the kind of scenario, and optionally
 /// deliberate defects in every policy (a negative control: the hunt must
@@ -541,6 +550,37 @@ pub fn hunt(config: &HuntConfig, progress: &(dyn Fn(u64, u64) + Sync)) -> Vec<Se
     let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     results.sort_by_key(|r| r.seed);
     results
+}
+
+/// How a hunt with one deliberate defect fared: what `retrysim hunt
+/// --start START --seeds SEEDS --sabotage DEFECT` reports as failing seeds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Catch {
+    /// The defect (one of [`DEFECTS`]).
+    pub defect: &'static str,
+    /// The first failing seed, if any.
+    pub first: Option<u64>,
+    /// How many seeds failed.
+    pub caught: u64,
+    /// How many seeds ran.
+    pub seeds: u64,
+    /// Failing seeds per finding (invariant or check), as the summary counts them.
+    pub by_finding: std::collections::BTreeMap<String, u64>,
+}
+
+/// Hunts seeds `start..start + seeds` of [`Kind::All`] with `defect` on
+/// (determinism not checked: a defect is deterministic too), on `threads`.
+pub fn catches(defect: &'static str, start: u64, seeds: u64, threads: usize) -> Catch {
+    let mut target = Target::of(Kind::All);
+    assert!(target.sabotage.set(defect), "unknown defect {defect}");
+    let config = HuntConfig { start, seeds, target, threads, determinism: DeterminismSample::Off };
+    let results = hunt(&config, &|_, _| {});
+    let failing: Vec<&SeedResult> = results.iter().filter(|r| !r.findings.is_empty()).collect();
+    let mut by_finding = std::collections::BTreeMap::new();
+    for f in failing.iter().flat_map(|r| &r.findings) {
+        *by_finding.entry(f.invariant.clone()).or_default() += 1;
+    }
+    Catch { defect, first: failing.first().map(|r| r.seed), caught: failing.len() as u64, seeds, by_finding }
 }
 
 #[cfg(test)]

@@ -160,7 +160,7 @@ pub fn builtin(kind: Builtin, defects: Defects, policy: &Policy, host: Host<'_>,
         declared: Promises,
         replayable: bool,
     ) -> Arc<dyn Subject> {
-        if defects.retry_terminal {
+        if defects.retry_terminal || defects.quota_as_throttled {
             client = client.with_classifier(defects.classifier());
         }
         if let Some(gate) = host.gate {

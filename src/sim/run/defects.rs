@@ -43,17 +43,35 @@ pub struct Defects {
     pub replay_unsafe: bool,
     /// One attempt more than `max_retries + 1`.
     pub extra_attempt: bool,
+    /// A classification table with the quota codes (`QUOTA_EXCEEDED`,
+    /// `insufficient_quota`) listed as throttling: a terminal 429 retried.
+    pub quota_as_throttled: bool,
 }
 
 /// The defects by their command-line names, in a fixed order.
-pub const NAMES: [&str; 6] = [
+pub const NAMES: [&str; 7] = [
     "fresh-key-each-attempt",
     "ignore-deadline",
     "ignore-retry-after",
     "retry-terminal",
     "replay-unsafe",
     "extra-attempt",
+    "quota-as-throttled",
 ];
+
+/// What slips, in a few words, for defect `name` (one of [`NAMES`]).
+pub fn describe(name: &str) -> &'static str {
+    match name {
+        "fresh-key-each-attempt" => "a transport mints a new Idempotency-Key per attempt",
+        "ignore-deadline" => "sleeps the advice past the deadline",
+        "ignore-retry-after" => "retries on the backoff alone",
+        "retry-terminal" => "every terminal answer read as a full window",
+        "replay-unsafe" => "an unsafe POST replayed after a lost answer",
+        "extra-attempt" => "one attempt more than promised",
+        "quota-as-throttled" => "a terminal 429 (QUOTA_EXCEEDED) retried",
+        _ => "",
+    }
+}
 
 impl Defects {
     /// Whether every defect is off.
@@ -69,6 +87,7 @@ impl Defects {
             "retry-terminal" => &mut self.retry_terminal,
             "replay-unsafe" => &mut self.replay_unsafe,
             "extra-attempt" => &mut self.extra_attempt,
+            "quota-as-throttled" => &mut self.quota_as_throttled,
             _ => return None,
         })
     }
@@ -101,11 +120,13 @@ impl Defects {
 
     /// The classifier the defective client uses.
     pub fn classifier(&self) -> Arc<dyn Classifier> {
-        if self.retry_terminal {
-            Arc::new(TerminalAsThrottled(DefaultTable::default()))
-        } else {
-            Arc::new(DefaultTable::default())
+        let mut table = DefaultTable::default();
+        if self.quota_as_throttled {
+            let quota = ["QUOTA_EXCEEDED", "insufficient_quota"];
+            table.terminal_codes.retain(|c| !quota.contains(&c.as_str()));
+            table.throttled_codes.extend(quota.map(str::to_owned));
         }
+        if self.retry_terminal { Arc::new(TerminalAsThrottled(table)) } else { Arc::new(table) }
     }
 }
 
@@ -159,6 +180,7 @@ mod tests {
     #[test]
     fn names_round_trip() {
         for name in NAMES {
+            assert!(!describe(name).is_empty(), "{name}");
             let mut d = Defects::default();
             assert!(d.set(name));
             assert_eq!(d.names(), vec![name]);
