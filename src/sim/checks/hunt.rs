@@ -171,6 +171,8 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
         AdviceForm::BodyOnly,
         AdviceForm::None,
         AdviceForm::Malformed,
+        AdviceForm::SeveralLines,
+        AdviceForm::SeveralLines,
     ]);
     api.envelope = g.pick(&[Envelope::Blinkimg, Envelope::Sume]);
     api.date_form = g.pick(&[DateForm::ImfFixdate, DateForm::Rfc850, DateForm::Asctime]);

@@ -119,13 +119,15 @@ pub fn arb_limiter() -> impl Strategy<Value = LimiterConfig> {
 }
 
 /// How the wait is advised. `Both` (the real Blinkimg API) first; every form
-/// is reachable, including none at all and a malformed header.
+/// is reachable, including none at all, a malformed header and several
+/// conflicting lines.
 pub fn arb_advice_form() -> impl Strategy<Value = AdviceForm> {
     prop_oneof![
         Just(AdviceForm::Both),
         Just(AdviceForm::HeaderSeconds),
         Just(AdviceForm::HeaderDate),
         Just(AdviceForm::BodyOnly),
+        Just(AdviceForm::SeveralLines),
         Just(AdviceForm::None),
         Just(AdviceForm::Malformed),
     ]

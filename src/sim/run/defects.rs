@@ -46,10 +46,13 @@ pub struct Defects {
     /// A classification table with the quota codes (`QUOTA_EXCEEDED`,
     /// `insufficient_quota`) listed as throttling: a terminal 429 retried.
     pub quota_as_throttled: bool,
+    /// Of several `Retry-After` lines only the first is read (a middleware
+    /// that copies `headers.get(RETRY_AFTER)`), where the largest valid one binds.
+    pub first_retry_after_line: bool,
 }
 
 /// The defects by their command-line names, in a fixed order.
-pub const NAMES: [&str; 7] = [
+pub const NAMES: [&str; 8] = [
     "fresh-key-each-attempt",
     "ignore-deadline",
     "ignore-retry-after",
@@ -57,6 +60,7 @@ pub const NAMES: [&str; 7] = [
     "replay-unsafe",
     "extra-attempt",
     "quota-as-throttled",
+    "first-retry-after-line",
 ];
 
 /// What slips, in a few words, for defect `name` (one of [`NAMES`]).
@@ -69,6 +73,7 @@ pub fn describe(name: &str) -> &'static str {
         "replay-unsafe" => "an unsafe POST replayed after a lost answer",
         "extra-attempt" => "one attempt more than promised",
         "quota-as-throttled" => "a terminal 429 (QUOTA_EXCEEDED) retried",
+        "first-retry-after-line" => "of several Retry-After lines, the first (shorter) one read",
         _ => "",
     }
 }
@@ -88,6 +93,7 @@ impl Defects {
             "replay-unsafe" => &mut self.replay_unsafe,
             "extra-attempt" => &mut self.extra_attempt,
             "quota-as-throttled" => &mut self.quota_as_throttled,
+            "first-retry-after-line" => &mut self.first_retry_after_line,
             _ => return None,
         })
     }
@@ -170,6 +176,32 @@ impl<T: Transport> Transport for FreshKeys<T> {
             }
         }
         self.inner.send(req).await
+    }
+}
+
+/// A transport that, when `on`, keeps only the first `Retry-After` line of
+/// every response, as a middleware copying `headers.get(..)` would.
+pub struct FirstRetryAfter<T> {
+    inner: T,
+    on: bool,
+}
+
+impl<T> FirstRetryAfter<T> {
+    /// Wraps `inner`; a plain pass-through unless `on`.
+    pub fn new(inner: T, on: bool) -> FirstRetryAfter<T> {
+        FirstRetryAfter { inner, on }
+    }
+}
+
+impl<T: Transport> Transport for FirstRetryAfter<T> {
+    async fn send(&self, req: Request<Bytes>) -> Result<Response<Bytes>, TransportError> {
+        let mut res = self.inner.send(req).await?;
+        if self.on
+            && let Some(first) = res.headers().get(http::header::RETRY_AFTER).cloned()
+        {
+            res.headers_mut().insert(http::header::RETRY_AFTER, first);
+        }
+        Ok(res)
     }
 }
 

@@ -209,6 +209,10 @@ pub enum AdviceForm {
     None,
     /// `Retry-After: soon` and no body hint.
     Malformed,
+    /// Several `Retry-After` lines in conflicting forms and no body hint:
+    /// half the wait in seconds, `soon`, half the wait as an HTTP-date, then
+    /// the wait in seconds. The largest valid line is the advice.
+    SeveralLines,
 }
 
 /// Which request-rate headers an answer carries (with `rate_limit_headers`).

@@ -247,7 +247,7 @@ impl Api {
         let settled = Settled { status, code: None, outcome, advised: None };
         let meter = Some((run.caller, run.endpoint.budget()));
         let content_type = envelope::JSON;
-        let answer = Answer { status, body, content_type, retry_after: None, replayed: false, meter, settled };
+        let answer = Answer { status, body, content_type, retry_after: Vec::new(), replayed: false, meter, settled };
         self.send(index, answer, now)
     }
 
