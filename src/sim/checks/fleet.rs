@@ -50,7 +50,82 @@ pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
     out.extend(api_within_gate_limit(r));
     out.extend(fallback_within_local_limit(r));
     out.extend(deferred_charged_once(r));
+    out.extend(aimd_backs_off(r));
     out
+}
+
+/// An efficiency check with a budget: the shared AIMD gate lowers its limit
+/// on a 429 that came after the last cut's guard ran out.
+///
+/// The gate cuts once per window: after a cut it ignores as many answers as
+/// were in flight then (its guard, at most the limit before the cut, so at
+/// most the largest limit it ever had, `bound`). So a rate-limit 429 (by
+/// the server's status and code, not the client's class) that the client
+/// received after more than `bound` answers since the last cut must come with
+/// a cut in the same millisecond, unless the limit cannot fall: it is at
+/// `min_limit`, or too small for one cut to change its whole number. A gate
+/// that does not back off stays safe (it only wastes the API's capacity), so
+/// no safety check sees it.
+///
+/// Applies to a shared fleet gate fed only by retrysim's traced clients
+/// (no per-worker hosts, no coordinator, no deferral).
+pub fn aimd_backs_off(r: &Report) -> Vec<FleetViolation> {
+    let s = &r.scenario_config;
+    let GateConfig::Aimd(c) = s.fleet.gate else { return Vec::new() };
+    if !r.traced || s.fleet.hosts == Hosts::PerWorker || s.fleet.coordinator.is_some() || s.fleet.deferral.is_some() {
+        return Vec::new();
+    }
+    let facts = &r.fleet_facts.gate;
+    let cuts: Vec<u64> = facts
+        .iter()
+        .filter(|f| matches!(f.event, GateEvent::Changed { throttled: true, .. }))
+        .map(|f| f.at.as_millis() as u64)
+        .collect();
+    let steps = limit_steps(c.initial_limit, facts);
+    let bound = steps.iter().map(|s| s.1).max().unwrap_or(c.initial_limit) as usize;
+    // Every answer the gate was told of (one per attempt), and the 429s among them.
+    let mut answers: Vec<(u64, bool)> = Vec::new();
+    for j in &r.records {
+        for e in &j.trace.events {
+            match &e.kind {
+                EventKind::Answer { status, code, .. } => {
+                    let throttle =
+                        *status == 429 && !crate::sim::checks::invariants::terminal(*status, code.as_deref());
+                    answers.push((e.at_ms, throttle));
+                }
+                EventKind::NoAnswer { .. } => answers.push((e.at_ms, false)),
+                _ => {}
+            }
+        }
+    }
+    answers.sort();
+    let beta = c.backoff_per_mille as u64;
+    for &(t, throttle) in &answers {
+        if !throttle {
+            continue;
+        }
+        let last_cut = cuts.iter().copied().filter(|&c| c <= t).max();
+        if last_cut == Some(t) {
+            continue;
+        }
+        let since = answers.iter().filter(|&&(a, _)| last_cut.is_none_or(|c| a > c) && a < t).count();
+        // Before the first cut the guard is empty.
+        let bound = if last_cut.is_some() { bound } else { 0 };
+        let limit =
+            steps.iter().take_while(|(at, _)| at.as_millis() as u64 <= t).last().map_or(c.initial_limit, |s| s.1)
+                as u64;
+        let can_fall = limit > c.min_limit as u64 && limit * (1000 - beta.min(1000)) >= beta;
+        if since >= bound && can_fall {
+            return vec![v(
+                "aimd-backs-off",
+                format!(
+                    "a 429 reached the client at {t} ms, {since} answers after the last cut ({}), with the limit at {limit}, and the gate did not lower it",
+                    last_cut.map_or("none".to_owned(), |c| format!("at {c} ms"))
+                ),
+            )];
+        }
+    }
+    Vec::new()
 }
 
 /// The executions that share one budget: the whole fleet on a shared host,

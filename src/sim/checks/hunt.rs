@@ -244,8 +244,12 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
                 }
             });
         }
-        if g.chance(100) {
-            s.fleet.gate = g.pick(&[GateConfig::Pacing(Default::default()), GateConfig::Aimd(Default::default())]);
+        if g.chance(500) {
+            s.fleet.gate = g.pick(&[
+                GateConfig::Pacing(Default::default()),
+                GateConfig::Aimd(Default::default()),
+                GateConfig::Aimd(Default::default()),
+            ]);
         }
     }
 
@@ -465,6 +469,12 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
     // The trace-based checks, the black-box ones next to them, and liveness
     // where it applies.
     let mut violations = check::check_report(&first);
+    // The fleet controls' checks: budgets, gates, deferral, efficiency.
+    let fleet = crate::sim::checks::fleet::check_fleet(&first);
+    let mut fleet_by: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for x in fleet {
+        fleet_by.entry(x.property).or_default().push(x.message);
+    }
     if determinism {
         match run(&s) {
             Ok(second) => violations.extend(check::check_determinism(&first, &second)),
@@ -482,6 +492,16 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
             invariant: invariant.to_string(),
             count: xs.len(),
             message: xs[0].message.clone(),
+            replay: replay.clone(),
+        });
+    }
+    for (property, xs) in fleet_by {
+        result.findings.push(Finding {
+            seed,
+            kind: ran,
+            invariant: property.to_owned(),
+            count: xs.len(),
+            message: xs[0].clone(),
             replay: replay.clone(),
         });
     }

@@ -20,6 +20,7 @@ use crate::client::IDEMPOTENCY_KEY;
 use crate::core::classify::{Class, Classifier, DefaultTable, Outcome};
 use crate::core::policy::Policy;
 use crate::env::{Rng, Transport, TransportError, seeded_rng};
+use crate::gate::{Admission, Feedback, Gate};
 use crate::sim::run::job::CLIENT_LABEL;
 
 /// Which deliberate defects are on. All off by default, and absent from a
@@ -49,10 +50,13 @@ pub struct Defects {
     /// Of several `Retry-After` lines only the first is read (a middleware
     /// that copies `headers.get(RETRY_AFTER)`), where the largest valid one binds.
     pub first_retry_after_line: bool,
+    /// The fleet's AIMD gate is told every 429 as a neutral outcome (a
+    /// wrapper that forwards the transport's class), so it never backs off.
+    pub aimd_ignores_429: bool,
 }
 
 /// The defects by their command-line names, in a fixed order.
-pub const NAMES: [&str; 8] = [
+pub const NAMES: [&str; 9] = [
     "fresh-key-each-attempt",
     "ignore-deadline",
     "ignore-retry-after",
@@ -61,6 +65,7 @@ pub const NAMES: [&str; 8] = [
     "extra-attempt",
     "quota-as-throttled",
     "first-retry-after-line",
+    "aimd-ignores-429",
 ];
 
 /// What slips, in a few words, for defect `name` (one of [`NAMES`]).
@@ -74,6 +79,7 @@ pub fn describe(name: &str) -> &'static str {
         "extra-attempt" => "one attempt more than promised",
         "quota-as-throttled" => "a terminal 429 (QUOTA_EXCEEDED) retried",
         "first-retry-after-line" => "of several Retry-After lines, the first (shorter) one read",
+        "aimd-ignores-429" => "an AIMD gate that does not back off on a 429",
         _ => "",
     }
 }
@@ -94,6 +100,7 @@ impl Defects {
             "extra-attempt" => &mut self.extra_attempt,
             "quota-as-throttled" => &mut self.quota_as_throttled,
             "first-retry-after-line" => &mut self.first_retry_after_line,
+            "aimd-ignores-429" => &mut self.aimd_ignores_429,
             _ => return None,
         })
     }
@@ -176,6 +183,35 @@ impl<T: Transport> Transport for FreshKeys<T> {
             }
         }
         self.inner.send(req).await
+    }
+}
+
+/// A gate that tells the gate it wraps every 429 as a neutral outcome: an
+/// AIMD gate then never cuts its limit.
+pub struct Ignores429(pub Arc<dyn Gate>);
+
+impl Gate for Ignores429 {
+    fn admit(&self) -> Admission<'_> {
+        self.0.admit()
+    }
+
+    fn done(&self, feedback: &Feedback<'_>) {
+        if feedback.status == Some(429) {
+            self.0.done(&Feedback { class: Class::Transient, ..*feedback });
+        } else {
+            self.0.done(feedback);
+        }
+    }
+
+    fn queued(&self) -> usize {
+        self.0.queued()
+    }
+}
+
+impl Defects {
+    /// The fleet gate the defects put around `gate` (the gate itself when none applies).
+    pub fn wrap_gate(&self, gate: Arc<dyn Gate>) -> Arc<dyn Gate> {
+        if self.aimd_ignores_429 { Arc::new(Ignores429(gate)) } else { gate }
     }
 }
 

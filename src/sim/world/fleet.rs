@@ -171,6 +171,8 @@ fn gate_for(s: &Scenario, log: &GateLog, hooks: Hooks) -> Option<Arc<dyn Gate>> 
         GateConfig::Aimd(c) => Arc::new(Aimd::new(c).with_log(log.clone())),
         _ => build_gate(s)?,
     };
+    // A deliberate defect of the scenario's client (`[client.defects]`).
+    let gate = s.client.defects.wrap_gate(gate);
     Some(match hooks.gate {
         Some(wrap) => wrap(gate),
         None => gate,
