@@ -213,6 +213,13 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     // The policy.
     s.policy =
         if g.chance(500) { Policy::preset(g.pick(&Policy::PRESETS)).expect("a preset") } else { random_policy(&mut g) };
+    if !calm && g.chance(250) {
+        // A reserve for the last attempt that is a large part of a short
+        // deadline: the deadline rule's `min_attempt_time` then decides.
+        s.policy.deadline = g.pick(&[S(2), S(3), S(5)]);
+        s.policy.min_attempt_time = g.ms(500, 1_500);
+        s.policy.max_retries = s.policy.max_retries.max(3);
+    }
 
     // The network.
     let min_latency = g.ms(0, 5);
@@ -230,12 +237,21 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
 
     // Fleet controls, rarely (never in calm scenarios: they may rightly refuse).
     if !calm && kind == Kind::Fleet {
-        if g.chance(100) {
-            s.fleet.budget = Some(if g.chance(500) {
-                BudgetConfig::TokenBucket {
-                    max_tokens: g.range(2, 50) as u32,
-                    token_ratio_milli: g.range(1, 1000) as u32,
+        if g.chance(650) {
+            s.fleet.budget = Some(if g.chance(800) {
+                // Mostly small buckets with small refunds: a budget that
+                // runs dry is one whose accounting the checks can see.
+                let bucket = BudgetConfig::TokenBucket {
+                    max_tokens: if g.chance(700) { g.range(2, 8) } else { g.range(2, 50) } as u32,
+                    token_ratio_milli: g.pick(&[1, 10, 50, 100, 100, 250, 500, 1000]),
+                };
+                // Usually a fleet that contends for the window, so retries spend the bucket.
+                if g.chance(700) {
+                    let writes = (workers as u32 / 2).max(1);
+                    s.api.limiter.writes = s.api.limiter.writes.min(writes);
+                    s.api.limiter.reads = s.api.limiter.reads.max(s.api.limiter.writes);
                 }
+                bucket
             } else {
                 BudgetConfig::Percent {
                     ttl: S(10),
@@ -286,7 +302,9 @@ fn random_policy(g: &mut Draw) -> Policy {
         max_retries: g.range(0, 8) as u32,
         deadline,
         max_single_wait: g.pick(&[S(1), S(5), S(10), S(30), S(60)]),
-        min_attempt_time: g.ms(0, 1_000),
+        // Sometimes a reserve that is a large part of the deadline, so that
+        // the deadline rule's `min_attempt_time` decides often.
+        min_attempt_time: if g.chance(700) { g.ms(0, 1_000) } else { g.ms(1_000, deadline.as_millis() as u64 / 2) },
         attempt_timeout: g.pick(&[MS(200), MS(1_000), S(5), S(30)]),
         backoff: Backoff {
             base,

@@ -17,6 +17,7 @@ use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 
 use crate::client::IDEMPOTENCY_KEY;
+use crate::core::budget::RetryBudget;
 use crate::core::classify::{Class, Classifier, DefaultTable, Outcome};
 use crate::core::policy::Policy;
 use crate::env::{Rng, Transport, TransportError, seeded_rng};
@@ -53,10 +54,16 @@ pub struct Defects {
     /// The fleet's AIMD gate is told every 429 as a neutral outcome (a
     /// wrapper that forwards the transport's class), so it never backs off.
     pub aimd_ignores_429: bool,
+    /// The deadline rule forgets `min_attempt_time`: a wait may end with
+    /// less time left than an attempt needs.
+    pub deadline_ignores_min_attempt_time: bool,
+    /// A token-bucket retry budget refunds a whole token per success
+    /// instead of `token_ratio` (a ratio read in tokens, not thousandths).
+    pub budget_refunds_too_much: bool,
 }
 
 /// The defects by their command-line names, in a fixed order.
-pub const NAMES: [&str; 9] = [
+pub const NAMES: [&str; 11] = [
     "fresh-key-each-attempt",
     "ignore-deadline",
     "ignore-retry-after",
@@ -66,6 +73,8 @@ pub const NAMES: [&str; 9] = [
     "quota-as-throttled",
     "first-retry-after-line",
     "aimd-ignores-429",
+    "deadline-ignores-min-attempt-time",
+    "budget-refunds-too-much",
 ];
 
 /// What slips, in a few words, for defect `name` (one of [`NAMES`]).
@@ -80,6 +89,8 @@ pub fn describe(name: &str) -> &'static str {
         "quota-as-throttled" => "a terminal 429 (QUOTA_EXCEEDED) retried",
         "first-retry-after-line" => "of several Retry-After lines, the first (shorter) one read",
         "aimd-ignores-429" => "an AIMD gate that does not back off on a 429",
+        "deadline-ignores-min-attempt-time" => "the deadline rule forgets min_attempt_time",
+        "budget-refunds-too-much" => "a token-bucket budget refunds a whole token per success",
         _ => "",
     }
 }
@@ -101,6 +112,8 @@ impl Defects {
             "quota-as-throttled" => &mut self.quota_as_throttled,
             "first-retry-after-line" => &mut self.first_retry_after_line,
             "aimd-ignores-429" => &mut self.aimd_ignores_429,
+            "deadline-ignores-min-attempt-time" => &mut self.deadline_ignores_min_attempt_time,
+            "budget-refunds-too-much" => &mut self.budget_refunds_too_much,
             _ => return None,
         })
     }
@@ -127,6 +140,9 @@ impl Defects {
         }
         if self.extra_attempt {
             p.max_retries = p.max_retries.saturating_add(1);
+        }
+        if self.deadline_ignores_min_attempt_time {
+            p.min_attempt_time = std::time::Duration::ZERO;
         }
         p
     }
@@ -212,6 +228,37 @@ impl Defects {
     /// The fleet gate the defects put around `gate` (the gate itself when none applies).
     pub fn wrap_gate(&self, gate: Arc<dyn Gate>) -> Arc<dyn Gate> {
         if self.aimd_ignores_429 { Arc::new(Ignores429(gate)) } else { gate }
+    }
+}
+
+/// A retry budget whose every deposit is made `times` times over.
+pub struct Refunds {
+    inner: Arc<dyn RetryBudget>,
+    times: u32,
+}
+
+impl RetryBudget for Refunds {
+    fn deposit(&self, now: std::time::Duration) {
+        for _ in 0..self.times {
+            self.inner.deposit(now);
+        }
+    }
+
+    fn withdraw(&self, now: std::time::Duration) -> bool {
+        self.inner.withdraw(now)
+    }
+}
+
+impl Defects {
+    /// The retry budget the defects put around `budget`, a token bucket
+    /// refunding `token_ratio_milli` per success (`None`: another budget).
+    pub fn wrap_budget(&self, budget: Arc<dyn RetryBudget>, token_ratio_milli: Option<u32>) -> Arc<dyn RetryBudget> {
+        match token_ratio_milli {
+            Some(r) if self.budget_refunds_too_much => {
+                Arc::new(Refunds { inner: budget, times: 1000u32.div_ceil(r.max(1)).max(2) })
+            }
+            _ => budget,
+        }
     }
 }
 

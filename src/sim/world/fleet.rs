@@ -181,6 +181,12 @@ fn gate_for(s: &Scenario, log: &GateLog, hooks: Hooks) -> Option<Arc<dyn Gate>> 
 
 fn budget_for(s: &Scenario, hooks: Hooks) -> Option<Arc<dyn RetryBudget>> {
     let budget = build_budget(s)?;
+    // A deliberate defect of the scenario's client (`[client.defects]`).
+    let ratio = match s.fleet.budget {
+        Some(crate::sim::run::scenario::BudgetConfig::TokenBucket { token_ratio_milli, .. }) => Some(token_ratio_milli),
+        _ => None,
+    };
+    let budget = s.client.defects.wrap_budget(budget, ratio);
     Some(match hooks.budget {
         Some(wrap) => wrap(budget),
         None => budget,
