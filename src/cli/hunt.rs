@@ -68,6 +68,10 @@ pub struct HuntArgs {
     /// Print seed SEED's scenario as TOML (for `retrysim run --config FILE --seed SEED`) and exit.
     #[arg(long, value_name = "SEED", conflicts_with_all = ["seeds", "start", "jobs"])]
     dump: Option<u64>,
+    /// Merge shard summaries (files written by `--format json`, one seed
+    /// range each) into one verdict, and exit 1 if any shard failed.
+    #[arg(long, value_name = "SUMMARY", num_args = 1.., conflicts_with_all = ["seeds", "start", "jobs", "dump", "sabotage"])]
+    merge: Vec<std::path::PathBuf>,
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
 }
@@ -79,6 +83,9 @@ pub fn run(args: HuntArgs) -> Outcome {
         if !target.sabotage.set(name) {
             return Err(UserError(format!("unknown defect {name:?}; the defects are: {}", hunt::DEFECTS.join(", "))));
         }
+    }
+    if !args.merge.is_empty() {
+        return merge(&args.merge, args.format);
     }
     if let Some(seed) = args.dump {
         return Ok((target.scenario(seed).to_toml().trim_end().to_owned(), ExitCode::SUCCESS));
@@ -143,6 +150,22 @@ pub fn run(args: HuntArgs) -> Outcome {
     let out = match args.format {
         Format::Json => serde_json::to_string_pretty(&summary).expect("a summary serialises"),
         Format::Text => summary.text(),
+    };
+    Ok((out, code))
+}
+
+/// `--merge`: shard summaries into one verdict.
+fn merge(files: &[std::path::PathBuf], format: Format) -> Outcome {
+    let mut shards = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f).map_err(|e| UserError(format!("cannot read {}: {e}", f.display())))?;
+        shards.push((f.display().to_string(), text));
+    }
+    let merged = hunt::merge_summaries(&shards).map_err(UserError)?;
+    let code = if merged.violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    let out = match format {
+        Format::Json => serde_json::to_string_pretty(&merged).expect("a merged summary serialises"),
+        Format::Text => merged.text(),
     };
     Ok((out, code))
 }

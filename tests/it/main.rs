@@ -9,6 +9,7 @@ mod fleet;
 mod foreign;
 mod habits;
 mod hunt_catches;
+mod hunt_workflow;
 mod integrations;
 mod lean_build;
 mod negative_controls;
