@@ -388,6 +388,7 @@ impl Target {
     pub fn scenario(&self, seed: u64) -> Scenario {
         let mut s = swarm(seed, self.kind);
         s.client.defects = self.sabotage;
+        s.api.window_admits_one_more = self.sabotage.window_admits_one_more;
         s
     }
 
@@ -492,6 +493,10 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
     let mut fleet_by: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
     for x in fleet {
         fleet_by.entry(x.property).or_default().push(x.message);
+    }
+    // The model's own self-check: the limiter's verdicts against a reference.
+    for x in crate::sim::checks::model::check_model(&first) {
+        fleet_by.entry("model-limiter").or_default().push(x.message);
     }
     if determinism {
         match run(&s) {

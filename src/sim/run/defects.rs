@@ -60,10 +60,13 @@ pub struct Defects {
     /// A token-bucket retry budget refunds a whole token per success
     /// instead of `token_ratio` (a ratio read in tokens, not thousandths).
     pub budget_refunds_too_much: bool,
+    /// The simulated fixed window admits one request more than its limit (a
+    /// defect of the model, not the client: the hunt sets `api.window_admits_one_more`).
+    pub window_admits_one_more: bool,
 }
 
 /// The defects by their command-line names, in a fixed order.
-pub const NAMES: [&str; 11] = [
+pub const NAMES: [&str; 12] = [
     "fresh-key-each-attempt",
     "ignore-deadline",
     "ignore-retry-after",
@@ -75,6 +78,7 @@ pub const NAMES: [&str; 11] = [
     "aimd-ignores-429",
     "deadline-ignores-min-attempt-time",
     "budget-refunds-too-much",
+    "window-admits-one-more",
 ];
 
 /// What slips, in a few words, for defect `name` (one of [`NAMES`]).
@@ -91,6 +95,7 @@ pub fn describe(name: &str) -> &'static str {
         "aimd-ignores-429" => "an AIMD gate that does not back off on a 429",
         "deadline-ignores-min-attempt-time" => "the deadline rule forgets min_attempt_time",
         "budget-refunds-too-much" => "a token-bucket budget refunds a whole token per success",
+        "window-admits-one-more" => "the simulated fixed window admits one request over its limit",
         _ => "",
     }
 }
@@ -114,6 +119,7 @@ impl Defects {
             "aimd-ignores-429" => &mut self.aimd_ignores_429,
             "deadline-ignores-min-attempt-time" => &mut self.deadline_ignores_min_attempt_time,
             "budget-refunds-too-much" => &mut self.budget_refunds_too_much,
+            "window-admits-one-more" => &mut self.window_admits_one_more,
             _ => return None,
         })
     }

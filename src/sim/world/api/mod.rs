@@ -145,7 +145,11 @@ impl Api {
     pub fn new(config: ApiConfig) -> Api {
         Api {
             clock: WallClock::new(config.epoch_unix_s, config.clock_skew_ms),
-            accounts: config.accounts.iter().map(|a| Account::new(a, &config.limiter)).collect(),
+            accounts: config
+                .accounts
+                .iter()
+                .map(|a| Account::new(a, &config.limiter, config.window_admits_one_more))
+                .collect(),
             anonymous: config.anonymous_cap.map(HourlyCap::new),
             idempotency: IdempotencyStore::default(),
             running: BTreeMap::new(),
