@@ -443,13 +443,17 @@ pub fn deferred_charged_once(r: &Report) -> Vec<FleetViolation> {
     }
     for j in &r.records {
         let waited = j.finished_ms - j.started_ms;
-        if waited > budget + 1 {
+        if waited > budget + crate::sim::checks::invariants::clock_slack_ms(&r.scenario_config) {
             out.push(v(
                 "interactive-budget",
                 format!("job {} waited {waited} ms on the interactive path, budget {budget} ms", j.job),
             ));
         }
-        let deferred = matches!(&j.outcome, JobOutcome::GaveUp { reason } if deferrable(reason));
+        // Deferred as the front end defers (seed 000): a give-up that waiting
+        // fixes, of a safe job or a keyed one that carried its key.
+        let deferred = matches!(&j.outcome, JobOutcome::GaveUp { reason } if deferrable(reason))
+            && j.kind != crate::sim::run::job::JobKind::Unsafe
+            && !(j.kind == crate::sim::run::job::JobKind::Keyed && j.key.is_none());
         let runs = background.get(&j.job).map_or(&[][..], Vec::as_slice);
         if deferred && runs.is_empty() {
             out.push(v("deferred-once", format!("job {} was deferred but never run again", j.job)));

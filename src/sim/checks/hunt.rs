@@ -38,7 +38,7 @@ use crate::env::{Rng, seeded_rng};
 use crate::sim::checks::invariants::{self as check, Invariant, Violation};
 use crate::sim::run::defects::Defects;
 use crate::sim::run::runner;
-use crate::sim::run::scenario::{BudgetConfig, GateConfig, OpMix, Scenario};
+use crate::sim::run::scenario::{BudgetConfig, DeferralConfig, GateConfig, OpMix, Scenario};
 use crate::sim::run::seed::derive;
 use crate::sim::world::api::{
     AccountConfig, AdviceForm, ConcurrencyConfig, DateForm, Envelope, LimiterConfig, LimiterKind, ScriptStep,
@@ -260,6 +260,20 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
                 }
             });
         }
+        // Deferral only where no skewed date makes an advice look an hour
+        // long, so that time_limit covers the background passes.
+        if g.chance(800) && s.api.clock_skew_ms == 0 {
+            // Seed 000's deferral: an interactive front end with a short
+            // budget, whose give-ups that waiting fixes run again in the background.
+            s.fleet.deferral = Some(DeferralConfig {
+                workers: g.range(1, 3) as u32,
+                policy: Policy::background(),
+                max_passes: g.range(1, 3) as u32,
+                defects: Default::default(),
+            });
+            s.policy.deadline = s.policy.deadline.min(g.pick(&[S(2), S(3), S(5)]));
+            s.policy.max_single_wait = s.policy.max_single_wait.min(MS(500));
+        }
         if g.chance(500) {
             s.fleet.gate = g.pick(&[
                 GateConfig::Pacing(Default::default()),
@@ -357,11 +371,22 @@ pub fn make_ample(s: &mut Scenario) {
 
 /// A virtual-time limit no correct run reaches: every job ends by its
 /// deadline (invariant 1), and the queue hands jobs to idle workers, so the
-/// last job starts within `ceil(jobs / workers)` job lifetimes. A run that
-/// hits it has a job that outlived its deadline.
+/// last job starts within `ceil(jobs / workers)` job lifetimes; deferred
+/// jobs add their background passes (each a background deadline after an
+/// advice of at most [`check::longest_advice`], a 30 s `queue_full`, or the
+/// clock skew a date carries). A run that hits it has a
+/// job that outlived its deadline.
 pub fn time_limit(s: &Scenario) -> Duration {
     let rounds = s.fleet.jobs.div_ceil(s.fleet.workers) + 1;
-    (s.policy.deadline + S(1)) * rounds + check::faults_heal_at(s)
+    let front = (s.policy.deadline + S(1)) * rounds + check::faults_heal_at(s);
+    // Deferred jobs then run in the background, one pass after another,
+    // each after the advice the last one was given.
+    let background = s.fleet.deferral.as_ref().map_or(Duration::ZERO, |d| {
+        let advice = check::longest_advice(s).max(S(30)) + Duration::from_millis(s.api.clock_skew_ms.unsigned_abs());
+        let pass = d.policy.deadline + advice + S(1);
+        pass * d.max_passes * s.fleet.jobs.div_ceil(d.workers.max(1))
+    });
+    front + background
 }
 
 /// The deliberate defects, by the names the CLI uses (see [`Defects`]).

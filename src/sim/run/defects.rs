@@ -63,10 +63,12 @@ pub struct Defects {
     /// The simulated fixed window admits one request more than its limit (a
     /// defect of the model, not the client: the hunt sets `api.window_admits_one_more`).
     pub window_admits_one_more: bool,
+    /// The deferral queue drops every other job the front end defers, the first included.
+    pub deferral_drops_jobs: bool,
 }
 
 /// The defects by their command-line names, in a fixed order.
-pub const NAMES: [&str; 12] = [
+pub const NAMES: [&str; 13] = [
     "fresh-key-each-attempt",
     "ignore-deadline",
     "ignore-retry-after",
@@ -79,6 +81,7 @@ pub const NAMES: [&str; 12] = [
     "deadline-ignores-min-attempt-time",
     "budget-refunds-too-much",
     "window-admits-one-more",
+    "deferral-drops-jobs",
 ];
 
 /// What slips, in a few words, for defect `name` (one of [`NAMES`]).
@@ -96,6 +99,7 @@ pub fn describe(name: &str) -> &'static str {
         "deadline-ignores-min-attempt-time" => "the deadline rule forgets min_attempt_time",
         "budget-refunds-too-much" => "a token-bucket budget refunds a whole token per success",
         "window-admits-one-more" => "the simulated fixed window admits one request over its limit",
+        "deferral-drops-jobs" => "the deferral queue drops every other deferred job",
         _ => "",
     }
 }
@@ -120,6 +124,7 @@ impl Defects {
             "deadline-ignores-min-attempt-time" => &mut self.deadline_ignores_min_attempt_time,
             "budget-refunds-too-much" => &mut self.budget_refunds_too_much,
             "window-admits-one-more" => &mut self.window_admits_one_more,
+            "deferral-drops-jobs" => &mut self.deferral_drops_jobs,
             _ => return None,
         })
     }
