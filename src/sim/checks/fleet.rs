@@ -68,11 +68,12 @@ pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
 /// no safety check sees it.
 ///
 /// Applies to a shared fleet gate fed only by retrysim's traced clients
-/// (no per-worker hosts, no coordinator, no deferral).
+/// (no per-worker hosts, no coordinator); a deferral's background workers
+/// run without the gate.
 pub fn aimd_backs_off(r: &Report) -> Vec<FleetViolation> {
     let s = &r.scenario_config;
     let GateConfig::Aimd(c) = s.fleet.gate else { return Vec::new() };
-    if !r.traced || s.fleet.hosts == Hosts::PerWorker || s.fleet.coordinator.is_some() || s.fleet.deferral.is_some() {
+    if !r.traced || s.fleet.hosts == Hosts::PerWorker || s.fleet.coordinator.is_some() {
         return Vec::new();
     }
     let facts = &r.fleet_facts.gate;
@@ -84,6 +85,7 @@ pub fn aimd_backs_off(r: &Report) -> Vec<FleetViolation> {
     let steps = limit_steps(c.initial_limit, facts);
     let bound = steps.iter().map(|s| s.1).max().unwrap_or(c.initial_limit) as usize;
     // Every answer the gate was told of (one per attempt), and the 429s among them.
+    // The front end's answers: the deferral's background workers run without the gate.
     let mut answers: Vec<(u64, bool)> = Vec::new();
     for j in &r.records {
         for e in &j.trace.events {

@@ -250,6 +250,10 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
                     let writes = (workers as u32 / 2).max(1);
                     s.api.limiter.writes = s.api.limiter.writes.min(writes);
                     s.api.limiter.reads = s.api.limiter.reads.max(s.api.limiter.writes);
+                    // And clients that keep retrying, so the bucket, not the policy, stops them.
+                    s.policy.max_retries = s.policy.max_retries.max(12);
+                    s.policy.deadline = s.policy.deadline.max(S(60));
+                    s.policy.max_single_wait = s.policy.max_single_wait.max(S(30));
                 }
                 bucket
             } else {
@@ -260,9 +264,11 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
                 }
             });
         }
-        // Deferral only where no skewed date makes an advice look an hour
-        // long, so that time_limit covers the background passes.
-        if g.chance(800) && s.api.clock_skew_ms == 0 {
+        // Deferral only where no skewed date or monthly quota makes an
+        // advice hours long, so that time_limit covers the background passes
+        // (and a client misreading a quota does not simulate a month).
+        let short_advice = s.api.clock_skew_ms == 0 && s.api.accounts.iter().all(|a| a.monthly_quota.is_none());
+        if g.chance(800) && short_advice {
             // Seed 000's deferral: an interactive front end with a short
             // budget, whose give-ups that waiting fixes run again in the background.
             s.fleet.deferral = Some(DeferralConfig {
