@@ -65,14 +65,17 @@ pub struct HuntArgs {
     #[arg(long, default_value_t = 1, value_name = "N")]
     determinism_every: u64,
     /// Turn on a deliberate defect in every policy (a negative control: the
-    /// hunt must then find violations). Repeatable. One of:
-    /// fresh-key-each-attempt, ignore-deadline, ignore-retry-after,
-    /// retry-terminal, replay-unsafe, extra-attempt.
+    /// hunt must then find violations). Repeatable. An unknown name lists
+    /// them all (`sim::run::defects::NAMES`).
     #[arg(long, value_name = "DEFECT")]
     sabotage: Vec<String>,
     /// Print seed SEED's scenario as TOML (for `retrysim run --config FILE --seed SEED`) and exit.
     #[arg(long, value_name = "SEED", conflicts_with_all = ["seeds", "start", "jobs"])]
     dump: Option<u64>,
+    /// Merge shard summaries (files written by `--format json`, one seed
+    /// range each) into one verdict, and exit 1 if any shard failed.
+    #[arg(long, value_name = "SUMMARY", num_args = 1.., conflicts_with_all = ["seeds", "start", "jobs", "dump", "sabotage"])]
+    merge: Vec<std::path::PathBuf>,
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
     #[command(flatten)]
@@ -86,6 +89,9 @@ pub fn run(args: HuntArgs) -> Outcome {
         if !target.sabotage.set(name) {
             return Err(UserError(format!("unknown defect {name:?}; the defects are: {}", hunt::DEFECTS.join(", "))));
         }
+    }
+    if !args.merge.is_empty() {
+        return merge(&args.merge, args.format);
     }
     if let Some(seed) = args.dump {
         return Ok((target.scenario(seed).to_toml().trim_end().to_owned(), ExitCode::SUCCESS));
@@ -197,6 +203,22 @@ fn run_seeds(config: &HuntConfig) -> Vec<SeedResult> {
     meter.finish();
     results.sort_by_key(|r| r.seed);
     results
+}
+
+/// `--merge`: shard summaries into one verdict.
+fn merge(files: &[std::path::PathBuf], format: Format) -> Outcome {
+    let mut shards = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f).map_err(|e| UserError(format!("cannot read {}: {e}", f.display())))?;
+        shards.push((f.display().to_string(), text));
+    }
+    let merged = hunt::merge_summaries(&shards).map_err(UserError)?;
+    let code = if merged.violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    let out = match format {
+        Format::Json => serde_json::to_string_pretty(&merged).expect("a merged summary serialises"),
+        Format::Text => merged.text(),
+    };
+    Ok((out, code))
 }
 
 /// What a hunt found, as printed.

@@ -652,6 +652,14 @@ impl<C: Clock> Gate for Aimd<C> {
 mod tests {
     use super::*;
 
+    /// Every async test runs under a bound of virtual time: a gate that
+    /// never wakes a waiter fails the test instead of hanging it.
+    async fn bounded<F: std::future::Future>(test: F) -> F::Output {
+        tokio::time::timeout(Duration::from_secs(3_600), test)
+            .await
+            .expect("the test ended within an hour of virtual time")
+    }
+
     const MS: fn(u64) -> Duration = Duration::from_millis;
 
     fn fixed_window(limit: u32) -> Controller {
@@ -790,61 +798,70 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn fifo_queue_and_the_window() {
-        let log: GateLog = Arc::default();
-        let gate = Arc::new(
-            Aimd::new(AimdConfig { initial_limit: 1, rate: RateControl::Off, ..AimdConfig::default() })
-                .with_log(log.clone()),
-        );
-        gate.admit().await;
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let mut tasks = tokio::task::JoinSet::new();
-        for i in 0..3 {
-            let (gate, order) = (gate.clone(), order.clone());
-            tasks.spawn(async move {
-                tokio::time::sleep(MS(i * 10)).await;
-                gate.admit().await;
-                order.lock().unwrap().push(i);
-                tokio::time::sleep(MS(100)).await;
-                gate.done(&feedback(Class::Success, 200));
-            });
-        }
-        tokio::time::sleep(MS(50)).await;
-        assert_eq!(gate.queued(), 3);
-        gate.done(&feedback(Class::Success, 200));
-        while tasks.join_next().await.is_some() {}
-        assert_eq!(*order.lock().unwrap(), [0, 1, 2]);
-        let admitted: Vec<(u64, u32, u32)> = log
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|f| match f.event {
-                GateEvent::Admitted { ticket, in_flight, limit, .. } => Some((ticket, in_flight, limit)),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(admitted.iter().map(|a| a.0).collect::<Vec<_>>(), [0, 1, 2, 3], "tickets in order");
-        assert!(admitted.iter().all(|&(_, in_flight, limit)| in_flight <= limit));
+        bounded(async {
+            let log: GateLog = Arc::default();
+            let gate = Arc::new(
+                Aimd::new(AimdConfig { initial_limit: 1, rate: RateControl::Off, ..AimdConfig::default() })
+                    .with_log(log.clone()),
+            );
+            gate.admit().await;
+            let order = Arc::new(Mutex::new(Vec::new()));
+            let mut tasks = tokio::task::JoinSet::new();
+            for i in 0..3 {
+                let (gate, order) = (gate.clone(), order.clone());
+                tasks.spawn(async move {
+                    tokio::time::sleep(MS(i * 10)).await;
+                    gate.admit().await;
+                    order.lock().unwrap().push(i);
+                    tokio::time::sleep(MS(100)).await;
+                    gate.done(&feedback(Class::Success, 200));
+                });
+            }
+            tokio::time::sleep(MS(50)).await;
+            assert_eq!(gate.queued(), 3);
+            gate.done(&feedback(Class::Success, 200));
+            while tasks.join_next().await.is_some() {}
+            assert_eq!(*order.lock().unwrap(), [0, 1, 2]);
+            let admitted: Vec<(u64, u32, u32)> = log
+                .lock()
+                .unwrap()
+                .iter()
+                .filter_map(|f| match f.event {
+                    GateEvent::Admitted { ticket, in_flight, limit, .. } => Some((ticket, in_flight, limit)),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(admitted.iter().map(|a| a.0).collect::<Vec<_>>(), [0, 1, 2, 3], "tickets in order");
+            assert!(admitted.iter().all(|&(_, in_flight, limit)| in_flight <= limit));
+        })
+        .await
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_cancelled_wait_leaves_the_queue() {
-        let gate = Aimd::new(AimdConfig { initial_limit: 1, rate: RateControl::Off, ..AimdConfig::default() });
-        gate.admit().await;
-        let waited = tokio::time::timeout(MS(10), gate.admit()).await;
-        assert!(waited.is_err());
-        assert_eq!(gate.queued(), 0);
-        gate.done(&feedback(Class::Success, 200));
-        tokio::time::timeout(MS(10), gate.admit()).await.expect("the slot is free and nobody is ahead");
-        assert_eq!(gate.in_flight(), 1);
+        bounded(async {
+            let gate = Aimd::new(AimdConfig { initial_limit: 1, rate: RateControl::Off, ..AimdConfig::default() });
+            gate.admit().await;
+            let waited = tokio::time::timeout(MS(10), gate.admit()).await;
+            assert!(waited.is_err());
+            assert_eq!(gate.queued(), 0);
+            gate.done(&feedback(Class::Success, 200));
+            tokio::time::timeout(MS(10), gate.admit()).await.expect("the slot is free and nobody is ahead");
+            assert_eq!(gate.in_flight(), 1);
+        })
+        .await
     }
 
     #[tokio::test(start_paused = true)]
     async fn pacing_waits_on_the_clock() {
-        let gate = Aimd::new(AimdConfig::fixed(10, 2_000));
-        let start = tokio::time::Instant::now();
-        for _ in 0..3 {
-            gate.admit().await;
-        }
-        assert_eq!(start.elapsed(), MS(1_000), "three admissions at 2/s: at 0, 500 and 1000 ms");
+        bounded(async {
+            let gate = Aimd::new(AimdConfig::fixed(10, 2_000));
+            let start = tokio::time::Instant::now();
+            for _ in 0..3 {
+                gate.admit().await;
+            }
+            assert_eq!(start.elapsed(), MS(1_000), "three admissions at 2/s: at 0, 500 and 1000 ms");
+        })
+        .await
     }
 }

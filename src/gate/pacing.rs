@@ -753,6 +753,14 @@ mod tests {
 
     use super::*;
 
+    /// Every async test runs under a bound of virtual time: a gate that
+    /// never wakes a waiter fails the test instead of hanging it.
+    async fn bounded<F: std::future::Future>(test: F) -> F::Output {
+        tokio::time::timeout(Duration::from_secs(3_600), test)
+            .await
+            .expect("the test ended within an hour of virtual time")
+    }
+
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
     }
@@ -1050,42 +1058,48 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_gate_holds_waiters_until_the_reset_in_order() {
-        let gate = Arc::new(Pacing::new(PacingState::new(PacingConfig::default())));
-        let start = tokio::time::Instant::now();
-        gate.admit().await;
-        gate.done(&feedback(201, &rl(5, 1, 2)));
-        gate.admit().await; // the last one of the window
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let mut tasks = tokio::task::JoinSet::new();
-        for i in 0..3 {
-            let (gate, order) = (gate.clone(), order.clone());
-            tasks.spawn(async move {
-                gate.admit().await;
-                order.lock().unwrap().push((i, start.elapsed()));
-            });
+        bounded(async {
+            let gate = Arc::new(Pacing::new(PacingState::new(PacingConfig::default())));
+            let start = tokio::time::Instant::now();
+            gate.admit().await;
+            gate.done(&feedback(201, &rl(5, 1, 2)));
+            gate.admit().await; // the last one of the window
+            let order = Arc::new(Mutex::new(Vec::new()));
+            let mut tasks = tokio::task::JoinSet::new();
+            for i in 0..3 {
+                let (gate, order) = (gate.clone(), order.clone());
+                tasks.spawn(async move {
+                    gate.admit().await;
+                    order.lock().unwrap().push((i, start.elapsed()));
+                });
+                tokio::task::yield_now().await;
+            }
             tokio::task::yield_now().await;
-        }
-        tokio::task::yield_now().await;
-        assert_eq!(gate.queued(), 3);
-        while tasks.join_next().await.is_some() {}
-        let order = order.lock().unwrap().clone();
-        assert_eq!(order.iter().map(|o| o.0).collect::<Vec<_>>(), [0, 1, 2], "first come, first served");
-        assert!(order.iter().all(|o| o.1 == Duration::from_secs(2)), "{order:?}");
-        // 5 per window, less the one in flight at the reset (it may land in
-        // the new window), less the three just admitted.
-        assert_eq!(gate.with_schedule(PacingState::allowance), Some(1));
+            assert_eq!(gate.queued(), 3);
+            while tasks.join_next().await.is_some() {}
+            let order = order.lock().unwrap().clone();
+            assert_eq!(order.iter().map(|o| o.0).collect::<Vec<_>>(), [0, 1, 2], "first come, first served");
+            assert!(order.iter().all(|o| o.1 == Duration::from_secs(2)), "{order:?}");
+            // 5 per window, less the one in flight at the reset (it may land in
+            // the new window), less the three just admitted.
+            assert_eq!(gate.with_schedule(PacingState::allowance), Some(1));
+        })
+        .await
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_cancelled_waiter_leaves_the_queue() {
-        let gate = Pacing::new(PacingState::new(PacingConfig::default()));
-        gate.admit().await;
-        gate.done(&feedback(429, &headers(&[("retry-after", "1")])));
-        let start = tokio::time::Instant::now();
-        let cancelled = tokio::time::timeout(ms(100), gate.admit()).await;
-        assert!(cancelled.is_err());
-        assert_eq!(gate.queued(), 0, "the dropped admission left the queue");
-        gate.admit().await;
-        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        bounded(async {
+            let gate = Pacing::new(PacingState::new(PacingConfig::default()));
+            gate.admit().await;
+            gate.done(&feedback(429, &headers(&[("retry-after", "1")])));
+            let start = tokio::time::Instant::now();
+            let cancelled = tokio::time::timeout(ms(100), gate.admit()).await;
+            assert!(cancelled.is_err());
+            assert_eq!(gate.queued(), 0, "the dropped admission left the queue");
+            gate.admit().await;
+            assert_eq!(start.elapsed(), Duration::from_secs(1));
+        })
+        .await
     }
 }

@@ -88,10 +88,14 @@ async fn run(policy: Policy, script: &Script, req: Request<Bytes>) -> Run {
     let clock = TokioClock::from_epoch(epoch());
     let client = RetryClient::new(clock.clone(), script, policy);
     let mut trace = Trace::new("t");
-    let result = client
-        .execute_traced(req, &mut seeded_rng(7), &CancellationToken::new(), &mut trace)
-        .await
-        .map(Success::into_response);
+    // A bound of virtual time: a driver that never ends fails the test.
+    let result = tokio::time::timeout(
+        Duration::from_secs(24 * 3_600),
+        client.execute_traced(req, &mut seeded_rng(7), &CancellationToken::new(), &mut trace),
+    )
+    .await
+    .expect("the driver ended within a day of virtual time")
+    .map(Success::into_response);
     Run { result, trace, elapsed: clock.now() }
 }
 

@@ -8,6 +8,8 @@ mod external_user;
 mod fleet;
 mod foreign;
 mod habits;
+mod hunt_catches;
+mod hunt_workflow;
 mod integrations;
 mod lean_build;
 mod long_runs;

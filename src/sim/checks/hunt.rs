@@ -38,7 +38,7 @@ use crate::env::{Rng, seeded_rng};
 use crate::sim::checks::invariants::{self as check, Invariant, Violation};
 use crate::sim::run::defects::Defects;
 use crate::sim::run::runner;
-use crate::sim::run::scenario::{BudgetConfig, GateConfig, OpMix, Scenario};
+use crate::sim::run::scenario::{BudgetConfig, DeferralConfig, GateConfig, OpMix, Scenario};
 use crate::sim::run::seed::derive;
 use crate::sim::world::api::{
     AccountConfig, AdviceForm, ConcurrencyConfig, DateForm, Envelope, LimiterConfig, LimiterKind, ScriptStep,
@@ -107,6 +107,8 @@ impl Draw {
 }
 
 const S: fn(u64) -> Duration = Duration::from_secs;
+/// 2026-11-01T00:00:00Z, a month boundary near the API's default epoch.
+const NOVEMBER_2026: u64 = 1_793_491_200;
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
 /// The scenario seed `seed` stands for, deterministically. `kind` decides
@@ -169,6 +171,8 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
         AdviceForm::BodyOnly,
         AdviceForm::None,
         AdviceForm::Malformed,
+        AdviceForm::SeveralLines,
+        AdviceForm::SeveralLines,
     ]);
     api.envelope = g.pick(&[Envelope::Blinkimg, Envelope::Sume]);
     api.date_form = g.pick(&[DateForm::ImfFixdate, DateForm::Rfc850, DateForm::Asctime]);
@@ -185,14 +189,20 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
         if g.chance(100) {
             account.credits = Some(g.range(0, jobs * 2));
         }
-        if g.chance(100) {
+        if g.chance(200) {
             account.monthly_quota = Some(g.range(0, jobs * 2));
+            // Half the time the month ends a few seconds in: the quota's
+            // `Retry-After` is then short enough that a client misreading
+            // it as throttling retries instead of giving up on a too-long wait.
+            if g.chance(500) {
+                api.epoch_unix_s = NOVEMBER_2026 - g.range(1, 5);
+            }
         }
         if g.chance(80) {
             api.anonymous_cap = Some(g.range(1, 5) as u32);
             s.fleet.anonymous = true;
         }
-        if g.chance(200) {
+        if g.chance(350) {
             let steps = g.range(1, 4);
             let api = &mut s.api;
             api.script = (0..steps).map(|_| script_step(&mut g)).collect();
@@ -203,6 +213,13 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     // The policy.
     s.policy =
         if g.chance(500) { Policy::preset(g.pick(&Policy::PRESETS)).expect("a preset") } else { random_policy(&mut g) };
+    if !calm && g.chance(250) {
+        // A reserve for the last attempt that is a large part of a short
+        // deadline: the deadline rule's `min_attempt_time` then decides.
+        s.policy.deadline = g.pick(&[S(2), S(3), S(5)]);
+        s.policy.min_attempt_time = g.ms(500, 1_500);
+        s.policy.max_retries = s.policy.max_retries.max(3);
+    }
 
     // The network.
     let min_latency = g.ms(0, 5);
@@ -220,12 +237,25 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
 
     // Fleet controls, rarely (never in calm scenarios: they may rightly refuse).
     if !calm && kind == Kind::Fleet {
-        if g.chance(100) {
-            s.fleet.budget = Some(if g.chance(500) {
-                BudgetConfig::TokenBucket {
-                    max_tokens: g.range(2, 50) as u32,
-                    token_ratio_milli: g.range(0, 1000) as u32,
+        if g.chance(650) {
+            s.fleet.budget = Some(if g.chance(800) {
+                // Mostly small buckets with small refunds: a budget that
+                // runs dry is one whose accounting the checks can see.
+                let bucket = BudgetConfig::TokenBucket {
+                    max_tokens: if g.chance(700) { g.range(2, 8) } else { g.range(2, 50) } as u32,
+                    token_ratio_milli: g.pick(&[1, 10, 50, 100, 100, 250, 500, 1000]),
+                };
+                // Usually a fleet that contends for the window, so retries spend the bucket.
+                if g.chance(700) {
+                    let writes = (workers as u32 / 2).max(1);
+                    s.api.limiter.writes = s.api.limiter.writes.min(writes);
+                    s.api.limiter.reads = s.api.limiter.reads.max(s.api.limiter.writes);
+                    // And clients that keep retrying, so the bucket, not the policy, stops them.
+                    s.policy.max_retries = s.policy.max_retries.max(12);
+                    s.policy.deadline = s.policy.deadline.max(S(60));
+                    s.policy.max_single_wait = s.policy.max_single_wait.max(S(30));
                 }
+                bucket
             } else {
                 BudgetConfig::Percent {
                     ttl: S(10),
@@ -234,8 +264,28 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
                 }
             });
         }
-        if g.chance(100) {
-            s.fleet.gate = g.pick(&[GateConfig::Pacing(Default::default()), GateConfig::Aimd(Default::default())]);
+        // Deferral only where no skewed date or monthly quota makes an
+        // advice hours long, so that time_limit covers the background passes
+        // (and a client misreading a quota does not simulate a month).
+        let short_advice = s.api.clock_skew_ms == 0 && s.api.accounts.iter().all(|a| a.monthly_quota.is_none());
+        if g.chance(800) && short_advice {
+            // Seed 000's deferral: an interactive front end with a short
+            // budget, whose give-ups that waiting fixes run again in the background.
+            s.fleet.deferral = Some(DeferralConfig {
+                workers: g.range(1, 3) as u32,
+                policy: Policy::background(),
+                max_passes: g.range(1, 3) as u32,
+                defects: Default::default(),
+            });
+            s.policy.deadline = s.policy.deadline.min(g.pick(&[S(2), S(3), S(5)]));
+            s.policy.max_single_wait = s.policy.max_single_wait.min(MS(500));
+        }
+        if g.chance(500) {
+            s.fleet.gate = g.pick(&[
+                GateConfig::Pacing(Default::default()),
+                GateConfig::Aimd(Default::default()),
+                GateConfig::Aimd(Default::default()),
+            ]);
         }
     }
 
@@ -252,6 +302,7 @@ fn script_step(g: &mut Draw) -> ScriptStep {
         (429, Some("rate_limited"), Some(2)),
         (429, None, Some(1)),
         (429, Some("QUOTA_EXCEEDED"), Some(1)),
+        (429, Some("insufficient_quota"), Some(2)),
         (429, Some("queue_full"), Some(30)),
         (503, Some("unavailable"), Some(1)),
         (503, None, None),
@@ -271,7 +322,9 @@ fn random_policy(g: &mut Draw) -> Policy {
         max_retries: g.range(0, 8) as u32,
         deadline,
         max_single_wait: g.pick(&[S(1), S(5), S(10), S(30), S(60)]),
-        min_attempt_time: g.ms(0, 1_000),
+        // Sometimes a reserve that is a large part of the deadline, so that
+        // the deadline rule's `min_attempt_time` decides often.
+        min_attempt_time: if g.chance(700) { g.ms(0, 1_000) } else { g.ms(1_000, deadline.as_millis() as u64 / 2) },
         attempt_timeout: g.pick(&[MS(200), MS(1_000), S(5), S(30)]),
         backoff: Backoff {
             base,
@@ -324,15 +377,26 @@ pub fn make_ample(s: &mut Scenario) {
 
 /// A virtual-time limit no correct run reaches: every job ends by its
 /// deadline (invariant 1), and the queue hands jobs to idle workers, so the
-/// last job starts within `ceil(jobs / workers)` job lifetimes. A run that
-/// hits it has a job that outlived its deadline.
+/// last job starts within `ceil(jobs / workers)` job lifetimes; deferred
+/// jobs add their background passes (each a background deadline after an
+/// advice of at most [`check::longest_advice`], a 30 s `queue_full`, or the
+/// clock skew a date carries). A run that hits it has a
+/// job that outlived its deadline.
 pub fn time_limit(s: &Scenario) -> Duration {
     let rounds = s.fleet.jobs.div_ceil(s.fleet.workers) + 1;
-    (s.policy.deadline + S(1)) * rounds + check::faults_heal_at(s)
+    let front = (s.policy.deadline + S(1)) * rounds + check::faults_heal_at(s);
+    // Deferred jobs then run in the background, one pass after another,
+    // each after the advice the last one was given.
+    let background = s.fleet.deferral.as_ref().map_or(Duration::ZERO, |d| {
+        let advice = check::longest_advice(s).max(S(30)) + Duration::from_millis(s.api.clock_skew_ms.unsigned_abs());
+        let pass = d.policy.deadline + advice + S(1);
+        pass * d.max_passes * s.fleet.jobs.div_ceil(d.workers.max(1))
+    });
+    front + background
 }
 
 /// The deliberate defects, by the names the CLI uses (see [`Defects`]).
-pub const DEFECTS: [&str; 6] = crate::sim::run::defects::NAMES;
+pub const DEFECTS: [&str; crate::sim::run::defects::NAMES.len()] = crate::sim::run::defects::NAMES;
 
 /// What a hunt draws for each seed: the kind of scenario, and optionally
 /// deliberate defects in every policy (a negative control: the hunt must
@@ -355,6 +419,7 @@ impl Target {
     pub fn scenario(&self, seed: u64) -> Scenario {
         let mut s = swarm(seed, self.kind);
         s.client.defects = self.sabotage;
+        s.api.window_admits_one_more = self.sabotage.window_admits_one_more;
         s
     }
 
@@ -454,6 +519,16 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
     // The trace-based checks, the black-box ones next to them, and liveness
     // where it applies.
     let mut violations = check::check_report(&first);
+    // The fleet controls' checks: budgets, gates, deferral, efficiency.
+    let fleet = crate::sim::checks::fleet::check_fleet(&first);
+    let mut fleet_by: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for x in fleet {
+        fleet_by.entry(x.property).or_default().push(x.message);
+    }
+    // The model's own self-check: the limiter's verdicts against a reference.
+    for x in crate::sim::checks::model::check_model(&first) {
+        fleet_by.entry("model-limiter").or_default().push(x.message);
+    }
     if determinism {
         match run(&s) {
             Ok(second) => violations.extend(check::check_determinism(&first, &second)),
@@ -471,6 +546,16 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
             invariant: invariant.to_string(),
             count: xs.len(),
             message: xs[0].message.clone(),
+            replay: replay.clone(),
+        });
+    }
+    for (property, xs) in fleet_by {
+        result.findings.push(Finding {
+            seed,
+            kind: ran,
+            invariant: property.to_owned(),
+            count: xs.len(),
+            message: xs[0].clone(),
             replay: replay.clone(),
         });
     }
@@ -543,6 +628,158 @@ pub fn hunt(config: &HuntConfig, progress: &(dyn Fn(u64, u64) + Sync)) -> Vec<Se
     results
 }
 
+/// Several shards' JSON summaries (`retrysim hunt --format json`, one seed
+/// range each) merged into one verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Merged {
+    /// The shards' ranges, `(start, seeds_run)`, sorted.
+    pub shards: Vec<(u64, u64)>,
+    /// The first seed of the whole range.
+    pub start: u64,
+    /// Seeds run over all shards.
+    pub seeds_run: u64,
+    /// What the shards drew (every shard must agree).
+    pub scenario_kind: serde_json::Value,
+    /// Deliberate defects turned on (every shard must agree).
+    pub sabotage: serde_json::Value,
+    /// Failing seeds per invariant or check, summed over the shards.
+    pub by_invariant: std::collections::BTreeMap<String, u64>,
+    /// Every finding of every shard, sorted by seed, each with its replay line.
+    pub violations: Vec<serde_json::Value>,
+}
+
+impl Merged {
+    /// The seeds that failed, ascending.
+    pub fn failing_seeds(&self) -> Vec<u64> {
+        let seeds: std::collections::BTreeSet<u64> =
+            self.violations.iter().filter_map(|v| v["seed"].as_u64()).collect();
+        seeds.into_iter().collect()
+    }
+
+    /// The verdict as text: the range, the shards, and every failing
+    /// seed's finding with its replay line.
+    pub fn text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let last = self.start + self.seeds_run.saturating_sub(1);
+        let failing = self.failing_seeds();
+        let _ = writeln!(
+            out,
+            "hunt (merged {} shards): seeds {}..={last}, {} failing",
+            self.shards.len(),
+            self.start,
+            failing.len()
+        );
+        if self.violations.is_empty() {
+            let _ = write!(out, "no violations");
+            return out;
+        }
+        let _ = writeln!(out, "violations by invariant (seeds):");
+        for (inv, n) in &self.by_invariant {
+            let _ = writeln!(out, "  {inv:<28} {n}");
+        }
+        let _ = writeln!(out, "failing seeds:");
+        for f in &self.violations {
+            let text = |k: &str| f[k].as_str().unwrap_or("").to_owned();
+            let _ = writeln!(out, "  seed {} [{}] {}: {}", f["seed"], text("kind"), text("invariant"), text("message"));
+            let _ = writeln!(out, "    replay: {}", text("replay"));
+        }
+        out.pop();
+        out
+    }
+}
+
+/// Merges shard summaries (the JSON texts of `retrysim hunt --format json`).
+/// An error names the shard that is not a summary, shards that disagree on
+/// what they drew, and ranges that overlap or leave a gap.
+pub fn merge_summaries(shards: &[(String, String)]) -> Result<Merged, String> {
+    if shards.is_empty() {
+        return Err("no shard summaries to merge".into());
+    }
+    let mut parsed = Vec::new();
+    for (name, text) in shards {
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("{name}: not a hunt summary (JSON): {e}"))?;
+        let (Some(start), Some(seeds)) = (v["start"].as_u64(), v["seeds_run"].as_u64()) else {
+            return Err(format!("{name}: not a hunt summary (no start or seeds_run)"));
+        };
+        if !v["violations"].is_array() {
+            return Err(format!("{name}: not a hunt summary (no violations list)"));
+        }
+        parsed.push((name, start, seeds, v));
+    }
+    parsed.sort_by_key(|p| p.1);
+    let (kind, sabotage) = (parsed[0].3["scenario_kind"].clone(), parsed[0].3["sabotage"].clone());
+    for (name, _, _, v) in &parsed {
+        if v["scenario_kind"] != kind || v["sabotage"] != sabotage {
+            return Err(format!("{name}: drew another scenario kind or sabotage than {}", parsed[0].0));
+        }
+    }
+    for pair in parsed.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if a.1 + a.2 != b.1 {
+            return Err(format!(
+                "{} covers seeds {}..{} and {} starts at {}: the shards overlap or leave a gap",
+                a.0,
+                a.1,
+                a.1 + a.2,
+                b.0,
+                b.1
+            ));
+        }
+    }
+    let mut merged = Merged {
+        shards: parsed.iter().map(|p| (p.1, p.2)).collect(),
+        start: parsed[0].1,
+        seeds_run: parsed.iter().map(|p| p.2).sum(),
+        scenario_kind: kind,
+        sabotage,
+        by_invariant: Default::default(),
+        violations: Vec::new(),
+    };
+    for (_, _, _, v) in &parsed {
+        if let Some(by) = v["by_invariant"].as_object() {
+            for (k, n) in by {
+                *merged.by_invariant.entry(k.clone()).or_default() += n.as_u64().unwrap_or(0);
+            }
+        }
+        merged.violations.extend(v["violations"].as_array().into_iter().flatten().cloned());
+    }
+    merged.violations.sort_by_key(|f| f["seed"].as_u64().unwrap_or(0));
+    Ok(merged)
+}
+
+/// How a hunt with one deliberate defect fared: what `retrysim hunt
+/// --start START --seeds SEEDS --sabotage DEFECT` reports as failing seeds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Catch {
+    /// The defect (one of [`DEFECTS`]).
+    pub defect: &'static str,
+    /// The first failing seed, if any.
+    pub first: Option<u64>,
+    /// How many seeds failed.
+    pub caught: u64,
+    /// How many seeds ran.
+    pub seeds: u64,
+    /// Failing seeds per finding (invariant or check), as the summary counts them.
+    pub by_finding: std::collections::BTreeMap<String, u64>,
+}
+
+/// Hunts seeds `start..start + seeds` of [`Kind::All`] with `defect` on
+/// (determinism not checked: a defect is deterministic too), on `threads`.
+pub fn catches(defect: &'static str, start: u64, seeds: u64, threads: usize) -> Catch {
+    let mut target = Target::of(Kind::All);
+    assert!(target.sabotage.set(defect), "unknown defect {defect}");
+    let config = HuntConfig { start, seeds, target, threads, determinism: DeterminismSample::Off };
+    let results = hunt(&config, &|_, _| {});
+    let failing: Vec<&SeedResult> = results.iter().filter(|r| !r.findings.is_empty()).collect();
+    let mut by_finding = std::collections::BTreeMap::new();
+    for f in failing.iter().flat_map(|r| &r.findings) {
+        *by_finding.entry(f.invariant.clone()).or_default() += 1;
+    }
+    Catch { defect, first: failing.first().map(|r| r.seed), caught: failing.len() as u64, seeds, by_finding }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -551,9 +788,19 @@ mod tests {
     fn swarm_is_a_function_of_the_seed() {
         for seed in 0..50 {
             assert_eq!(swarm(seed, Kind::All), swarm(seed, Kind::All), "seed {seed}");
-            swarm(seed, Kind::All).validate().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         }
         assert_ne!(swarm(1, Kind::Fleet), swarm(2, Kind::Fleet));
+    }
+
+    #[test]
+    fn every_swarm_scenario_is_valid() {
+        // A scenario the validator rejects would end a hunt (or a shrunk
+        // failure) as a config error that hides the real finding.
+        for seed in 0..20_000 {
+            for kind in [Kind::Fleet, Kind::Single] {
+                swarm(seed, kind).validate().unwrap_or_else(|e| panic!("seed {seed} {kind}: {e}"));
+            }
+        }
     }
 
     #[test]

@@ -29,7 +29,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::core::classify::{Class, Classifier, DefaultTable, Operation, Outcome, TransportFailure};
+#[cfg(doc)]
+use crate::core::classify::DefaultTable;
+use crate::core::classify::{Operation, TransportFailure};
 use crate::core::retry_after::AdviceSource;
 use crate::sim::run::runner::{JobOutcome, JobRecord, PLANTED_SECRETS, Report};
 use crate::sim::run::scenario::{GateConfig, Scenario};
@@ -162,11 +164,13 @@ pub fn black_box(r: &Report) -> Vec<crate::sim::checks::blackbox::BlackBoxViolat
 /// Runs every checker that needs only one run (1–7, 9, and the budget half of 10).
 pub fn check_run(r: &Report) -> Vec<Violation> {
     let mut out = Vec::new();
+    let by_client = arrivals_by_client(r);
     for j in &r.records {
+        let said = server_said(j, &by_client);
         deadline(r, j, &mut out);
         attempt_bound(r, j, &mut out);
-        no_unsafe_retry(j, &mut out);
-        too_long(r, j, &mut out);
+        no_unsafe_retry(j, &said, &mut out);
+        too_long(r, j, &said, &mut out);
         waits_cover_advice(r, j, &mut out);
     }
     fleet_budget(r, &mut out);
@@ -240,9 +244,13 @@ fn attempt_bound(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
 }
 
 /// Invariant 5, client side: no attempt after a terminal answer, after a 5xx to an
-/// unsafe POST, or after an unsafe POST's ambiguous failure.
-fn no_unsafe_retry(j: &JobRecord, out: &mut Vec<Violation>) {
+/// unsafe POST, or after an unsafe POST's ambiguous failure. Terminal by
+/// what the server said (`said`: status and code from the ledger, see
+/// [`server_said`]), never by the class the client wrote down: a client that
+/// misreads a quota as a full window must not hide behind its own label.
+fn no_unsafe_retry(j: &JobRecord, said: &[(u16, Option<&str>)], out: &mut Vec<Violation>) {
     let mut stop: Option<String> = None;
+    let mut answers = said.iter();
     for e in &j.trace.events {
         match &e.kind {
             EventKind::Attempt { n, .. } => {
@@ -251,14 +259,13 @@ fn no_unsafe_retry(j: &JobRecord, out: &mut Vec<Violation>) {
                     return;
                 }
             }
-            // Terminal by what the server said (status and code), never by
-            // the class the client wrote down: a client that misreads a
-            // quota as a full window must not hide behind its own label.
-            EventKind::Answer { status, code, .. } if terminal(*status, code.as_deref()) => {
-                stop = Some(format!("a terminal answer {status} {}", code.as_deref().unwrap_or("")));
-            }
-            EventKind::Answer { status, .. } if j.operation == Operation::Unsafe && *status >= 500 => {
-                stop = Some(format!("a {status} to an unsafe POST"));
+            EventKind::Answer { .. } => {
+                let Some(&(status, code)) = answers.next() else { continue };
+                if terminal(status, code) {
+                    stop = Some(format!("a terminal answer {status} {}", code.unwrap_or("")));
+                } else if j.operation == Operation::Unsafe && status >= 500 {
+                    stop = Some(format!("a {status} to an unsafe POST"));
+                }
             }
             EventKind::NoAnswer { failure: TransportFailure::MaybeArrived, .. } if j.operation == Operation::Unsafe => {
                 stop = Some("an ambiguous failure of an unsafe POST".into());
@@ -268,14 +275,72 @@ fn no_unsafe_retry(j: &JobRecord, out: &mut Vec<Violation>) {
     }
 }
 
-/// Whether the default table calls this answer terminal: what the server
-/// meant, whatever the client made of it.
+/// The 429 codes that mean "no amount of waiting helps soon": the
+/// specification's list (docs/DESIGN.md "Classification"), written out here
+/// and not read from the client's [`DefaultTable`], so that a slip in the
+/// production table cannot make the checker agree with it.
+pub const TERMINAL_429_CODES: [&str; 4] =
+    ["QUOTA_EXCEEDED", "insufficient_quota", "SIGNUP_REQUIRED", "signup_required"];
+
+/// Whether the server's answer `status`/`code` was terminal by the
+/// specification: a 4xx other than a 429 with a code outside
+/// [`TERMINAL_429_CODES`] and a 409 `IDEMPOTENCY_IN_PROGRESS`. What the
+/// server meant, whatever class the client wrote down; the checks call it
+/// with the status and code of the server's ledger.
 pub fn terminal(status: u16, code: Option<&str>) -> bool {
-    let Ok(status) = http::StatusCode::from_u16(status) else { return false };
-    // Advice never makes an answer terminal, so none is passed.
-    let none = http::HeaderMap::new();
-    DefaultTable::default().classify(Outcome::Answer { status, code, headers: &none, advised: false })
-        == Class::Terminal
+    match status {
+        429 => code.is_some_and(|c| TERMINAL_429_CODES.contains(&c)),
+        409 => !code.is_some_and(|c| c.eq_ignore_ascii_case("IDEMPOTENCY_IN_PROGRESS")),
+        400..=499 => true,
+        // 5xx: only 502, 503 and 504 are worth a retry.
+        500..=599 => !matches!(status, 502..=504),
+        _ => false,
+    }
+}
+
+/// For each answer event of `j`'s trace, the ledger's record of that
+/// answer: the next arrival from the job's client (after the one matched
+/// before) with the same status, answered no later than the client read it
+/// and not lost on the way. `None` where none fits (the ledger of a foreign
+/// server, a trace that does not match); the checks then read the status
+/// and code off the wire as the trace recorded them, never the class.
+fn ledger_answers<'r>(j: &JobRecord, arrivals: &[&'r Arrival]) -> Vec<Option<&'r Arrival>> {
+    let mut next = 0;
+    let mut out = Vec::new();
+    for e in &j.trace.events {
+        let EventKind::Answer { status, .. } = &e.kind else { continue };
+        let found = arrivals[next.min(arrivals.len())..]
+            .iter()
+            .position(|a| a.status == *status && !a.lost && a.answered_at.is_some_and(|t| ms_of(t) <= e.at_ms));
+        out.push(found.map(|i| {
+            next += i + 1;
+            arrivals[next - 1]
+        }));
+    }
+    out
+}
+
+/// The ledger's arrivals per client label, in arrival order.
+fn arrivals_by_client(r: &Report) -> BTreeMap<&str, Vec<&Arrival>> {
+    let mut by: BTreeMap<&str, Vec<&Arrival>> = BTreeMap::new();
+    for a in &r.ledger.arrivals {
+        by.entry(a.client.as_str()).or_default().push(a);
+    }
+    by
+}
+
+/// What the server said to each answer event of `j`: `(status, code)`
+/// from the ledger where [`ledger_answers`] finds the record, else off the
+/// trace's wire fields.
+fn server_said<'a>(j: &'a JobRecord, by_client: &BTreeMap<&str, Vec<&'a Arrival>>) -> Vec<(u16, Option<&'a str>)> {
+    let none = Vec::new();
+    let arrivals = by_client.get(j.trace.label.as_str()).unwrap_or(&none);
+    let ledger = ledger_answers(j, arrivals);
+    let wire = j.trace.events.iter().filter_map(|e| match &e.kind {
+        EventKind::Answer { status, code, .. } => Some((*status, code.as_deref())),
+        _ => None,
+    });
+    wire.zip(ledger).map(|(w, l)| l.map_or(w, |a| (a.status, a.code.as_deref()))).collect()
 }
 
 /// Invariant 5, server side: a POST without a key ran at most once per job. A correct
@@ -301,17 +366,21 @@ fn unkeyed_posts_run_once(r: &Report, out: &mut Vec<Violation>) {
 /// Invariant 7: An advice longer than `max_single_wait`, or longer than what is left
 /// minus `min_attempt_time`, is never followed by a sleep. What is left is
 /// computed from truncated milliseconds, so the comparison allows 1 ms.
-fn too_long(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
+fn too_long(r: &Report, j: &JobRecord, said: &[(u16, Option<&str>)], out: &mut Vec<Violation>) {
     let p = &r.scenario_config.policy;
     if !p.use_advice {
         return;
     }
     let (deadline, reserve, max) = (ms_of(p.deadline), ms_of(p.min_attempt_time), ms_of(p.max_single_wait));
     let events = &j.trace.events;
+    let mut answers = said.iter();
     for (i, e) in events.iter().enumerate() {
-        let EventKind::Answer { advice, class, .. } = &e.kind else { continue };
+        let EventKind::Answer { advice, .. } = &e.kind else { continue };
+        let Some(&(status, code)) = answers.next() else { continue };
         let Some(w) = advice.wait_ms.map(Millis::saturating_u64) else { continue };
-        if matches!(class, Class::Success | Class::Terminal) {
+        // A success or a terminal answer is not a refusal to wait out; by
+        // what the server said, not the client's class.
+        if (200..300).contains(&status) || terminal(status, code) {
             continue;
         }
         let left = (j.started_ms + deadline).saturating_sub(e.at_ms);
@@ -912,6 +981,31 @@ mod tests {
         assert!(liveness_expected(&s).unwrap_err().contains("steadily"));
         let s = crate::sim::run::scenario::named("deadline-wins").unwrap();
         assert!(liveness_expected(&s).is_err());
+    }
+
+    #[test]
+    fn terminal_is_the_specification_not_the_clients_table() {
+        for (status, code) in [(429, "QUOTA_EXCEEDED"), (429, "insufficient_quota"), (429, "SIGNUP_REQUIRED")] {
+            assert!(terminal(status, Some(code)), "{status} {code}");
+        }
+        assert!(terminal(402, Some("INSUFFICIENT_CREDITS")) && terminal(409, Some("IDEMPOTENCY_KEY_REUSED")));
+        assert!(terminal(404, None) && terminal(500, None));
+        for (status, code) in [(429, Some("RATE_LIMITED")), (429, None), (409, Some("IDEMPOTENCY_IN_PROGRESS"))] {
+            assert!(!terminal(status, code), "{status} {code:?}");
+        }
+        assert!(!terminal(503, None) && !terminal(200, None));
+        // A client whose table calls a quota a full window does not change
+        // what the checker calls terminal.
+        let defect = crate::sim::run::defects::Defects { quota_as_throttled: true, ..Default::default() };
+        let none = http::HeaderMap::new();
+        let quota = crate::core::classify::Outcome::Answer {
+            status: http::StatusCode::TOO_MANY_REQUESTS,
+            code: Some("QUOTA_EXCEEDED"),
+            headers: &none,
+            advised: true,
+        };
+        assert_eq!(defect.classifier().classify(quota), crate::core::classify::Class::Throttled);
+        assert!(terminal(429, Some("QUOTA_EXCEEDED")));
     }
 
     #[test]

@@ -4,5 +4,6 @@ pub mod blackbox;
 pub mod fleet;
 pub mod hunt;
 pub mod invariants;
+pub mod model;
 #[cfg(feature = "proptest")]
 pub mod strategies;

@@ -119,13 +119,15 @@ pub fn arb_limiter() -> impl Strategy<Value = LimiterConfig> {
 }
 
 /// How the wait is advised. `Both` (the real Blinkimg API) first; every form
-/// is reachable, including none at all and a malformed header.
+/// is reachable, including none at all, a malformed header and several
+/// conflicting lines.
 pub fn arb_advice_form() -> impl Strategy<Value = AdviceForm> {
     prop_oneof![
         Just(AdviceForm::Both),
         Just(AdviceForm::HeaderSeconds),
         Just(AdviceForm::HeaderDate),
         Just(AdviceForm::BodyOnly),
+        Just(AdviceForm::SeveralLines),
         Just(AdviceForm::None),
         Just(AdviceForm::Malformed),
     ]
@@ -304,13 +306,13 @@ pub fn arb_faults() -> impl Strategy<Value = Faults> {
 }
 
 /// A retry budget shared by the fleet: usually none; else gRPC's token bucket
-/// (as small as 1 token, which refuses every retry, with refunds from none
-/// to a whole token per success) or a percentage budget.
+/// (as small as 1 token, which refuses every retry, with refunds from the
+/// smallest the validator accepts, 0.001, to a whole token per success) or a percentage budget.
 pub fn arb_budget() -> impl Strategy<Value = Option<BudgetConfig>> {
     prop::option::weighted(
         0.2,
         prop_oneof![
-            (1u32..=20, 0u32..=1_000).prop_map(|(max_tokens, token_ratio_milli)| BudgetConfig::TokenBucket {
+            (1u32..=20, 1u32..=1_000).prop_map(|(max_tokens, token_ratio_milli)| BudgetConfig::TokenBucket {
                 max_tokens,
                 token_ratio_milli
             }),
@@ -532,4 +534,39 @@ pub fn arb_calm_scenario() -> impl Strategy<Value = Scenario> {
             s
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, TestRunner};
+
+    use super::*;
+
+    /// Every generated scenario passes the validator, so no property (and
+    /// no shrunk failure) can end as a config error that hides the real one.
+    #[test]
+    fn every_generated_scenario_is_valid() {
+        let mut runner = TestRunner::new_with_rng(
+            Config::default(),
+            proptest::test_runner::TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha),
+        );
+        let strategies: [(&str, BoxedStrategy<Scenario>); 9] = [
+            ("arb_scenario", arb_scenario().boxed()),
+            ("arb_tight_scenario", arb_tight_scenario().boxed()),
+            ("arb_exhausting_scenario", arb_exhausting_scenario().boxed()),
+            ("arb_lossy_scenario", arb_lossy_scenario().boxed()),
+            ("arb_throttled_scenario", arb_throttled_scenario().boxed()),
+            ("arb_terminal_scenario", arb_terminal_scenario().boxed()),
+            ("arb_too_long_scenario", arb_too_long_scenario().boxed()),
+            ("arb_calm_scenario", arb_calm_scenario().boxed()),
+            ("arb_scenario (budgets)", arb_scenario().prop_filter("a budget", |s| s.fleet.budget.is_some()).boxed()),
+        ];
+        for (name, strategy) in strategies {
+            for case in 0..400 {
+                let s = strategy.new_tree(&mut runner).expect("a value").current();
+                s.validate().unwrap_or_else(|e| panic!("{name} case {case}: {e}\n{}", s.to_toml()));
+            }
+        }
+    }
 }

@@ -25,7 +25,7 @@ use crate::client::{Replayable, RetryClient};
 use crate::core::backoff::{Backoff, Jitter};
 use crate::core::policy::Policy;
 use crate::env::{TokioClock, Transport};
-use crate::sim::run::defects::{Defects, FreshKeys};
+use crate::sim::run::defects::{Defects, FirstRetryAfter, FreshKeys};
 use crate::sim::run::job::JobOutcome;
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;
@@ -160,7 +160,7 @@ pub fn builtin(kind: Builtin, defects: Defects, policy: &Policy, host: Host<'_>,
         declared: Promises,
         replayable: bool,
     ) -> Arc<dyn Subject> {
-        if defects.retry_terminal {
+        if defects.retry_terminal || defects.quota_as_throttled {
             client = client.with_classifier(defects.classifier());
         }
         if let Some(gate) = host.gate {
@@ -171,12 +171,13 @@ pub fn builtin(kind: Builtin, defects: Defects, policy: &Policy, host: Host<'_>,
         }
         Arc::new(Retrysim { client, declared, replayable })
     }
+    let first_line = defects.first_retry_after_line;
     if defects.fresh_key_each_attempt {
         let transport = FreshKeys::new(SimTransport, derive(seed, "fresh-keys", host.worker.unwrap_or(0) as u64));
-        let client = RetryClient::new(host.clock.clone(), transport, running);
+        let client = RetryClient::new(host.clock.clone(), FirstRetryAfter::new(transport, first_line), running);
         finish(client, host, defects, declared, replayable)
     } else {
-        let client = RetryClient::new(host.clock.clone(), SimTransport, running);
+        let client = RetryClient::new(host.clock.clone(), FirstRetryAfter::new(SimTransport, first_line), running);
         finish(client, host, defects, declared, replayable)
     }
 }

@@ -17,9 +17,11 @@ use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 
 use crate::client::IDEMPOTENCY_KEY;
+use crate::core::budget::RetryBudget;
 use crate::core::classify::{Class, Classifier, DefaultTable, Outcome};
 use crate::core::policy::Policy;
 use crate::env::{Rng, Transport, TransportError, seeded_rng};
+use crate::gate::{Admission, Feedback, Gate};
 use crate::sim::run::job::CLIENT_LABEL;
 
 /// Which deliberate defects are on. All off by default, and absent from a
@@ -43,17 +45,64 @@ pub struct Defects {
     pub replay_unsafe: bool,
     /// One attempt more than `max_retries + 1`.
     pub extra_attempt: bool,
+    /// A classification table with the quota codes (`QUOTA_EXCEEDED`,
+    /// `insufficient_quota`) listed as throttling: a terminal 429 retried.
+    pub quota_as_throttled: bool,
+    /// Of several `Retry-After` lines only the first is read (a middleware
+    /// that copies `headers.get(RETRY_AFTER)`), where the largest valid one binds.
+    pub first_retry_after_line: bool,
+    /// The fleet's AIMD gate is told every 429 as a neutral outcome (a
+    /// wrapper that forwards the transport's class), so it never backs off.
+    pub aimd_ignores_429: bool,
+    /// The deadline rule forgets `min_attempt_time`: a wait may end with
+    /// less time left than an attempt needs.
+    pub deadline_ignores_min_attempt_time: bool,
+    /// A token-bucket retry budget refunds a whole token per success
+    /// instead of `token_ratio` (a ratio read in tokens, not thousandths).
+    pub budget_refunds_too_much: bool,
+    /// The simulated fixed window admits one request more than its limit (a
+    /// defect of the model, not the client: the hunt sets `api.window_admits_one_more`).
+    pub window_admits_one_more: bool,
+    /// The deferral queue drops every other job the front end defers, the first included.
+    pub deferral_drops_jobs: bool,
 }
 
 /// The defects by their command-line names, in a fixed order.
-pub const NAMES: [&str; 6] = [
+pub const NAMES: [&str; 13] = [
     "fresh-key-each-attempt",
     "ignore-deadline",
     "ignore-retry-after",
     "retry-terminal",
     "replay-unsafe",
     "extra-attempt",
+    "quota-as-throttled",
+    "first-retry-after-line",
+    "aimd-ignores-429",
+    "deadline-ignores-min-attempt-time",
+    "budget-refunds-too-much",
+    "window-admits-one-more",
+    "deferral-drops-jobs",
 ];
+
+/// What slips, in a few words, for defect `name` (one of [`NAMES`]).
+pub fn describe(name: &str) -> &'static str {
+    match name {
+        "fresh-key-each-attempt" => "a transport mints a new Idempotency-Key per attempt",
+        "ignore-deadline" => "sleeps the advice past the deadline",
+        "ignore-retry-after" => "retries on the backoff alone",
+        "retry-terminal" => "every terminal answer read as a full window",
+        "replay-unsafe" => "an unsafe POST replayed after a lost answer",
+        "extra-attempt" => "one attempt more than promised",
+        "quota-as-throttled" => "a terminal 429 (QUOTA_EXCEEDED) retried",
+        "first-retry-after-line" => "of several Retry-After lines, the first (shorter) one read",
+        "aimd-ignores-429" => "an AIMD gate that does not back off on a 429",
+        "deadline-ignores-min-attempt-time" => "the deadline rule forgets min_attempt_time",
+        "budget-refunds-too-much" => "a token-bucket budget refunds a whole token per success",
+        "window-admits-one-more" => "the simulated fixed window admits one request over its limit",
+        "deferral-drops-jobs" => "the deferral queue drops every other deferred job",
+        _ => "",
+    }
+}
 
 impl Defects {
     /// Whether every defect is off.
@@ -69,6 +118,13 @@ impl Defects {
             "retry-terminal" => &mut self.retry_terminal,
             "replay-unsafe" => &mut self.replay_unsafe,
             "extra-attempt" => &mut self.extra_attempt,
+            "quota-as-throttled" => &mut self.quota_as_throttled,
+            "first-retry-after-line" => &mut self.first_retry_after_line,
+            "aimd-ignores-429" => &mut self.aimd_ignores_429,
+            "deadline-ignores-min-attempt-time" => &mut self.deadline_ignores_min_attempt_time,
+            "budget-refunds-too-much" => &mut self.budget_refunds_too_much,
+            "window-admits-one-more" => &mut self.window_admits_one_more,
+            "deferral-drops-jobs" => &mut self.deferral_drops_jobs,
             _ => return None,
         })
     }
@@ -96,16 +152,21 @@ impl Defects {
         if self.extra_attempt {
             p.max_retries = p.max_retries.saturating_add(1);
         }
+        if self.deadline_ignores_min_attempt_time {
+            p.min_attempt_time = std::time::Duration::ZERO;
+        }
         p
     }
 
     /// The classifier the defective client uses.
     pub fn classifier(&self) -> Arc<dyn Classifier> {
-        if self.retry_terminal {
-            Arc::new(TerminalAsThrottled(DefaultTable::default()))
-        } else {
-            Arc::new(DefaultTable::default())
+        let mut table = DefaultTable::default();
+        if self.quota_as_throttled {
+            let quota = ["QUOTA_EXCEEDED", "insufficient_quota"];
+            table.terminal_codes.retain(|c| !quota.contains(&c.as_str()));
+            table.throttled_codes.extend(quota.map(str::to_owned));
         }
+        if self.retry_terminal { Arc::new(TerminalAsThrottled(table)) } else { Arc::new(table) }
     }
 }
 
@@ -152,6 +213,92 @@ impl<T: Transport> Transport for FreshKeys<T> {
     }
 }
 
+/// A gate that tells the gate it wraps every 429 as a neutral outcome: an
+/// AIMD gate then never cuts its limit.
+pub struct Ignores429(pub Arc<dyn Gate>);
+
+impl Gate for Ignores429 {
+    fn admit(&self) -> Admission<'_> {
+        self.0.admit()
+    }
+
+    fn done(&self, feedback: &Feedback<'_>) {
+        if feedback.status == Some(429) {
+            self.0.done(&Feedback { class: Class::Transient, ..*feedback });
+        } else {
+            self.0.done(feedback);
+        }
+    }
+
+    fn queued(&self) -> usize {
+        self.0.queued()
+    }
+}
+
+impl Defects {
+    /// The fleet gate the defects put around `gate` (the gate itself when none applies).
+    pub fn wrap_gate(&self, gate: Arc<dyn Gate>) -> Arc<dyn Gate> {
+        if self.aimd_ignores_429 { Arc::new(Ignores429(gate)) } else { gate }
+    }
+}
+
+/// A retry budget whose every deposit is made `times` times over.
+pub struct Refunds {
+    inner: Arc<dyn RetryBudget>,
+    times: u32,
+}
+
+impl RetryBudget for Refunds {
+    fn deposit(&self, now: std::time::Duration) {
+        for _ in 0..self.times {
+            self.inner.deposit(now);
+        }
+    }
+
+    fn withdraw(&self, now: std::time::Duration) -> bool {
+        self.inner.withdraw(now)
+    }
+}
+
+impl Defects {
+    /// The retry budget the defects put around `budget`, a token bucket
+    /// refunding `token_ratio_milli` per success (`None`: another budget).
+    pub fn wrap_budget(&self, budget: Arc<dyn RetryBudget>, token_ratio_milli: Option<u32>) -> Arc<dyn RetryBudget> {
+        match token_ratio_milli {
+            Some(r) if self.budget_refunds_too_much => {
+                Arc::new(Refunds { inner: budget, times: 1000u32.div_ceil(r.max(1)).max(2) })
+            }
+            _ => budget,
+        }
+    }
+}
+
+/// A transport that, when `on`, keeps only the first `Retry-After` line of
+/// every response, as a middleware copying `headers.get(..)` would.
+pub struct FirstRetryAfter<T> {
+    inner: T,
+    on: bool,
+}
+
+impl<T> FirstRetryAfter<T> {
+    /// Wraps `inner`; a plain pass-through unless `on`.
+    pub fn new(inner: T, on: bool) -> FirstRetryAfter<T> {
+        FirstRetryAfter { inner, on }
+    }
+}
+
+impl<T: Transport> Transport for FirstRetryAfter<T> {
+    async fn send(&self, req: Request<Bytes>) -> Result<Response<Bytes>, TransportError> {
+        let mut res = self.inner.send(req).await?;
+        if self.on
+            && let Some(first) = res.headers().get(http::header::RETRY_AFTER).cloned()
+        {
+            res.headers_mut().insert(http::header::RETRY_AFTER, first);
+        }
+        Ok(res)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,6 +306,7 @@ mod tests {
     #[test]
     fn names_round_trip() {
         for name in NAMES {
+            assert!(!describe(name).is_empty(), "{name}");
             let mut d = Defects::default();
             assert!(d.set(name));
             assert_eq!(d.names(), vec![name]);

@@ -67,6 +67,8 @@ struct State {
     /// Background workers running a job (they may put it back).
     busy: u32,
     records: Vec<JobRecord>,
+    /// Jobs offered so far (for the `deferral-drops-jobs` defect).
+    offered: u64,
 }
 
 /// The queue between the front end and the background workers.
@@ -104,7 +106,15 @@ impl DeferralQueue {
             not_before: advice_passes_at(record),
             passes: 0,
         };
-        self.lock().items.push_back(item);
+        let mut state = self.lock();
+        state.offered += 1;
+        // A deliberate defect (negative control): every other job offered,
+        // the first included, is dropped.
+        if s.client.defects.deferral_drops_jobs && state.offered % 2 == 1 {
+            return;
+        }
+        state.items.push_back(item);
+        drop(state);
         self.changed.notify_waiters();
     }
 

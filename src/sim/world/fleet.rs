@@ -183,6 +183,8 @@ fn gate_for(s: &Scenario, log: &GateLog, hooks: Hooks) -> Option<Arc<dyn Gate>> 
         GateConfig::Aimd(c) => Arc::new(Aimd::new(c).with_log(log.clone())),
         _ => build_gate(s)?,
     };
+    // A deliberate defect of the scenario's client (`[client.defects]`).
+    let gate = s.client.defects.wrap_gate(gate);
     Some(match hooks.gate {
         Some(wrap) => wrap(gate),
         None => gate,
@@ -191,6 +193,12 @@ fn gate_for(s: &Scenario, log: &GateLog, hooks: Hooks) -> Option<Arc<dyn Gate>> 
 
 fn budget_for(s: &Scenario, hooks: Hooks) -> Option<Arc<dyn RetryBudget>> {
     let budget = build_budget(s)?;
+    // A deliberate defect of the scenario's client (`[client.defects]`).
+    let ratio = match s.fleet.budget {
+        Some(crate::sim::run::scenario::BudgetConfig::TokenBucket { token_ratio_milli, .. }) => Some(token_ratio_milli),
+        _ => None,
+    };
+    let budget = s.client.defects.wrap_budget(budget, ratio);
     Some(match hooks.budget {
         Some(wrap) => wrap(budget),
         None => budget,

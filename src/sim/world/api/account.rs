@@ -36,12 +36,12 @@ pub(crate) struct Account {
 }
 
 impl Account {
-    pub(crate) fn new(config: &AccountConfig, limits: &LimiterConfig) -> Account {
+    pub(crate) fn new(config: &AccountConfig, limits: &LimiterConfig, admit_one_more: bool) -> Account {
         let window = Duration::from_millis(limits.window_ms);
         Account {
             name: config.name.clone(),
-            writes: Limiter::new(limits.kind, limits.writes, window),
-            reads: Limiter::new(limits.kind, limits.reads, window),
+            writes: Limiter::new(limits.kind, limits.writes, window).admitting_one_more(admit_one_more),
+            reads: Limiter::new(limits.kind, limits.reads, window).admitting_one_more(admit_one_more),
             credits: config.credits,
             committed: 0,
             monthly_quota: config.monthly_quota,

@@ -33,6 +33,11 @@ pub struct ApiConfig {
     pub epoch_unix_s: u64,
     /// How far the server's wall clock is ahead of the true one (negative: behind).
     pub clock_skew_ms: i64,
+    /// A deliberate defect of the model, for the negative control of its
+    /// self-check (`retrysim hunt --sabotage window-admits-one-more`): the
+    /// fixed window admits one request more than its limit.
+    #[serde(skip_serializing_if = "is_default")]
+    pub window_admits_one_more: bool,
     /// Send the request-rate headers (`rate_limit_fields` says which) on
     /// every answer that passed authentication.
     pub rate_limit_headers: bool,
@@ -73,6 +78,7 @@ impl Default for ApiConfig {
             date_form: DateForm::ImfFixdate,
             send_date: true,
             epoch_unix_s: 1_791_450_000,
+            window_admits_one_more: false,
             clock_skew_ms: 0,
             rate_limit_headers: false,
             rate_limit_fields: RateLimitFields::default(),
@@ -209,6 +215,10 @@ pub enum AdviceForm {
     None,
     /// `Retry-After: soon` and no body hint.
     Malformed,
+    /// Several `Retry-After` lines in conflicting forms and no body hint:
+    /// half the wait in seconds, `soon`, half the wait as an HTTP-date, then
+    /// the wait in seconds. The largest valid line is the advice.
+    SeveralLines,
 }
 
 /// Which request-rate headers an answer carries (with `rate_limit_headers`).

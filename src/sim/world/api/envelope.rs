@@ -124,7 +124,8 @@ pub(crate) const JSON: &str = "application/json";
 pub(crate) struct Rendered {
     pub(crate) body: Bytes,
     pub(crate) content_type: &'static str,
-    pub(crate) retry_after_header: Option<String>,
+    /// The `Retry-After` field lines, in order (none, one, or several).
+    pub(crate) retry_after_header: Vec<String>,
     /// From the answer's instant to the earliest retry the advice allows.
     pub(crate) advised: Option<Duration>,
 }
@@ -190,35 +191,46 @@ pub(crate) fn render_html(refusal: &Refusal, style: &Style, page: String) -> Ren
     Rendered { body: Bytes::from(page), content_type: super::habits::HTML, retry_after_header, advised }
 }
 
-/// The `Retry-After` value `style` gives a refusal, the wait that value
-/// advises, and the wait for the body's hint (`None`: no hint).
-fn advise(refusal: &Refusal, style: &Style) -> (Option<String>, Option<Duration>, Option<Duration>) {
+/// The `Retry-After` lines `style` gives a refusal, the wait they advise
+/// (the largest valid one, as RFC 9110 leaves a client to pick and
+/// retrysim's parser does), and the wait for the body's hint (`None`: no hint).
+fn advise(refusal: &Refusal, style: &Style) -> (Vec<String>, Option<Duration>, Option<Duration>) {
     let wait = refusal.retry_after_s.map(Duration::from_secs);
     let (header, body_hint) = match (wait, style.advice) {
-        (None, _) | (Some(_), AdviceForm::None) => (None, false),
-        (Some(_), AdviceForm::Malformed) => (Some(Advised::Malformed), false),
-        (Some(w), AdviceForm::HeaderSeconds) => (Some(Advised::Seconds(w)), false),
-        (Some(w), AdviceForm::HeaderDate) => (Some(Advised::Date(w)), false),
-        (Some(_), AdviceForm::BodyOnly) => (None, true),
-        (Some(w), AdviceForm::Both) => (Some(Advised::Seconds(w)), true),
+        (None, _) | (Some(_), AdviceForm::None) => (vec![], false),
+        (Some(_), AdviceForm::Malformed) => (vec![Advised::Malformed], false),
+        (Some(w), AdviceForm::HeaderSeconds) => (vec![Advised::Seconds(w)], false),
+        (Some(w), AdviceForm::HeaderDate) => (vec![Advised::Date(w)], false),
+        (Some(_), AdviceForm::BodyOnly) => (vec![], true),
+        (Some(w), AdviceForm::Both) => (vec![Advised::Seconds(w)], true),
+        // A shorter delta first, a junk line, a date for the shorter wait,
+        // then the real wait: only the largest valid line is safe to obey.
+        (Some(w), AdviceForm::SeveralLines) => {
+            let half = Duration::from_secs(w.as_secs() / 2);
+            (vec![Advised::Seconds(half), Advised::Malformed, Advised::Date(half), Advised::Seconds(w)], false)
+        }
     };
-    let mut advised = None;
-    let retry_after_header = header.map(|h| match h {
-        Advised::Malformed => "soon".to_owned(),
-        Advised::Seconds(w) => {
-            advised = Some(w);
-            w.as_secs().to_string()
-        }
-        Advised::Date(w) => {
-            let target = style.wall.plus(w).ceil_to_second();
-            advised = Some(target.since(style.wall));
-            match style.date_form {
-                DateForm::ImfFixdate => target.imf_fixdate(),
-                DateForm::Rfc850 => target.rfc850(),
-                DateForm::Asctime => target.asctime(),
+    let mut advised: Option<Duration> = None;
+    let mut obey = |w: Duration| advised = Some(advised.map_or(w, |a| a.max(w)));
+    let retry_after_header = header
+        .into_iter()
+        .map(|h| match h {
+            Advised::Malformed => "soon".to_owned(),
+            Advised::Seconds(w) => {
+                obey(w);
+                w.as_secs().to_string()
             }
-        }
-    });
+            Advised::Date(w) => {
+                let target = style.wall.plus(w).ceil_to_second();
+                obey(target.since(style.wall));
+                match style.date_form {
+                    DateForm::ImfFixdate => target.imf_fixdate(),
+                    DateForm::Rfc850 => target.rfc850(),
+                    DateForm::Asctime => target.asctime(),
+                }
+            }
+        })
+        .collect();
     (retry_after_header, advised, wait.filter(|_| body_hint))
 }
 
@@ -265,7 +277,7 @@ mod tests {
             text(&r),
             r#"{"error":{"code":"RATE_LIMITED","message":"Rate limit exceeded","requestId":"req_7","resetAt":"2026-10-17T09:12:32.250Z"}}"#
         );
-        assert_eq!(r.retry_after_header.as_deref(), Some("2"));
+        assert_eq!(r.retry_after_header.first().map(String::as_str), Some("2"));
         assert_eq!(r.advised, Some(Duration::from_secs(2)));
     }
 
@@ -296,7 +308,7 @@ mod tests {
             &style(Envelope::Blinkimg, AdviceForm::HeaderSeconds, DateForm::ImfFixdate),
             1,
         );
-        assert_eq!(r.retry_after_header.as_deref(), Some("2"));
+        assert_eq!(r.retry_after_header.first().map(String::as_str), Some("2"));
         assert!(!text(&r).contains("resetAt"));
         let r =
             render(&limited(Envelope::Sume), &style(Envelope::Sume, AdviceForm::HeaderDate, DateForm::ImfFixdate), 1);
@@ -313,7 +325,7 @@ mod tests {
         ];
         for (form, expected) in cases {
             let r = render(&limited(Envelope::Blinkimg), &style(Envelope::Blinkimg, AdviceForm::HeaderDate, form), 1);
-            assert_eq!(r.retry_after_header.as_deref(), Some(expected));
+            assert_eq!(r.retry_after_header.first().map(String::as_str), Some(expected));
             assert_eq!(r.advised, Some(Duration::from_millis(2_750)));
         }
     }
@@ -325,11 +337,11 @@ mod tests {
             &style(Envelope::Blinkimg, AdviceForm::BodyOnly, DateForm::ImfFixdate),
             1,
         );
-        assert_eq!(b.retry_after_header, None);
+        assert!(b.retry_after_header.is_empty());
         assert!(text(&b).contains(r#""resetAt":"2026-10-17T09:12:32.250Z""#));
         assert_eq!(b.advised, Some(Duration::from_secs(2)));
         let s = render(&limited(Envelope::Sume), &style(Envelope::Sume, AdviceForm::BodyOnly, DateForm::ImfFixdate), 1);
-        assert_eq!((s.retry_after_header.as_deref(), s.advised), (None, Some(Duration::from_secs(2))));
+        assert_eq!((s.retry_after_header.first().map(String::as_str), s.advised), (None, Some(Duration::from_secs(2))));
         assert!(text(&s).contains(r#""retry_after_seconds":2"#));
     }
 
@@ -338,7 +350,7 @@ mod tests {
         for (form, header) in [(AdviceForm::None, None), (AdviceForm::Malformed, Some("soon"))] {
             for envelope in [Envelope::Blinkimg, Envelope::Sume] {
                 let r = render(&limited(envelope), &style(envelope, form, DateForm::ImfFixdate), 1);
-                assert_eq!(r.retry_after_header.as_deref(), header);
+                assert_eq!(r.retry_after_header.first().map(String::as_str), header);
                 assert_eq!(r.advised, None);
                 assert!(!text(&r).contains("resetAt") && !text(&r).contains("retry_after_seconds"));
             }
@@ -353,7 +365,7 @@ mod tests {
             text(&out),
             r#"{"error":{"type":"insufficient_credits","message":"Insufficient credits; top up the account"}}"#
         );
-        assert_eq!((out.retry_after_header.as_deref(), out.advised), (None, None));
+        assert_eq!((out.retry_after_header.first().map(String::as_str), out.advised), (None, None));
     }
 
     #[test]

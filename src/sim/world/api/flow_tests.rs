@@ -255,6 +255,7 @@ fn each_advice_form_through_the_api() {
         (AdviceForm::Both, Some("1"), true, Some(1_000)),
         (AdviceForm::None, None, false, None),
         (AdviceForm::Malformed, Some("soon"), false, None),
+        (AdviceForm::SeveralLines, Some("0"), false, Some(1_000)),
     ];
     for (form, header_value, body_hint, advised) in cases {
         let mut cfg = small();
@@ -268,6 +269,11 @@ fn each_advice_form_through_the_api() {
         assert_eq!(json(&r)["error"].get("resetAt").is_some(), body_hint, "{form:?}");
         assert_eq!(api.ledger().arrivals[3].retry_after, advised.map(ms), "{form:?}");
         assert_eq!(api.ledger().not_before.get("w1").copied(), advised.map(ms), "{form:?}");
+        if form == AdviceForm::SeveralLines {
+            let lines: Vec<&str> = r.headers().get_all("retry-after").iter().map(|v| v.to_str().unwrap()).collect();
+            assert_eq!(lines.len(), 4, "{lines:?}");
+            assert_eq!((lines[1], lines[3]), ("soon", "1"), "the last line is the real wait: {lines:?}");
+        }
     }
 }
 

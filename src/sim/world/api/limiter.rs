@@ -49,6 +49,8 @@ pub(crate) struct Limiter {
     limit: u32,
     window: Duration,
     state: State,
+    /// A deliberate model defect: the fixed window admits one hit more than its limit.
+    admits_one_more: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -74,7 +76,13 @@ impl Limiter {
             LimiterKind::SlidingWindow => State::Sliding { log: VecDeque::new(), edge_refuses: false },
             LimiterKind::MovingWindow => State::Sliding { log: VecDeque::new(), edge_refuses: true },
         };
-        Limiter { limit, window, state }
+        Limiter { limit, window, state, admits_one_more: false }
+    }
+
+    /// With the deliberate defect `window_admits_one_more` (negative controls only).
+    pub(crate) fn admitting_one_more(mut self, on: bool) -> Limiter {
+        self.admits_one_more = on;
+        self
     }
 
     /// One request arrives at `now`.
@@ -91,7 +99,7 @@ impl Limiter {
                 };
                 *start = Some(begin);
                 *count = count.saturating_add(1);
-                if *count > limit {
+                if *count > limit.saturating_add(u32::from(self.admits_one_more)) {
                     return Verdict::Refused { wait: begin + window - now };
                 }
                 Verdict::Allowed

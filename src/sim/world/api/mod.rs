@@ -145,7 +145,11 @@ impl Api {
     pub fn new(config: ApiConfig) -> Api {
         Api {
             clock: WallClock::new(config.epoch_unix_s, config.clock_skew_ms),
-            accounts: config.accounts.iter().map(|a| Account::new(a, &config.limiter)).collect(),
+            accounts: config
+                .accounts
+                .iter()
+                .map(|a| Account::new(a, &config.limiter, config.window_admits_one_more))
+                .collect(),
             anonymous: config.anonymous_cap.map(HourlyCap::new),
             idempotency: IdempotencyStore::default(),
             running: BTreeMap::new(),
@@ -253,7 +257,7 @@ impl Api {
         let settled = Settled { status, code: None, outcome, advised: None };
         let meter = Some((run.caller, run.endpoint.budget()));
         let content_type = envelope::JSON;
-        let answer = Answer { status, body, content_type, retry_after: None, replayed: false, meter, settled };
+        let answer = Answer { status, body, content_type, retry_after: Vec::new(), replayed: false, meter, settled };
         self.send(index, answer, now)
     }
 

@@ -24,7 +24,7 @@ pub(super) struct Answer {
     pub(super) status: u16,
     pub(super) body: Bytes,
     pub(super) content_type: &'static str,
-    pub(super) retry_after: Option<String>,
+    pub(super) retry_after: Vec<String>,
     pub(super) replayed: bool,
     pub(super) meter: Meter,
     pub(super) settled: Settled,
@@ -42,7 +42,7 @@ impl Api {
                     status: step.status,
                     body,
                     content_type,
-                    retry_after: None,
+                    retry_after: Vec::new(),
                     replayed: false,
                     meter: None,
                     settled,
@@ -74,7 +74,7 @@ impl Api {
                 let settled =
                     Settled { status: stored.status, code: None, outcome: ArrivalOutcome::Replayed, advised: None };
                 let (status, body) = (stored.status, stored.body);
-                Answer { status, body, content_type: JSON, retry_after: None, replayed: true, meter, settled }
+                Answer { status, body, content_type: JSON, retry_after: Vec::new(), replayed: true, meter, settled }
             }
         }
     }
@@ -143,7 +143,7 @@ impl Api {
         if self.config.send_date {
             response = response.header(header::DATE, wall.imf_fixdate());
         }
-        if let Some(value) = &answer.retry_after {
+        for value in &answer.retry_after {
             response = response.header(header::RETRY_AFTER, value);
         }
         if let (true, Some((caller, budget))) = (self.config.rate_limit_headers, answer.meter) {
