@@ -116,4 +116,18 @@ fn a_clean_sharded_hunt_passes_and_a_gap_is_an_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("overlap or leave a gap"), "{err}");
+    // A shard stopped by a signal covers no whole range: refused, not merged.
+    let mut cut: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&files[0]).expect("shard 0")).expect("JSON");
+    cut["interrupted"] = "hunt: interrupted by SIGINT after 2 of 3 seeds".into();
+    let cut_file = dir.join("shard-0-interrupted.json");
+    std::fs::write(&cut_file, cut.to_string()).expect("written");
+    let shard_1 = dir.join("shard-1.json").display().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_retrysim"))
+        .args(["hunt", "--merge", &cut_file.display().to_string(), &shard_1])
+        .output()
+        .expect("retrysim runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("an interrupted shard") && err.contains("run that shard again"), "{err}");
 }

@@ -691,7 +691,8 @@ impl Merged {
 
 /// Merges shard summaries (the JSON texts of `retrysim hunt --format json`).
 /// An error names the shard that is not a summary, shards that disagree on
-/// what they drew, and ranges that overlap or leave a gap.
+/// what they drew, an interrupted shard, and ranges that overlap or leave a
+/// gap.
 pub fn merge_summaries(shards: &[(String, String)]) -> Result<Merged, String> {
     if shards.is_empty() {
         return Err("no shard summaries to merge".into());
@@ -705,6 +706,11 @@ pub fn merge_summaries(shards: &[(String, String)]) -> Result<Merged, String> {
         };
         if !v["violations"].is_array() {
             return Err(format!("{name}: not a hunt summary (no violations list)"));
+        }
+        // A signal stops a hunt with seeds still running: what finished need
+        // not be the range's first `seeds_run` seeds, so it covers no range.
+        if let Some(line) = v["interrupted"].as_str() {
+            return Err(format!("{name}: an interrupted shard ({line}); run that shard again"));
         }
         parsed.push((name, start, seeds, v));
     }
