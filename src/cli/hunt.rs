@@ -284,9 +284,16 @@ impl Summary {
         let failing: std::collections::BTreeSet<u64> = self.violations.iter().map(|f| f.seed).collect();
         let sabotage =
             if self.sabotage.is_empty() { String::new() } else { format!(", sabotage: {}", self.sabotage.join(" + ")) };
+        // An interrupted hunt leaves the seeds that were running unfinished:
+        // the range then holds more seeds than ran.
+        let finished = if self.interrupted.is_some() && last - self.start + 1 != self.seeds_run {
+            format!(", {} of them finished", self.seeds_run)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "hunt: seeds {}..={last} ({}; {}{sabotage}), {} failing",
+            "hunt: seeds {}..={last}{finished} ({}; {}{sabotage}), {} failing",
             self.start,
             self.scenario_kind,
             kinds.join(", "),
@@ -294,7 +301,7 @@ impl Summary {
         );
         let _ = writeln!(
             out,
-            "checked: invariants 1-7, 9 and the fleet budget on {}, determinism (8) on {}, liveness (10) on {}; {} jobs, {} s virtual",
+            "checked: invariants 1-7, 9, the fleet checks and the model's limiter on {}, determinism (8) on {}, liveness (10) on {}; {} jobs, {} s virtual",
             seeds(self.seeds_run),
             self.determinism_checked,
             self.liveness_checked,
