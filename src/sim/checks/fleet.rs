@@ -70,7 +70,9 @@ pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
 /// only (one gate paces one budget; reads draw on another), a shared
 /// fleet gate (no per-worker hosts, no coordinator, no deferral), one
 /// account with no credits, quota, concurrency cap, anonymous cap or
-/// script, an unskewed clock, and no network faults.
+/// script, an unskewed clock, requests answered on arrival (no processing
+/// time: with it the hunt finds honest 429s, seeds 1215, 1559, 2730), and no
+/// network faults.
 pub fn pacing_spends_no_429(r: &Report) -> Vec<FleetViolation> {
     let s = &r.scenario_config;
     let api = &s.api;
@@ -86,6 +88,7 @@ pub fn pacing_spends_no_429(r: &Report) -> Vec<FleetViolation> {
         && api.anonymous_cap.is_none()
         && api.script.is_empty()
         && api.clock_skew_ms == 0
+        && api.processing_ms == 0
         && api.accounts.iter().all(|a| a.credits.is_none() && a.monthly_quota.is_none())
         && s.faults.lost_answers_per_mille == 0
         && s.faults.schedule.is_empty();
