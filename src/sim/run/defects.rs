@@ -363,6 +363,43 @@ mod tests {
         assert!(Defects::default().is_off());
     }
 
+    /// Records the headers of every answer it is told of.
+    struct Seen(Mutex<Vec<http::HeaderMap>>);
+
+    impl Gate for Seen {
+        fn admit(&self) -> Admission<'_> {
+            Box::pin(async {})
+        }
+        fn done(&self, feedback: &Feedback<'_>) {
+            self.0.lock().unwrap().push(feedback.headers.cloned().unwrap_or_default());
+        }
+        fn queued(&self) -> usize {
+            0
+        }
+    }
+
+    #[test]
+    fn pacing_ignores_reset_hides_every_reset_form_and_keeps_the_rest() {
+        let seen = Arc::new(Seen(Mutex::new(Vec::new())));
+        let d = Defects { pacing_ignores_reset: true, ..Defects::default() };
+        let gate = d.wrap_gate(seen.clone());
+        let mut h = http::HeaderMap::new();
+        h.insert("ratelimit-limit", HeaderValue::from_static("30"));
+        h.insert("ratelimit-remaining", HeaderValue::from_static("0"));
+        h.insert("ratelimit-reset", HeaderValue::from_static("1"));
+        h.insert("x-ratelimit-reset", HeaderValue::from_static("1"));
+        h.insert("ratelimit", HeaderValue::from_static("\"writes\";r=0;t=1"));
+        let feedback =
+            Feedback { now: std::time::Duration::ZERO, status: Some(200), class: Class::Success, headers: Some(&h) };
+        gate.done(&feedback);
+        Defects::default().wrap_gate(seen.clone()).done(&feedback);
+        let seen = seen.0.lock().unwrap();
+        assert_eq!(seen[0].get("ratelimit-remaining").unwrap(), "0");
+        assert_eq!(seen[0].get("ratelimit").unwrap(), "\"writes\";r=0");
+        assert!(seen[0].get("ratelimit-reset").is_none() && seen[0].get("x-ratelimit-reset").is_none());
+        assert_eq!(seen[1], h, "without the defect the gate is told the answer as it came");
+    }
+
     #[test]
     fn the_running_policy_breaks_the_declared_one() {
         let declared = Policy::batch();
