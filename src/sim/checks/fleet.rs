@@ -10,6 +10,8 @@
 //! | partitioned from the limiter, no worker exceeds its fallback limit | the ledger and the route switches |
 //! | a deferred job is charged exactly once, under its one key | the ledger and the traces |
 //! | the interactive path never waits past its budget | the traces |
+//! | an AIMD gate backs off on a 429 after its guard (budgeted efficiency) | traces and the gate's facts |
+//! | a pacing gate reading rate-limit headers lets no 429 through after two windows | the ledger |
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -52,7 +54,64 @@ pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
     out.extend(fallback_within_local_limit(r));
     out.extend(deferred_charged_once(r));
     out.extend(aimd_backs_off(r));
+    out.extend(pacing_spends_no_429(r));
     out
+}
+
+/// An efficiency check with a budget: a shared pacing gate that reads the
+/// rate-limit headers of a fixed window it alone uses lets no request be
+/// refused once it has read them (from the third window on; the opening
+/// burst goes out before any answer told the limit).
+///
+/// The gate stops the fleet when the window is spent and lets it go at the
+/// reset the headers advertise; a gate that does not wait for that reset
+/// stays safe (each 429 holds the fleet) but spends refused requests.
+/// Applies only where nothing else refuses or repeats a request: writes
+/// only (one gate paces one budget; reads draw on another), a shared
+/// fleet gate (no per-worker hosts, no coordinator, no deferral), one
+/// account with no credits, quota, concurrency cap, anonymous cap or
+/// script, an unskewed clock, requests answered on arrival (no processing
+/// time: with it the hunt finds honest 429s, seeds 1215, 1559, 2730), and no
+/// network faults.
+pub fn pacing_spends_no_429(r: &Report) -> Vec<FleetViolation> {
+    let s = &r.scenario_config;
+    let api = &s.api;
+    let applies = matches!(s.fleet.gate, GateConfig::Pacing(_))
+        && api.rate_limit_headers
+        && api.limiter.kind == crate::sim::world::api::LimiterKind::FixedWindow
+        && s.fleet.hosts == Hosts::Shared
+        && s.fleet.coordinator.is_none()
+        && s.fleet.deferral.is_none()
+        && !s.fleet.anonymous
+        && s.fleet.mix.safe == 0
+        && api.concurrency.is_none()
+        && api.anonymous_cap.is_none()
+        && api.script.is_empty()
+        && api.clock_skew_ms == 0
+        && api.processing_ms == 0
+        && api.accounts.iter().all(|a| a.credits.is_none() && a.monthly_quota.is_none())
+        && s.faults.lost_answers_per_mille == 0
+        && s.faults.schedule.is_empty();
+    if !applies {
+        return Vec::new();
+    }
+    // Until its first answers come back the gate knows no limit, so the
+    // fleet's opening burst may overrun the first window; from the second
+    // window on the gate has read the headers and must stop in time.
+    let learned = Duration::from_millis(api.limiter.window_ms) * 2;
+    if let Some(a) = r.ledger.arrivals.iter().find(|a| a.status == 429 && a.at >= learned) {
+        return vec![v(
+            "pacing-no-429",
+            format!(
+                "under a pacing gate reading rate-limit headers, {} was refused (429 {}) at {} ms, after the first two windows of {} ms",
+                a.client,
+                a.code.as_deref().unwrap_or("-"),
+                a.at.as_millis(),
+                api.limiter.window_ms
+            ),
+        )];
+    }
+    Vec::new()
 }
 
 /// An efficiency check with a budget: the shared AIMD gate lowers its limit

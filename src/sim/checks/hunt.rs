@@ -280,12 +280,42 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
             s.policy.deadline = s.policy.deadline.min(g.pick(&[S(2), S(3), S(5)]));
             s.policy.max_single_wait = s.policy.max_single_wait.min(MS(500));
         }
-        if g.chance(500) {
+        if g.chance(750) {
             s.fleet.gate = g.pick(&[
+                GateConfig::Pacing(Default::default()),
                 GateConfig::Pacing(Default::default()),
                 GateConfig::Aimd(Default::default()),
                 GateConfig::Aimd(Default::default()),
             ]);
+            // Mostly a pacing gate on the signals it is built for: the writes'
+            // fixed window, which it alone uses, read from rate-limit headers, with nothing
+            // else refusing or repeating a request. There it must spend no
+            // request on a 429 (the `pacing-no-429` check).
+            if matches!(s.fleet.gate, GateConfig::Pacing(_)) && g.chance(700) {
+                let api = &mut s.api;
+                api.rate_limit_headers = true;
+                api.limiter.kind = LimiterKind::FixedWindow;
+                api.clock_skew_ms = 0;
+                // Answered on arrival: long-running requests straddle resets,
+                // which the gate counts conservatively but not exactly.
+                api.processing_ms = 0;
+                api.concurrency = None;
+                api.anonymous_cap = None;
+                api.script.clear();
+                for a in &mut api.accounts {
+                    a.credits = None;
+                    a.monthly_quota = None;
+                }
+                s.fleet.anonymous = false;
+                s.fleet.deferral = None;
+                // Writes only: one gate paces one budget (reads have their own).
+                s.fleet.mix.safe = 0;
+                if s.fleet.mix.keyed + s.fleet.mix.unsafe_post == 0 {
+                    s.fleet.mix.keyed = 1;
+                }
+                s.faults.lost_answers_per_mille = 0;
+                s.faults.schedule.clear();
+            }
         }
     }
 

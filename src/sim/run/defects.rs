@@ -65,10 +65,14 @@ pub struct Defects {
     pub window_admits_one_more: bool,
     /// The deferral queue drops every other job the front end defers, the first included.
     pub deferral_drops_jobs: bool,
+    /// The fleet's gate is told every answer without its rate-limit reset
+    /// (a wrapper forwarding only `Limit` and `Remaining`), so a pacing gate
+    /// cannot wait for the window's reset and probes into refusals.
+    pub pacing_ignores_reset: bool,
 }
 
 /// The defects by their command-line names, in a fixed order.
-pub const NAMES: [&str; 13] = [
+pub const NAMES: [&str; 14] = [
     "fresh-key-each-attempt",
     "ignore-deadline",
     "ignore-retry-after",
@@ -82,6 +86,7 @@ pub const NAMES: [&str; 13] = [
     "budget-refunds-too-much",
     "window-admits-one-more",
     "deferral-drops-jobs",
+    "pacing-ignores-reset",
 ];
 
 /// What slips, in a few words, for defect `name` (one of [`NAMES`]).
@@ -100,6 +105,7 @@ pub fn describe(name: &str) -> &'static str {
         "budget-refunds-too-much" => "a token-bucket budget refunds a whole token per success",
         "window-admits-one-more" => "the simulated fixed window admits one request over its limit",
         "deferral-drops-jobs" => "the deferral queue drops every other deferred job",
+        "pacing-ignores-reset" => "a pacing gate that does not wait for the advertised window reset",
         _ => "",
     }
 }
@@ -125,6 +131,7 @@ impl Defects {
             "budget-refunds-too-much" => &mut self.budget_refunds_too_much,
             "window-admits-one-more" => &mut self.window_admits_one_more,
             "deferral-drops-jobs" => &mut self.deferral_drops_jobs,
+            "pacing-ignores-reset" => &mut self.pacing_ignores_reset,
             _ => return None,
         })
     }
@@ -235,10 +242,51 @@ impl Gate for Ignores429 {
     }
 }
 
+/// A gate that tells the gate it wraps every answer without its
+/// `RateLimit-Reset` / `X-RateLimit-Reset` field (nor the structured
+/// field's `t`): a pacing gate then never
+/// learns when the window resets.
+pub struct DropsReset(pub Arc<dyn Gate>);
+
+impl Gate for DropsReset {
+    fn admit(&self) -> Admission<'_> {
+        self.0.admit()
+    }
+
+    fn done(&self, feedback: &Feedback<'_>) {
+        match feedback.headers {
+            Some(h) => {
+                let mut h = h.clone();
+                h.remove("ratelimit-reset");
+                h.remove("x-ratelimit-reset");
+                // The structured `RateLimit` field tells the reset as its `t` parameter.
+                let structured: Vec<HeaderValue> = h
+                    .get_all("ratelimit")
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .map(|v| v.split(';').filter(|p| !p.trim().starts_with("t=")).collect::<Vec<_>>().join(";"))
+                    .filter_map(|v| HeaderValue::from_str(&v).ok())
+                    .collect();
+                h.remove("ratelimit");
+                for v in structured {
+                    h.append("ratelimit", v);
+                }
+                self.0.done(&Feedback { headers: Some(&h), ..*feedback });
+            }
+            None => self.0.done(feedback),
+        }
+    }
+
+    fn queued(&self) -> usize {
+        self.0.queued()
+    }
+}
+
 impl Defects {
     /// The fleet gate the defects put around `gate` (the gate itself when none applies).
     pub fn wrap_gate(&self, gate: Arc<dyn Gate>) -> Arc<dyn Gate> {
-        if self.aimd_ignores_429 { Arc::new(Ignores429(gate)) } else { gate }
+        let gate: Arc<dyn Gate> = if self.aimd_ignores_429 { Arc::new(Ignores429(gate)) } else { gate };
+        if self.pacing_ignores_reset { Arc::new(DropsReset(gate)) } else { gate }
     }
 }
 
@@ -313,6 +361,43 @@ mod tests {
         }
         assert!(!Defects::default().set("nope"));
         assert!(Defects::default().is_off());
+    }
+
+    /// Records the headers of every answer it is told of.
+    struct Seen(Mutex<Vec<http::HeaderMap>>);
+
+    impl Gate for Seen {
+        fn admit(&self) -> Admission<'_> {
+            Box::pin(async {})
+        }
+        fn done(&self, feedback: &Feedback<'_>) {
+            self.0.lock().unwrap().push(feedback.headers.cloned().unwrap_or_default());
+        }
+        fn queued(&self) -> usize {
+            0
+        }
+    }
+
+    #[test]
+    fn pacing_ignores_reset_hides_every_reset_form_and_keeps_the_rest() {
+        let seen = Arc::new(Seen(Mutex::new(Vec::new())));
+        let d = Defects { pacing_ignores_reset: true, ..Defects::default() };
+        let gate = d.wrap_gate(seen.clone());
+        let mut h = http::HeaderMap::new();
+        h.insert("ratelimit-limit", HeaderValue::from_static("30"));
+        h.insert("ratelimit-remaining", HeaderValue::from_static("0"));
+        h.insert("ratelimit-reset", HeaderValue::from_static("1"));
+        h.insert("x-ratelimit-reset", HeaderValue::from_static("1"));
+        h.insert("ratelimit", HeaderValue::from_static("\"writes\";r=0;t=1"));
+        let feedback =
+            Feedback { now: std::time::Duration::ZERO, status: Some(200), class: Class::Success, headers: Some(&h) };
+        gate.done(&feedback);
+        Defects::default().wrap_gate(seen.clone()).done(&feedback);
+        let seen = seen.0.lock().unwrap();
+        assert_eq!(seen[0].get("ratelimit-remaining").unwrap(), "0");
+        assert_eq!(seen[0].get("ratelimit").unwrap(), "\"writes\";r=0");
+        assert!(seen[0].get("ratelimit-reset").is_none() && seen[0].get("x-ratelimit-reset").is_none());
+        assert_eq!(seen[1], h, "without the defect the gate is told the answer as it came");
     }
 
     #[test]
