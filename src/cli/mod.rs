@@ -1,7 +1,7 @@
 //! The `retrysim` subcommands. Each module owns its arguments and returns
 //! the text to print, or a [`UserError`] that exits with code 2.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -37,16 +37,39 @@ pub fn policy_named(name: &str) -> Result<Policy, UserError> {
         .ok_or_else(|| UserError(format!("unknown policy {name:?}; the presets are: {}", Policy::PRESETS.join(", "))))
 }
 
-/// A named scenario or a TOML file.
-pub fn load_scenario(name: Option<&str>, config: Option<&Path>) -> Result<Scenario, UserError> {
-    match (name, config) {
-        (Some(n), _) => scenario::named(n).ok_or_else(|| UserError(scenario::unknown(n))),
-        (None, Some(path)) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| UserError(format!("cannot read {}: {e}", path.display())))?;
-            Scenario::from_toml(&text).map_err(|e| UserError(format!("{}: {e}", path.display())))
+/// Which scenario a command runs or serves: a named one or a TOML file
+/// (`--scenario NAME | --config FILE.toml`).
+#[derive(Debug, clap::Args)]
+pub struct ScenarioSource {
+    /// A named scenario (see `retrysim scenarios`).
+    #[arg(long, required_unless_present = "config", conflicts_with = "config")]
+    scenario: Option<String>,
+    /// A scenario described in a TOML file (see `retrysim scenarios --show NAME`).
+    #[arg(long, value_name = "FILE.toml")]
+    config: Option<PathBuf>,
+}
+
+impl ScenarioSource {
+    /// The scenario, or an error naming the unknown name or the bad file.
+    pub fn load(&self) -> Result<Scenario, UserError> {
+        match (&self.scenario, &self.config) {
+            (Some(n), _) => scenario::named(n).ok_or_else(|| UserError(scenario::unknown(n))),
+            (None, Some(path)) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| UserError(format!("cannot read {}: {e}", path.display())))?;
+                Scenario::from_toml(&text).map_err(|e| UserError(format!("{}: {e}", path.display())))
+            }
+            (None, None) => Err(UserError("give --scenario NAME or --config FILE.toml".into())),
         }
-        (None, None) => Err(UserError("give --scenario NAME or --config FILE.toml".into())),
+    }
+
+    /// The arguments that name it again, for a replay line.
+    pub fn replay_args(&self) -> String {
+        match (&self.scenario, &self.config) {
+            (Some(name), _) => format!("--scenario {name}"),
+            (None, Some(path)) => format!("--config {}", path.display()),
+            (None, None) => String::new(),
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use retrysim::sim::run::scenario::{self, Scenario};
 use retrysim::sim::tools::render::{Show, render_run};
 use retrysim::sim::tools::timeline::Timeline;
 
-use super::{Format, Outcome, UserError, WallArgs, load_scenario, policy_named, wall_stopped, warn_long, write_svg};
+use super::{Format, Outcome, ScenarioSource, UserError, WallArgs, policy_named, wall_stopped, warn_long, write_svg};
 
 /// Arguments of `retrysim scenarios`.
 #[derive(Debug, Args)]
@@ -37,12 +37,8 @@ pub fn scenarios(args: ScenariosArgs) -> Outcome {
 /// Which scenario, seed and policy: shared by `run` and `trace`.
 #[derive(Debug, Args)]
 pub struct Target {
-    /// A named scenario (see `retrysim scenarios`).
-    #[arg(long, required_unless_present = "config", conflicts_with = "config")]
-    scenario: Option<String>,
-    /// A scenario described in a TOML file (see `retrysim scenarios --show NAME`).
-    #[arg(long, value_name = "FILE.toml")]
-    config: Option<PathBuf>,
+    #[command(flatten)]
+    source: ScenarioSource,
     /// The master seed: the same seed gives the same run, byte for byte.
     #[arg(long, default_value_t = 7)]
     seed: u64,
@@ -61,7 +57,7 @@ pub struct Target {
 impl Target {
     /// The scenario to run, with the policy override applied.
     pub fn scenario(&self) -> Result<Scenario, UserError> {
-        let mut s = load_scenario(self.scenario.as_deref(), self.config.as_deref())?;
+        let mut s = self.source.load()?;
         if let Some(p) = &self.policy {
             s.policy = policy_named(p)?;
         }
@@ -87,11 +83,7 @@ impl Target {
 
     /// The command line that runs this target again.
     fn replay(&self, command: &str) -> String {
-        let what = match (&self.scenario, &self.config) {
-            (Some(name), _) => format!("--scenario {name}"),
-            (None, Some(path)) => format!("--config {}", path.display()),
-            (None, None) => String::new(),
-        };
+        let what = self.source.replay_args();
         let policy = self.policy.as_ref().map(|p| format!(" --policy {p}")).unwrap_or_default();
         format!("retrysim {command} {what} --seed {}{policy}", self.seed)
     }

@@ -3,24 +3,19 @@
 
 use std::io::Write as _;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
 use retrysim::sim::serve::{ServeOptions, Served};
 
-use super::{Format, Outcome, UserError, load_scenario};
+use super::{Format, Outcome, ScenarioSource, UserError};
 
 /// Arguments of `retrysim serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// A named scenario (see `retrysim scenarios`).
-    #[arg(long, required_unless_present = "config", conflicts_with = "config")]
-    scenario: Option<String>,
-    /// A scenario described in a TOML file (see `retrysim scenarios --show NAME`).
-    #[arg(long, value_name = "FILE.toml")]
-    config: Option<PathBuf>,
+    #[command(flatten)]
+    source: ScenarioSource,
     /// The seed of the server's own draws (which answers are lost).
     #[arg(long, default_value_t = 7)]
     seed: u64,
@@ -39,7 +34,7 @@ pub struct ServeArgs {
 
 /// Serves until told to stop, then prints the report; exit 1 when a check broke.
 pub fn run(args: ServeArgs) -> Outcome {
-    let scenario = load_scenario(args.scenario.as_deref(), args.config.as_deref())?;
+    let scenario = args.source.load()?;
     let options = ServeOptions { addr: args.addr, public: args.public, seed: args.seed, ..ServeOptions::default() };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -205,20 +205,6 @@ fn a_trace_keeps_the_shown_jobs_and_renders_the_same() {
     }
 }
 
-/// The rows of the first table after `marker` in the README's "Measured
-/// speed", each as its cells (header and rule left out).
-fn table_after(marker: &str) -> Vec<Vec<String>> {
-    let section = crate::readme::section("Measured speed");
-    let after = section.split(marker).nth(1).unwrap_or_else(|| panic!("no {marker:?} in Measured speed"));
-    after
-        .lines()
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .skip(2)
-        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().to_owned()).collect())
-        .collect()
-}
-
 /// Ticks a run stepped, as `benches/ticks.rs` counts them.
 fn ticks(s: &Scenario, r: &Report) -> u64 {
     r.virtual_ms / s.net.tick.as_millis() as u64 + 1
@@ -226,7 +212,7 @@ fn ticks(s: &Scenario, r: &Report) -> u64 {
 
 #[test]
 fn the_readme_tick_table_is_the_bench_runs_ticks() {
-    let rows = table_after("`cargo bench --bench ticks`");
+    let rows = crate::readme::table_after("Measured speed", "`cargo bench --bench ticks`");
     let fine = scenario::named("deadline-wins").expect("a named scenario");
     let mut coarse = fine.clone();
     coarse.net.tick = Duration::from_millis(10);
@@ -244,7 +230,7 @@ fn the_readme_tick_table_is_the_bench_runs_ticks() {
 
 #[test]
 fn the_readme_memory_table_is_the_bench_runs_figures() {
-    let rows = table_after("`cargo bench --bench memory`");
+    let rows = crate::readme::table_after("Measured speed", "`cargo bench --bench memory`");
     assert!(rows.iter().any(|r| r[0] == "100000"), "the 100,000-job row: {rows:?}");
     // The bigger rows take seconds to a minute: the 1,000-job one is checked
     // (a change to the simulation moves it as surely as the others).

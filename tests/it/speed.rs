@@ -35,24 +35,9 @@ fn the_discrete_event_baseline_is_deterministic_and_limits_like_the_api() {
     assert_eq!((tight.charged, tight.limited), (3, 3), "{tight:?}");
 }
 
-/// The rows of the table after "`cargo bench --bench baseline`" in the
-/// README's "Measured speed" (header and rule left out).
-fn readme_rows() -> Vec<Vec<String>> {
-    let section = crate::readme::section("Measured speed");
-    let marker = "`cargo bench --bench baseline`";
-    let after = section.split(marker).nth(1).unwrap_or_else(|| panic!("no {marker:?} in Measured speed"));
-    after
-        .lines()
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .skip(2)
-        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().to_owned()).collect())
-        .collect()
-}
-
 #[test]
 fn the_readme_baseline_table_is_the_bench_runs_counts() {
-    let rows = readme_rows();
+    let rows = crate::readme::table_after("Measured speed", "`cargo bench --bench baseline`");
     let r = runner::run_keeping(&scenario::blinkimg_1s(), 1, Traces::None).expect("finishes");
     let c = des::run(&des::Model::blinkimg_1s(), 1);
     let expected = [
