@@ -14,6 +14,7 @@ use retrysim::core::retry_after::read_advice;
 use retrysim::env::{Clock, Rng, Transport, TransportError};
 use retrysim::sim::checks::blackbox::BlackBoxCheck;
 use retrysim::sim::checks::hunt::Kind;
+use retrysim::sim::world::net::{Fault, ScheduledFault};
 use retrysim::testing::{BoxFuture, Harness, Invariant, Job, JobEnd, Promises, Subject, from_fn, trace_text};
 
 /// How the loop chooses its idempotency key.
@@ -51,6 +52,8 @@ struct Loop {
     panics_on: Option<u32>,
     /// Never returns from this job.
     hangs_on: Option<u32>,
+    /// Stops when its caller cancels the job (else sends and sleeps on).
+    honours_cancel: bool,
 }
 
 impl Loop {
@@ -71,6 +74,7 @@ impl Loop {
             leaks_headers: false,
             panics_on: None,
             hangs_on: None,
+            honours_cancel: true,
         }
     }
 
@@ -109,7 +113,14 @@ impl Subject for Loop {
                     req.headers_mut().insert("idempotency-key", k.parse().expect("a valid header"));
                 }
                 // Its own timeout: an answer lost on the way never comes.
-                let sent = tokio::time::timeout(Duration::from_secs(10), transport.send(req)).await;
+                let send = tokio::time::timeout(Duration::from_secs(10), transport.send(req));
+                let sent = tokio::select! {
+                    biased;
+                    _ = job.cancel.cancelled(), if self.honours_cancel => {
+                        return JobEnd::gave_up("cancelled").attempts(attempt);
+                    }
+                    sent = send => sent,
+                };
                 let timed_out =
                     |_| Err(TransportError { failure: TransportFailure::MaybeArrived, message: "timed out".into() });
                 let wait = match sent.unwrap_or_else(timed_out) {
@@ -145,7 +156,13 @@ impl Subject for Loop {
                 if attempt == self.max_attempts || job.clock.now() - start + wait > self.deadline {
                     return JobEnd::gave_up("gave up").attempts(attempt);
                 }
-                job.clock.sleep(wait).await;
+                tokio::select! {
+                    biased;
+                    _ = job.cancel.cancelled(), if self.honours_cancel => {
+                        return JobEnd::gave_up("cancelled").attempts(attempt);
+                    }
+                    _ = job.clock.sleep(wait) => {}
+                }
             }
             JobEnd::gave_up("attempts exhausted").attempts(self.max_attempts)
         })
@@ -244,6 +261,20 @@ fn each_slip_is_caught_by_its_black_box_check() {
         let found = broken(&harness(scenario, slip, "slipping-loop"), 7);
         assert!(found.contains(&check), "{scenario} seed 7: {check} went unseen; found {found:?}");
     }
+}
+
+#[test]
+fn a_loop_that_sleeps_on_after_a_cancel_breaks_invariant_12() {
+    // Always 429 with 20 s advice; the caller cancels at 3 s, mid-wait.
+    let mut s = retrysim::sim::run::scenario::named("deadline-wins").expect("named");
+    s.faults.schedule.push(ScheduledFault { at: Duration::from_secs(3), fault: Fault::Cancel });
+    let of = |client: Loop, label| Harness::of(s.clone()).with_client(client.named(label)).check(7);
+    let careful = of(Loop::good(), "careful-loop");
+    assert!(careful.violations.is_empty(), "{:?}", careful.violations);
+    assert_eq!(careful.report.as_ref().map(|r| r.gave_up.get("cancelled").copied()), Some(Some(1)));
+    let deaf = of(Loop { honours_cancel: false, ..Loop::good() }, "deaf-loop");
+    let found: Vec<Invariant> = deaf.violations.iter().map(|v| v.invariant).collect();
+    assert_eq!(found, [Invariant::CancelEndsJob], "{:?}", deaf.violations);
 }
 
 #[test]

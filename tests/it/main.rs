@@ -1,5 +1,6 @@
 //! Integration tests, compiled as one binary (faster to build and link).
 mod blackbox;
+mod cancel;
 mod cli;
 mod compare;
 mod docs;

@@ -416,7 +416,7 @@ impl Net {
                 *from <= end && at <= *until
             }
             Fault::Bounce => at <= *from && *from <= end,
-            Fault::LoseAnswer | Fault::LimiterPartition { .. } => false,
+            Fault::LoseAnswer | Fault::LimiterPartition { .. } | Fault::Cancel => false,
         })
     }
 

@@ -213,12 +213,22 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     // The policy.
     s.policy =
         if g.chance(500) { Policy::preset(g.pick(&Policy::PRESETS)).expect("a preset") } else { random_policy(&mut g) };
-    if !calm && g.chance(250) {
+    if !calm && g.chance(400) {
         // A reserve for the last attempt that is a large part of a short
         // deadline: the deadline rule's `min_attempt_time` then decides.
         s.policy.deadline = g.pick(&[S(2), S(3), S(5)]);
         s.policy.min_attempt_time = g.ms(500, 1_500);
         s.policy.max_retries = s.policy.max_retries.max(3);
+        // And waits that end near it: windows of at most a second, so the
+        // advice fits the deadline, and a lone client is refused first.
+        s.api.limiter.window_ms = s.api.limiter.window_ms.min(1_000);
+        if s.api.script.is_empty() {
+            let wait = g.range(1, 2);
+            s.api.script = vec![
+                ScriptStep { status: 429, code: Some("RATE_LIMITED".into()), retry_after_s: Some(wait) };
+                g.range(1, 3) as usize
+            ];
+        }
     }
 
     // The network.
@@ -236,26 +246,57 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     s.faults.schedule.sort_by_key(|f| f.at);
 
     // Fleet controls, rarely (never in calm scenarios: they may rightly refuse).
+    let mut pacing_clean = false;
+    // A fleet contending for the window with a small bucket: its retries,
+    // not a gate or a deferral, must be what the budget stops.
+    let mut contended = false;
     if !calm && kind == Kind::Fleet {
         if g.chance(650) {
             s.fleet.budget = Some(if g.chance(800) {
                 // Mostly small buckets with small refunds: a budget that
                 // runs dry is one whose accounting the checks can see.
-                let bucket = BudgetConfig::TokenBucket {
-                    max_tokens: if g.chance(700) { g.range(2, 8) } else { g.range(2, 50) } as u32,
-                    token_ratio_milli: g.pick(&[1, 10, 50, 100, 100, 250, 500, 1000]),
-                };
-                // Usually a fleet that contends for the window, so retries spend the bucket.
+                let (mut max_tokens, mut token_ratio_milli) = (
+                    if g.chance(700) { g.range(2, 8) } else { g.range(2, 50) } as u32,
+                    g.pick(&[1, 10, 50, 100, 100, 250, 500, 1000]),
+                );
+                // Usually a fleet whose requests fail now and then while
+                // most succeed: each failure spends a token, each success
+                // refunds a little, so the bucket's accounting decides
+                // which retries run. Failures are lost answers, spread
+                // among the successes, on keyed jobs that may retry them.
+                // (Refusals by a full window do not serve: a closed-loop
+                // fleet refuses most of itself at once, the bucket runs dry
+                // before any success refunds, and every job left gives up
+                // in that window.)
                 if g.chance(700) {
-                    let writes = (workers as u32 / 2).max(1);
-                    s.api.limiter.writes = s.api.limiter.writes.min(writes);
-                    s.api.limiter.reads = s.api.limiter.reads.max(s.api.limiter.writes);
+                    s.faults.lost_answers_per_mille = g.range(100, 300) as u32;
+                    let api = &mut s.api;
+                    api.limiter.writes = api.limiter.writes.max(workers as u32 * 4);
+                    api.limiter.reads = api.limiter.reads.max(api.limiter.writes);
+                    api.script.clear();
+                    api.concurrency = None;
+                    api.anonymous_cap = None;
+                    for a in &mut api.accounts {
+                        a.credits = None;
+                        a.monthly_quota = None;
+                    }
+                    s.fleet.anonymous = false;
+                    s.fleet.mix = OpMix { keyed: 1, unsafe_post: 0, safe: 0 };
                     // And clients that keep retrying, so the bucket, not the policy, stops them.
-                    s.policy.max_retries = s.policy.max_retries.max(12);
-                    s.policy.deadline = s.policy.deadline.max(S(60));
-                    s.policy.max_single_wait = s.policy.max_single_wait.max(S(30));
+                    let p = &mut s.policy;
+                    p.idempotency_keys = true;
+                    p.unclear_max_retries = p.unclear_max_retries.max(3);
+                    p.max_retries = p.max_retries.max(12);
+                    p.deadline = p.deadline.max(S(60));
+                    p.max_single_wait = p.max_single_wait.max(S(30));
+                    // A bucket that binds: refunds below the failure rate,
+                    // room for a retry (3 tokens), enough jobs to spend it.
+                    token_ratio_milli = token_ratio_milli.min(100);
+                    max_tokens = max_tokens.max(3);
+                    s.fleet.jobs = s.fleet.jobs.max(30);
+                    contended = true;
                 }
-                bucket
+                BudgetConfig::TokenBucket { max_tokens, token_ratio_milli }
             } else {
                 BudgetConfig::Percent {
                     ttl: S(10),
@@ -268,7 +309,8 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
         // advice hours long, so that time_limit covers the background passes
         // (and a client misreading a quota does not simulate a month).
         let short_advice = s.api.clock_skew_ms == 0 && s.api.accounts.iter().all(|a| a.monthly_quota.is_none());
-        if g.chance(800) && short_advice {
+        // (Drawn either way, so the draws after it stay where they were.)
+        if g.chance(800) && short_advice && !contended {
             // Seed 000's deferral: an interactive front end with a short
             // budget, whose give-ups that waiting fixes run again in the background.
             s.fleet.deferral = Some(DeferralConfig {
@@ -280,7 +322,7 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
             s.policy.deadline = s.policy.deadline.min(g.pick(&[S(2), S(3), S(5)]));
             s.policy.max_single_wait = s.policy.max_single_wait.min(MS(500));
         }
-        if g.chance(750) {
+        if g.chance(750) && !contended {
             s.fleet.gate = g.pick(&[
                 GateConfig::Pacing(Default::default()),
                 GateConfig::Pacing(Default::default()),
@@ -295,6 +337,9 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
                 let api = &mut s.api;
                 api.rate_limit_headers = true;
                 api.limiter.kind = LimiterKind::FixedWindow;
+                // A window the jobs fill four times over or more, so the
+                // gate paces them past the first two windows.
+                api.limiter.writes = api.limiter.writes.min((s.fleet.jobs / 4).max(1));
                 api.clock_skew_ms = 0;
                 // Answered on arrival: long-running requests straddle resets,
                 // which the gate counts conservatively but not exactly.
@@ -315,8 +360,19 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
                 }
                 s.faults.lost_answers_per_mille = 0;
                 s.faults.schedule.clear();
+                pacing_clean = true;
             }
         }
+    }
+
+    // The caller cancels the jobs running at some moment (drawn last, so the
+    // draws above, and the scenarios without it, are unchanged). Not in calm
+    // scenarios, whose every job must complete, nor where the pacing gate's
+    // efficiency is checked on a run with nothing else going on.
+    if !calm && !pacing_clean && g.chance(300) {
+        let at = g.ms(0, 8_000);
+        let i = s.faults.schedule.partition_point(|f| f.at <= at);
+        s.faults.schedule.insert(i, ScheduledFault { at, fault: Fault::Cancel });
     }
 
     if calm {

@@ -37,6 +37,7 @@ use crate::sim::run::runner::{JobOutcome, JobRecord, PLANTED_SECRETS, Report};
 use crate::sim::run::scenario::{GateConfig, Scenario};
 use crate::sim::tools::render::{Show, render_run};
 use crate::sim::world::api::{AdviceForm, Arrival, ArrivalOutcome, NO_KEY};
+use crate::sim::world::net::Fault;
 use crate::trace::{Event, EventKind, Millis};
 
 /// The invariants, as docs/DESIGN.md numbers them.
@@ -67,11 +68,13 @@ pub enum Invariant {
     FleetBudget,
     /// 11. The client under test returns from every job: it does not panic.
     ClientReturns,
+    /// 12. A job its caller cancels ends within one clock step.
+    CancelEndsJob,
 }
 
 impl Invariant {
     /// Every invariant, in docs/DESIGN.md order.
-    pub const ALL: [Invariant; 12] = [
+    pub const ALL: [Invariant; 13] = [
         Invariant::Deadline,
         Invariant::AttemptBound,
         Invariant::OneChargePerKey,
@@ -84,6 +87,7 @@ impl Invariant {
         Invariant::Liveness,
         Invariant::FleetBudget,
         Invariant::ClientReturns,
+        Invariant::CancelEndsJob,
     ];
 
     /// The number docs/DESIGN.md gives it (its 10th has two halves).
@@ -91,6 +95,7 @@ impl Invariant {
         match self {
             Invariant::FleetBudget => 10,
             Invariant::ClientReturns => 11,
+            Invariant::CancelEndsJob => 12,
             other => other as u8 + 1,
         }
     }
@@ -148,7 +153,32 @@ pub fn check_report(r: &Report) -> Vec<Violation> {
         }
     }
     out.extend(black_box(r).into_iter().map(Violation::from));
+    cancel_ends_job(r, &mut out);
     out
+}
+
+/// Invariant 12: every front-end job running when its caller cancelled it
+/// (a `cancel` fault) ended within one clock step ([`clock_slack_ms`]),
+/// whatever it was doing: waiting to retry, queued at a gate, or waiting
+/// for an answer. Read from the job records, so it holds any client to it.
+fn cancel_ends_job(r: &Report, out: &mut Vec<Violation>) {
+    let slack = clock_slack_ms(&r.scenario_config);
+    for c in &r.fleet_facts.cancels {
+        for j in r.records.iter().filter(|j| c.jobs.contains(&j.job)) {
+            if j.finished_ms > c.at_ms + slack {
+                out.push(v(
+                    Invariant::CancelEndsJob,
+                    format!(
+                        "job {} was cancelled at {} ms and ended at {} ms, {} ms later (at most {slack} ms: one clock step)",
+                        j.job,
+                        c.at_ms,
+                        j.finished_ms,
+                        j.finished_ms - c.at_ms
+                    ),
+                ));
+            }
+        }
+    }
 }
 
 /// The black-box checks of `r`, holding the client to its promises and a
@@ -738,6 +768,7 @@ pub fn liveness_expected(s: &Scenario) -> Result<(), String> {
     need(f.budget.is_none(), "a shared retry budget")?;
     need(f.gate == GateConfig::None, "a fleet gate")?;
     need(s.faults.lost_answers_per_mille == 0, "answers are lost steadily")?;
+    need(!s.faults.schedule.iter().any(|f| f.fault == Fault::Cancel), "the caller cancels jobs")?;
     need(!matches!(api.advice, AdviceForm::None | AdviceForm::Malformed), "refusals carry no usable advice")?;
     need(api.send_date || api.clock_skew_ms == 0, "a date advice may be read against a skewed client clock")?;
     let latency = s.net.max_latency;
@@ -1012,6 +1043,6 @@ mod tests {
     fn display_names_the_number() {
         let x = v(Invariant::OneChargePerKey, "k".into());
         assert_eq!(x.to_string(), "invariant 3 (one-charge-per-key): k");
-        assert_eq!(Invariant::ALL.map(Invariant::number), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 11]);
+        assert_eq!(Invariant::ALL.map(Invariant::number), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 11, 12]);
     }
 }

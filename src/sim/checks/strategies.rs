@@ -273,7 +273,8 @@ pub fn arb_net() -> impl Strategy<Value = NetConfig> {
 /// first; then a latency spike (20 ms to 3 s: longer than short attempt
 /// timeouts), a partition and its repair, a hold and its release (up to 2 s,
 /// messages delivered late but all of them), a server bounce (running
-/// requests die, connections break). Lasting faults last 50 ms to 4 s.
+/// requests die, connections break), the caller cancelling the jobs
+/// running then. Lasting faults last 50 ms to 4 s.
 pub fn arb_fault(horizon_ms: u64) -> impl Strategy<Value = ScheduledFault> {
     let at = 0u64..=horizon_ms;
     let lasting = 50u64..=4_000;
@@ -286,7 +287,8 @@ pub fn arb_fault(horizon_ms: u64) -> impl Strategy<Value = ScheduledFault> {
             .prop_map(|(at, d)| ScheduledFault { at: MS(at), fault: Fault::Partition { until: MS(at + d) } }),
         (at.clone(), 50u64..=2_000)
             .prop_map(|(at, d)| ScheduledFault { at: MS(at), fault: Fault::Hold { until: MS(at + d) } }),
-        at.prop_map(|at| ScheduledFault { at: MS(at), fault: Fault::Bounce }),
+        at.clone().prop_map(|at| ScheduledFault { at: MS(at), fault: Fault::Bounce }),
+        at.prop_map(|at| ScheduledFault { at: MS(at), fault: Fault::Cancel }),
     ]
 }
 
@@ -521,11 +523,13 @@ pub fn arb_too_long_scenario() -> impl Strategy<Value = Scenario> {
 
 /// Calm scenarios for liveness: only keyed POSTs, nothing terminal, no
 /// steady loss, faults that all heal (lost answers, bounces, partitions,
-/// holds and spikes in the first 8 s), then the policy raised until
+/// holds and spikes in the first 8 s; no cancellation, which ends jobs by
+/// design), then the policy raised until
 /// [`crate::sim::checks::invariants::liveness_expected`] holds ([`hunt::make_ample`]).
 pub fn arb_calm_scenario() -> impl Strategy<Value = Scenario> {
     (arb_api_config(), arb_fleet(), arb_policy(), arb_net(), arb_fault_schedule(5)).prop_map(
-        |(api, fleet, policy, net, schedule)| {
+        |(api, fleet, policy, net, mut schedule)| {
+            schedule.retain(|f| f.fault != Fault::Cancel);
             let mix = OpMix { keyed: 1, unsafe_post: 0, safe: 0 };
             let faults = Faults { lost_answers_per_mille: 0, schedule };
             let mut s = assemble(api, fleet, mix, policy, net, faults);

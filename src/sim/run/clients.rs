@@ -20,6 +20,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Request;
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 use crate::client::{Replayable, RetryClient};
 use crate::core::backoff::{Backoff, Jitter};
@@ -100,12 +101,15 @@ pub struct Retrysim<T = SimTransport> {
     declared: Promises,
     /// Vouch for every request as replayable (seed 002's naive client).
     replayable: bool,
+    /// Hand the driver a token of its own instead of the job's (the
+    /// `ignore-cancel` defect).
+    own_token: bool,
 }
 
 impl<T: Transport> Retrysim<T> {
     /// Drives jobs through `client`, promising what `declared` says.
     pub fn new(client: RetryClient<TokioClock, T>, declared: Promises) -> Retrysim<T> {
-        Retrysim { client, declared, replayable: false }
+        Retrysim { client, declared, replayable: false, own_token: false }
     }
 }
 
@@ -125,7 +129,9 @@ impl<T: Transport + 'static> Subject for Retrysim<T> {
                 req.extensions_mut().insert(Replayable);
             }
             let mut keys = Vec::new();
-            let result = self.client.execute_recording_keys(req, job.rng, job.cancel, job.trace, &mut keys).await;
+            let own = CancellationToken::new();
+            let cancel = if self.own_token { &own } else { job.cancel };
+            let result = self.client.execute_recording_keys(req, job.rng, cancel, job.trace, &mut keys).await;
             match result {
                 Ok(done) => JobEnd {
                     outcome: JobOutcome::Succeeded { status: done.response.status().as_u16() },
@@ -169,7 +175,7 @@ pub fn builtin(kind: Builtin, defects: Defects, policy: &Policy, host: Host<'_>,
         if let Some(budget) = host.budget {
             client = client.with_budget(budget);
         }
-        Arc::new(Retrysim { client, declared, replayable })
+        Arc::new(Retrysim { client, declared, replayable, own_token: defects.ignore_cancel })
     }
     let first_line = defects.first_retry_after_line;
     if defects.fresh_key_each_attempt {

@@ -69,10 +69,14 @@ pub struct Defects {
     /// (a wrapper forwarding only `Limit` and `Remaining`), so a pacing gate
     /// cannot wait for the window's reset and probes into refusals.
     pub pacing_ignores_reset: bool,
+    /// The driver is handed a cancellation token of its own (a wrapper that
+    /// writes `CancellationToken::new()` where it meant the caller's
+    /// `child_token()`), so a cancelled job sleeps its retry wait out.
+    pub ignore_cancel: bool,
 }
 
 /// The defects by their command-line names, in a fixed order.
-pub const NAMES: [&str; 14] = [
+pub const NAMES: [&str; 15] = [
     "fresh-key-each-attempt",
     "ignore-deadline",
     "ignore-retry-after",
@@ -87,6 +91,7 @@ pub const NAMES: [&str; 14] = [
     "window-admits-one-more",
     "deferral-drops-jobs",
     "pacing-ignores-reset",
+    "ignore-cancel",
 ];
 
 /// What slips, in a few words, for defect `name` (one of [`NAMES`]).
@@ -106,6 +111,7 @@ pub fn describe(name: &str) -> &'static str {
         "window-admits-one-more" => "the simulated fixed window admits one request over its limit",
         "deferral-drops-jobs" => "the deferral queue drops every other deferred job",
         "pacing-ignores-reset" => "a pacing gate that does not wait for the advertised window reset",
+        "ignore-cancel" => "a cancelled job sleeps its retry wait out",
         _ => "",
     }
 }
@@ -132,6 +138,7 @@ impl Defects {
             "window-admits-one-more" => &mut self.window_admits_one_more,
             "deferral-drops-jobs" => &mut self.deferral_drops_jobs,
             "pacing-ignores-reset" => &mut self.pacing_ignores_reset,
+            "ignore-cancel" => &mut self.ignore_cancel,
             _ => return None,
         })
     }

@@ -167,21 +167,24 @@ pub(crate) struct Run<'a> {
     /// The trace's label (the front end's `w<worker> job-<n>`, or a
     /// background worker's `bg<i> job-<n>`).
     pub trace_label: String,
+    /// What the job's caller cancels it by.
+    pub cancel: CancellationToken,
 }
 
-/// Runs job `job` on worker `worker`: its request, through `subject`.
+/// Runs job `job` on worker `worker`: its request, through `subject`,
+/// cancellable by its caller with `cancel`.
 pub(crate) async fn run_job(
     subject: &dyn Subject,
     clock: &TokioClock,
     s: &Scenario,
     seed: u64,
-    job: u32,
+    (job, cancel): (u32, CancellationToken),
     worker: u32,
     rng: &mut dyn Rng,
 ) -> JobRecord {
     let kind = kind_of(s, seed, job);
     let request = request(s, kind, job, worker);
-    let run = Run { subject, clock, request, kind, job, worker, trace_label: label(job, worker) };
+    let run = Run { subject, clock, request, kind, job, worker, trace_label: label(job, worker), cancel };
     run.record(rng).await
 }
 
@@ -190,7 +193,7 @@ impl Run<'_> {
     pub(crate) async fn record(self, rng: &mut dyn Rng) -> JobRecord {
         let method = self.request.method().clone();
         let mut trace = Trace::new(self.trace_label);
-        let cancel = CancellationToken::new();
+        let cancel = self.cancel;
         let started = self.clock.now();
         let job = Job {
             number: self.job,

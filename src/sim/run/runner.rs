@@ -382,7 +382,7 @@ fn simulate(
         }
         while next < schedule.len() && schedule[next].0 <= sim.elapsed() {
             let (_, i, start) = schedule[next];
-            apply(&mut sim, &server, &s.faults.schedule[i].fault, start, s);
+            apply(&mut sim, &server, &shared, &s.faults.schedule[i].fault, start, s);
             next += 1;
         }
         // A panic inside a host is a harness bug: report it with the replay
@@ -480,7 +480,7 @@ pub(crate) fn build_budget(s: &Scenario) -> Option<Arc<dyn RetryBudget>> {
     }
 }
 
-fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, fault: &Fault, start: bool, s: &Scenario) {
+fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, shared: &Shared, fault: &Fault, start: bool, s: &Scenario) {
     let fleet = fleet_hosts(s);
     match (fault, start) {
         (Fault::Partition { .. } | Fault::Hold { .. } | Fault::LimiterPartition { .. }, _) if fleet.len() > 1 => {
@@ -503,6 +503,7 @@ fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, fault: &Fault, start: bool
         (Fault::Partition { .. }, false) => sim.repair(FLEET_HOST, API_HOST),
         (Fault::Hold { .. }, true) => sim.hold(FLEET_HOST, API_HOST),
         (Fault::Hold { .. }, false) => sim.release(FLEET_HOST, API_HOST),
+        (Fault::Cancel, _) => shared.cancel_running(crate::trace::ms(sim.elapsed())),
         (Fault::Bounce, _) => {
             sim.bounce(API_HOST);
             // The restart kills the requests that were running: their keys

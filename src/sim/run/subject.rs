@@ -112,7 +112,10 @@ pub struct Job<'a> {
     pub rng: &'a mut dyn Rng,
     /// The clock on virtual time.
     pub clock: &'a TokioClock,
-    /// Cancelled when the harness stops the job.
+    /// Cancelled when the job's caller gives up on it (a `cancel` fault):
+    /// the client must then end the job within one clock step, whatever it
+    /// waits on (invariant 12), e.g. with `select!` on `cancel.cancelled()`
+    /// around its sleeps and sends.
     pub cancel: &'a CancellationToken,
     /// The job's trace: push events to it, or leave it empty.
     pub trace: &'a mut Trace,

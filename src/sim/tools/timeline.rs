@@ -549,6 +549,7 @@ fn faults(r: &Report) -> Vec<FaultSpan> {
                 Fault::Hold { .. } => "hold",
                 Fault::Bounce => "bounce",
                 Fault::LimiterPartition { .. } => "limiter-partition",
+                Fault::Cancel => "cancel",
             };
             FaultSpan { kind, from_ms, to_ms }
         })

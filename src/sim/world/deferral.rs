@@ -187,6 +187,8 @@ pub(crate) async fn background_worker(
             job: item.job,
             worker: item.worker,
             trace_label: format!("bg{i} job-{}", item.job),
+            // Background runs are the harness's own: nobody cancels them.
+            cancel: Default::default(),
         };
         let mut record = run.record(&mut rng).await;
         record.worker = s.fleet.workers + i;

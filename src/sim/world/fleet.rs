@@ -23,6 +23,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use serde::Serialize;
+use tokio_util::sync::CancellationToken;
 
 use crate::core::budget::RetryBudget;
 use crate::env::{TokioClock, seeded_rng};
@@ -75,6 +76,18 @@ pub struct FleetFacts {
     /// The fleet gate's queue depth, `(when, depth)` at every change.
     #[serde(skip)]
     pub depth: Vec<(Duration, u32)>,
+    /// Every cancellation the caller made (`cancel` faults), in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cancels: Vec<Cancellation>,
+}
+
+/// The caller cancelled the front-end jobs running at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cancellation {
+    /// When (virtual ms): the first step boundary at or after the fault's `at`.
+    pub at_ms: u64,
+    /// The jobs that were running then, in order.
+    pub jobs: Vec<u32>,
 }
 
 /// The names of the hosts the fleet's workers run on.
@@ -108,6 +121,9 @@ pub(crate) struct Shared {
     /// Which records keep their whole trace (the others are compacted as
     /// they arrive, so a big run's memory does not hold every event).
     traces: Traces,
+    /// The cancellation token of every front-end job running now.
+    running: Mutex<BTreeMap<u32, CancellationToken>>,
+    cancels: Mutex<Vec<Cancellation>>,
 }
 
 impl Shared {
@@ -126,14 +142,30 @@ impl Shared {
             deferral: Arc::new(DeferralQueue::new(s.fleet.workers)),
             made: Mutex::default(),
             traces,
+            running: Mutex::default(),
+            cancels: Mutex::default(),
         }
     }
 
-    fn next_job(&self) -> Option<u32> {
-        lock(&self.jobs).pop_front()
+    /// The next job off the queue, with the token its caller may cancel it by.
+    fn next_job(&self) -> Option<(u32, CancellationToken)> {
+        let job = lock(&self.jobs).pop_front()?;
+        let cancel = CancellationToken::new();
+        lock(&self.running).insert(job, cancel.clone());
+        Some((job, cancel))
+    }
+
+    /// The caller cancels every front-end job running now (`now_ms`).
+    pub(crate) fn cancel_running(&self, now_ms: u64) {
+        let running = std::mem::take(&mut *lock(&self.running));
+        for token in running.values() {
+            token.cancel();
+        }
+        lock(&self.cancels).push(Cancellation { at_ms: now_ms, jobs: running.into_keys().collect() });
     }
 
     fn push(&self, mut record: JobRecord) {
+        lock(&self.running).remove(&record.job);
         if !self.traces.keeps(&record) {
             compact(&mut record);
         }
@@ -171,6 +203,7 @@ impl Shared {
             local: self.local_logs.iter().map(|(&w, log)| (w, lock(log).clone())).collect(),
             routes: lock(&self.routes).clone(),
             depth: lock(&self.depth).series.clone(),
+            cancels: std::mem::take(&mut *lock(&self.cancels)),
         };
         (records, deferred, facts)
     }
@@ -242,8 +275,8 @@ fn spawn_shared(
             let (subject, scenario, shared, clock) = (subject.clone(), scenario.clone(), shared.clone(), clock.clone());
             tasks.spawn(async move {
                 let mut rng = seeded_rng(derive(seed, "worker", w as u64));
-                while let Some(job) = shared.next_job() {
-                    let record = run_job(&*subject, &clock, &scenario, seed, job, w, &mut rng).await;
+                while let Some((job, cancel)) = shared.next_job() {
+                    let record = run_job(&*subject, &clock, &scenario, seed, (job, cancel), w, &mut rng).await;
                     if scenario.fleet.deferral.is_some() {
                         shared.deferral.offer(&record, &scenario);
                     }
@@ -315,8 +348,8 @@ fn spawn_per_worker(
             let subject = make.make(host);
             shared.made(&*subject);
             let mut rng = seeded_rng(derive(seed, "worker", w as u64));
-            while let Some(job) = shared.next_job() {
-                let record = run_job(&*subject, &clock, &scenario, seed, job, w, &mut rng).await;
+            while let Some((job, cancel)) = shared.next_job() {
+                let record = run_job(&*subject, &clock, &scenario, seed, (job, cancel), w, &mut rng).await;
                 shared.push(record);
             }
             Ok(())

@@ -67,6 +67,11 @@ pub enum Fault {
         #[serde(with = "duration_text")]
         until: Duration,
     },
+    /// The fleet's caller cancels every front-end job running at `at` (a
+    /// user who closed the page, a deploy draining its workers). Each must
+    /// end within one clock step, whether it was waiting to retry, queued
+    /// at a gate or waiting for an answer (invariant 12).
+    Cancel,
 }
 
 impl Fault {
@@ -77,7 +82,7 @@ impl Fault {
             | Fault::Partition { until }
             | Fault::Hold { until }
             | Fault::LimiterPartition { until } => Some(*until),
-            Fault::LoseAnswer | Fault::Bounce => None,
+            Fault::LoseAnswer | Fault::Bounce | Fault::Cancel => None,
         }
     }
 }
