@@ -208,7 +208,15 @@ pub fn check_black_box_with(r: &Report, front: &Promises, background: &Promises)
             Some(_) => background.honours_retry_after,
         };
         early_retry(Some(job), &j.arrivals, &honours, &net, &mut out);
-        after_terminal(Some(job), &j.arrivals, &net, &mut out);
+        // A run that had ended before its answer could reach it (an attempt
+        // timed out while the server still worked) never read it: a later
+        // run that sends again (deferral's background pass) ignored nothing.
+        let unread = |i: usize| {
+            let later = j.pass_of[i].is_some_and(|p| p + 1 < j.runs.len());
+            let end = j.pass_of[i].map(|p| j.runs[p].record.finished_ms);
+            later && j.arrivals[i].answered_at.zip(end).is_some_and(|(t, end)| end < ms(t + net.min_trip))
+        };
+        after_terminal(Some(job), &j.arrivals, &unread, &net, &mut out);
         unkeyed_replay(Some(job), &j.arrivals, &mut out);
     }
     no_secrets(r, &mut out);
@@ -246,7 +254,7 @@ pub fn check_ledger(
         let job = job_of_label(name);
         let mut found = Vec::new();
         early_retry(job, arrivals, &|_| true, &net, &mut found);
-        after_terminal(job, arrivals, &net, &mut found);
+        after_terminal(job, arrivals, &|_| false, &net, &mut found);
         unkeyed_replay(job, arrivals, &mut found);
         if job.is_none() {
             found.iter_mut().for_each(|v| v.detail = format!("{name}: {}", v.detail));
@@ -621,9 +629,16 @@ fn terminal(a: &Arrival) -> bool {
 }
 
 /// A request after a terminal answer the job surely read.
-fn after_terminal(job: Option<u32>, arrivals: &[&Arrival], net: &Net, out: &mut Vec<BlackBoxViolation>) {
+/// `unread(i)`: the client surely never read answer `i` (its run had ended).
+fn after_terminal(
+    job: Option<u32>,
+    arrivals: &[&Arrival],
+    unread: &dyn Fn(usize) -> bool,
+    net: &Net,
+    out: &mut Vec<BlackBoxViolation>,
+) {
     for (i, a) in arrivals.iter().enumerate() {
-        if !terminal(a) || !surely_read(a, net) {
+        if !terminal(a) || !surely_read(a, net) || unread(i) {
             continue;
         }
         let next = arrivals[i + 1..].iter().find(|b| net.could_precede(a, b.at) && !net.request_slowed(b.at));
@@ -978,6 +993,19 @@ mod tests {
             assert_eq!(v.arrivals_ms, [1_000, 1_500], "{status} {code}");
             assert!(v.detail.contains(code), "{}", v.detail);
         }
+        // A front-end run that ended (its attempt timed out) before the
+        // terminal answer could reach it, then a background pass: unread.
+        let gave_up_first = report(
+            vec![refused(1, 1_000, 429, "QUOTA_EXCEEDED", None), post(1, 1_500)],
+            &[(1, 0, 990), (1, 1_400, 1_600)],
+        );
+        assert_eq!(check_black_box(&gave_up_first, &promises(3, 10)), []);
+        // The same pass after a front end that may have read it: a violation.
+        let read_first = report(
+            vec![refused(1, 1_000, 429, "QUOTA_EXCEEDED", None), post(1, 1_500)],
+            &[(1, 0, 1_100), (1, 1_400, 1_600)],
+        );
+        only(&check_black_box(&read_first, &promises(3, 10)), BlackBoxCheck::AfterTerminal);
         let waits =
             [(429, "RATE_LIMITED"), (429, "queue_full"), (429, "SOMETHING_NEW"), (409, "IDEMPOTENCY_IN_PROGRESS")];
         for (status, code) in waits.into_iter().chain([(503, "unavailable"), (500, "internal")]) {
