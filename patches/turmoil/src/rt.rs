@@ -66,6 +66,17 @@ pub struct Rt<'a> {
 
     /// Runtime configuration.
     config: Config,
+
+    /// The clock at each park of the scheduler, while `step_by` listens.
+    parks: Arc<ParkLog>,
+}
+
+/// When the scheduler parked, recorded only while `listening`.
+struct ParkLog {
+    /// The runtime's start: its timer wheel counts milliseconds from here.
+    origin: Instant,
+    listening: std::sync::atomic::AtomicBool,
+    at: std::sync::Mutex<Vec<Instant>>,
 }
 
 impl<'a> Rt<'a> {
@@ -73,7 +84,7 @@ impl<'a> Rt<'a> {
     where
         F: Future<Output = Result> + 'static,
     {
-        let (tokio, local) = init(&mut config);
+        let (tokio, local, parks) = init(&mut config);
 
         let handle = with(&tokio, &local, || tokio::task::spawn_local(client));
 
@@ -84,6 +95,7 @@ impl<'a> Rt<'a> {
             nodename,
             handle: Some(handle),
             config,
+            parks,
         }
     }
 
@@ -92,7 +104,7 @@ impl<'a> Rt<'a> {
         F: Fn() -> Fut + 'a,
         Fut: Future<Output = Result> + 'static,
     {
-        let (tokio, local) = init(&mut config);
+        let (tokio, local, parks) = init(&mut config);
 
         let software: Software = Box::new(move || Box::pin(software()));
         let handle = with(&tokio, &local, || tokio::task::spawn_local(software()));
@@ -104,12 +116,13 @@ impl<'a> Rt<'a> {
             nodename,
             handle: Some(handle),
             config,
+            parks,
         }
     }
 
     pub(crate) fn no_software() -> Self {
         let mut config = Config::default();
-        let (tokio, local) = init(&mut config);
+        let (tokio, local, parks) = init(&mut config);
 
         Self {
             kind: Kind::NoSoftware,
@@ -118,6 +131,7 @@ impl<'a> Rt<'a> {
             nodename: String::new().into(),
             handle: None,
             config,
+            parks,
         }
     }
 
@@ -188,6 +202,59 @@ impl<'a> Rt<'a> {
         }
     }
 
+    /// Ticks by `duration`, `n + 1` ticks of `tick` (whole milliseconds),
+    /// at once, and moves the scheduler's queue-choice counters on as
+    /// `n + 1` idle ticks would have, without moving the clock further or
+    /// running a task (the caller only skips ticks in which nothing happens).
+    ///
+    /// Two counters choose between a local and a remote run queue: the
+    /// `LocalSet`'s `u8` tick (remote first every 31st pass) counts one pass
+    /// per tick; tokio's current-thread scheduler's `u32` tick (global queue
+    /// first every 31st pass, tokio's default `global_queue_interval`)
+    /// counts one pass per park. An idle tick parks at its start as many
+    /// times as the long tick does (the wake that ended the previous tick
+    /// leaves the time driver's `did_wake` set, so the first park returns
+    /// at once), and once more at every multiple of 64 ms of the timer
+    /// wheel strictly inside it: the tick's own sleep crosses into the
+    /// wheel's next level there and cascades (so does any other timer's
+    /// slot, in the same park). The long tick parks at the cascades of the
+    /// timers actually in the wheel, on the ticks' boundaries or not; the
+    /// park hook counts them. Only the counters' values modulo 256 and 31
+    /// decide anything, so at most 255 + 30 passes stand for any `n`; the
+    /// last pass leaves `did_wake` set, as a tick does.
+    pub(crate) fn tick_idle(&mut self, duration: Duration, tick: Duration, n: u64) -> Result<bool> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let start = self.now();
+        self.parks.at.lock().unwrap().clear();
+        self.parks.listening.store(true, Relaxed);
+        let finished = self.tick(duration);
+        self.parks.listening.store(false, Relaxed);
+        let at = std::mem::take(&mut *self.parks.at.lock().unwrap());
+        let first = at.iter().filter(|&&t| t == start).count() as u64;
+        let later = at.len() as u64 - first;
+        // The wheel's 64 ms multiples strictly inside the ticks.
+        let tick_ms = tick.as_millis().max(1) as u64;
+        let from = (start - self.parks.origin).as_millis() as u64;
+        let to = from + duration.as_millis() as u64;
+        let inside = match tick_ms {
+            1 => 0,
+            _ => (from / 64 + 1..to.div_ceil(64)).filter(|m| (m * 64 - from) % tick_ms != 0).count() as u64,
+        };
+        let local = (n % 256) as u32;
+        // Wanted modulo 31: (n + 1) ticks' first parks and the parks inside
+        // them, less those the long tick made and the `LocalSet` passes
+        // (each is a scheduler pass too).
+        let wanted = ((n + 1) % 31) * (first % 31) + inside;
+        let core = (wanted % 31 + 62 - (first + later) % 31 - u64::from(local) % 31) % 31;
+        if local > 0 {
+            self.tokio.block_on(self.local.run_until(Passes(local)));
+        }
+        if core > 0 {
+            self.tokio.block_on(Passes(core as u32));
+        }
+        finished
+    }
+
     pub(crate) fn crash(&mut self) {
         if !self.is_host() {
             panic!("can only crash host's software");
@@ -222,15 +289,24 @@ impl<'a> Rt<'a> {
     ///
     /// Both the [`Runtime`] and [`LocalSet`] are replaced with new instances.
     fn cancel_tasks(&mut self) {
-        let (tokio, local) = init(&mut self.config);
+        let (tokio, local, parks) = init(&mut self.config);
 
+        self.parks = parks;
         _ = mem::replace(&mut self.tokio, tokio);
         drop(mem::replace(&mut self.local, local));
     }
 }
 
-fn init(config: &mut Config) -> (Runtime, LocalSet) {
+fn init(config: &mut Config) -> (Runtime, LocalSet, Arc<ParkLog>) {
     let mut tokio_builder = tokio::runtime::Builder::new_current_thread();
+
+    let log: Arc<std::sync::OnceLock<Arc<ParkLog>>> = Arc::default();
+    let hook = log.clone();
+    tokio_builder.on_thread_park(move || {
+        if let Some(log) = hook.get().filter(|l| l.listening.load(std::sync::atomic::Ordering::Relaxed)) {
+            log.at.lock().unwrap().push(Instant::now());
+        }
+    });
 
     #[cfg(tokio_unstable)]
     tokio_builder.unhandled_panic(tokio::runtime::UnhandledPanic::ShutdownRuntime);
@@ -252,12 +328,19 @@ fn init(config: &mut Config) -> (Runtime, LocalSet) {
         .build()
         .unwrap();
 
+    let parks = Arc::new(ParkLog {
+        origin: tokio.block_on(async { Instant::now() }),
+        listening: Default::default(),
+        at: Default::default(),
+    });
+    _ = log.set(parks.clone());
+
     tokio.block_on(async {
         // Sleep to "round" `Instant::now()` to the closest `ms`
         tokio::time::sleep(Duration::from_millis(1)).await;
     });
 
-    (tokio, new_local())
+    (tokio, new_local(), parks)
 }
 
 fn new_local() -> LocalSet {
@@ -275,4 +358,23 @@ fn new_local() -> LocalSet {
 
 fn with<R>(tokio: &Runtime, local: &LocalSet, f: impl FnOnce() -> R) -> R {
     tokio.block_on(async { local.run_until(async { f() }).await })
+}
+
+/// Pending `n` times, then ready, waking itself each time: each pending
+/// poll is one pass of the scheduler (and of a `LocalSet` it runs under)
+/// that finds no task and yields to the driver without moving a paused
+/// clock; the last wake leaves the time driver's `did_wake` set.
+struct Passes(u32);
+
+impl Future for Passes {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        cx.waker().wake_by_ref();
+        if self.0 == 0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 -= 1;
+        std::task::Poll::Pending
+    }
 }

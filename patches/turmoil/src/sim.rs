@@ -411,9 +411,46 @@ impl<'a> Sim<'a> {
     ///
     /// Returns whether or not all clients have completed.
     pub fn step(&mut self) -> Result<bool> {
+        self.step_inner(self.config.tick, 0)
+    }
+
+    /// Step the simulation by `duration` instead of the configured tick: the
+    /// network, then each running host's runtime, as [`step`](#method.step)
+    /// does.
+    ///
+    /// Meant for stretches in which the caller knows nothing happens: no
+    /// task is ready, no message becomes deliverable (see
+    /// [`next_delivery`](#method.next_delivery)) and no timer fires before
+    /// the end of `duration`. When `duration` is then `n` ticks of whole
+    /// milliseconds, the simulation after `step_by` is the same as after `n`
+    /// calls to `step`, down to the order in which tasks run later: each
+    /// host's tokio scheduler and `LocalSet` count their passes to choose
+    /// between their local and remote run queues, and `step_by` moves those
+    /// counters on as `n` idle ticks would have (see `Rt::tick_idle`). The
+    /// steps counter (in the duration error) counts the `n` ticks.
+    pub fn step_by(&mut self, duration: Duration) -> Result<bool> {
+        let tick = self.config.tick.as_nanos().max(1);
+        let ticks = (duration.as_nanos() / tick).max(1) as u64;
+        self.step_inner(duration, ticks - 1)
+    }
+
+    /// When the network next has a message for a host, as a simulation time
+    /// (like [`elapsed`](#method.elapsed)): `None` when no message is in
+    /// flight. A message already deliverable gives the current time; a step
+    /// hands a message to its host when the step's end reaches this time.
+    /// Messages on a held link have no delivery time until
+    /// [`release`](#method.release).
+    pub fn next_delivery(&self) -> Option<Duration> {
+        let world = self.world.borrow();
+        world.topology.next_delivery().map(|after| self.elapsed + after)
+    }
+
+    /// One step of `duration`; `idle_ticks` more ticks' worth of scheduler
+    /// passes are counted on each running host (see `step_by`).
+    fn step_inner(&mut self, duration: Duration, idle_ticks: u64) -> Result<bool> {
         tracing::trace!(target: TRACING_TARGET, "step {}", self.steps);
 
-        let tick = self.config.tick;
+        let tick = duration;
         let mut is_finished = true;
 
         // Tick the networking, processing messages. This is done before
@@ -453,7 +490,12 @@ impl<'a> Sim<'a> {
                 world.current_host_mut().timer.now(rt.now());
             }
 
-            let is_software_finished = World::enter(&self.world, || rt.tick(tick))?;
+            let is_software_finished = if idle_ticks > 0 {
+                let one = self.config.tick;
+                World::enter(&self.world, || rt.tick_idle(tick, one, idle_ticks))?
+            } else {
+                World::enter(&self.world, || rt.tick(tick))?
+            };
 
             if rt.is_client() {
                 is_finished = is_finished && is_software_finished;
@@ -474,7 +516,7 @@ impl<'a> Sim<'a> {
         }
 
         self.elapsed += tick;
-        self.steps += 1;
+        self.steps += 1 + idle_ticks as usize;
 
         if self.elapsed > self.config.duration && !is_finished {
             return Err(format!(

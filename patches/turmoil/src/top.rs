@@ -290,6 +290,26 @@ impl Topology {
         }
     }
 
+    /// How long after the topology's last tick the first message in flight
+    /// becomes deliverable (zero when one already is); `None` when no
+    /// message is in flight, held messages aside.
+    pub(crate) fn next_delivery(&self) -> Option<Duration> {
+        let now = self.rt.now();
+        let mut next: Option<Duration> = None;
+        for link in self.links.values() {
+            if link.deliverable.values().any(|q| !q.is_empty()) {
+                return Some(Duration::ZERO);
+            }
+            for sent in &link.sent {
+                if let DeliveryStatus::DeliverAfter(time) = sent.status {
+                    let after = time.saturating_duration_since(now);
+                    next = Some(next.map_or(after, |n| n.min(after)));
+                }
+            }
+        }
+        next
+    }
+
     pub(crate) fn iter_mut(&mut self) -> LinksIter<'_> {
         LinksIter {
             iter: self.links.iter_mut(),
