@@ -49,3 +49,109 @@ fn the_readme_baseline_table_is_the_bench_runs_counts() {
         assert_eq!(row[1..5], figures, "README row {row:?}: run `cargo bench --bench baseline` and copy its table");
     }
 }
+
+// Skipping virtual time in which nothing happens (src/sim/run/advance.rs)
+// must change nothing but speed: each run below goes once with skipping and
+// once tick by tick, and every figure, trace, ledger entry and hunt verdict
+// must be the same.
+
+use retrysim::sim::checks::hunt::{Kind, Target, check_seed};
+use retrysim::sim::run::advance::{last_run_skipped_ticks, with_plain_ticks};
+use retrysim::sim::run::clients::ScenarioClient;
+use retrysim::sim::run::scenario::Scenario;
+use retrysim::sim::run::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, Subject};
+use retrysim::sim::world::fleet::Hooks;
+use std::sync::Arc;
+
+/// The whole report (its records, traces and the server's ledger included)
+/// of a run with skipping, of the same run tick by tick, and how many ticks
+/// the first skipped.
+fn both_ways(s: &Scenario, seed: u64) -> (String, String, u64) {
+    let fast = format!("{:?}", runner::run(s, seed));
+    let skipped = last_run_skipped_ticks();
+    let plain = format!("{:?}", with_plain_ticks(|| runner::run(s, seed)));
+    assert_eq!(last_run_skipped_ticks(), 0, "{} seed {seed}: a plain run skipped", s.name);
+    (fast, plain, skipped)
+}
+
+#[test]
+fn skipping_idle_ticks_changes_no_named_scenarios_run() {
+    let mut skipped = 0;
+    for name in scenario::NAMES {
+        let s = scenario::named(name).expect("named");
+        for seed in [1, 7] {
+            let (fast, plain, n) = both_ways(&s, seed);
+            assert!(fast == plain, "{name} seed {seed}: the run differs when idle ticks are skipped");
+            skipped += n;
+        }
+    }
+    assert!(skipped > 0, "no run skipped a tick: the comparison above compared nothing");
+}
+
+#[test]
+fn skipping_idle_ticks_changes_no_hunt_seeds_run_or_verdict() {
+    let honest = Target::of(Kind::All);
+    let mut sabotaged = Target::of(Kind::All);
+    sabotaged.sabotage.ignore_retry_after = true;
+    let mut skipped = 0;
+    for target in [honest, sabotaged] {
+        for seed in 1..=40 {
+            let (fast, plain, n) = both_ways(&target.scenario(seed), seed);
+            assert!(fast == plain, "{} seed {seed}: the run differs when idle ticks are skipped", target.replay(seed));
+            skipped += n;
+            let verdict = format!("{:?}", check_seed(seed, &target, false));
+            assert_eq!(verdict, format!("{:?}", with_plain_ticks(|| check_seed(seed, &target, false))));
+        }
+    }
+    assert!(skipped > 0, "no hunt seed skipped a tick");
+}
+
+#[test]
+fn deadline_wins_skips_nearly_all_its_ticks() {
+    // Five attempts 20 s apart at a 1 ms tick: all but a few hundred of its
+    // ticks are waits in which nothing happens.
+    let s = scenario::named("deadline-wins").expect("named");
+    let r = runner::run(&s, 3).expect("finishes");
+    let ticks = r.virtual_ms / s.net.tick.as_millis() as u64;
+    let skipped = last_run_skipped_ticks();
+    assert!(skipped * 100 > ticks * 95, "skipped {skipped} of {ticks} ticks");
+}
+
+/// retrysim's client behind a Subject that does not say where it sleeps.
+struct Undeclared(Arc<dyn Subject>);
+
+impl Subject for Undeclared {
+    fn promises(&self) -> Promises {
+        self.0.promises()
+    }
+
+    fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {
+        self.0.run(job)
+    }
+}
+
+struct MakeUndeclared(u64);
+
+impl MakeSubject for MakeUndeclared {
+    fn label(&self, _: &Scenario) -> String {
+        "undeclared".into()
+    }
+
+    fn make(&self, host: Host<'_>) -> Arc<dyn Subject> {
+        Arc::new(Undeclared(ScenarioClient::new(self.0).make(host)))
+    }
+}
+
+#[test]
+fn a_client_that_does_not_declare_its_timers_is_stepped_tick_by_tick() {
+    // The harness cannot see a timer such a client arms on tokio directly,
+    // so it must not skip: the run is the plain one.
+    let s = scenario::named("deadline-wins").expect("named");
+    let run = || runner::run_subject(&s, 3, Hooks::default(), Arc::new(MakeUndeclared(3)));
+    let fast = format!("{:?}", run());
+    assert_eq!(last_run_skipped_ticks(), 0);
+    assert_eq!(fast, format!("{:?}", with_plain_ticks(run)));
+    // The same client declared skips.
+    runner::run(&s, 3).expect("finishes");
+    assert!(last_run_skipped_ticks() > 0);
+}

@@ -189,6 +189,15 @@ pub trait Subject: Send + Sync {
     fn writes_trace(&self) -> bool {
         false
     }
+    /// Whether every wait of this client is on the harness's clock
+    /// ([`Job::clock`], [`Host::clock`]) and nothing of it sleeps on tokio's
+    /// timer directly (`tokio::time::sleep`, `timeout`, hyper's
+    /// `TokioTimer`). Then the harness sees every deadline and skips virtual
+    /// time in which nothing happens; otherwise (the default) it steps
+    /// through every tick. Reports are the same either way; only speed differs.
+    fn sleeps_on_harness_clock(&self) -> bool {
+        false
+    }
 }
 
 /// What the harness hands a [`MakeSubject`] on each fleet host.
