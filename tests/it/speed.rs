@@ -155,3 +155,22 @@ fn a_client_that_does_not_declare_its_timers_is_stepped_tick_by_tick() {
     runner::run(&s, 3).expect("finishes");
     assert!(last_run_skipped_ticks() > 0);
 }
+
+#[test]
+fn the_readme_scenarios_table_is_the_bench_runs_virtual_times() {
+    let rows = crate::readme::table_after("Measured speed", "`cargo bench --bench scenarios`");
+    let (total, named) = rows.split_last().expect("rows");
+    assert_eq!(total[0], "all named scenarios");
+    let names: Vec<&str> = named.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(names, scenario::NAMES, "README rows: run `cargo bench --bench scenarios` and copy its table");
+    // The bench's virtual time: the median over seeds 0..15. The three
+    // 42-host scenarios take most of a second each a run, so they are left
+    // to the bench.
+    for row in named.iter().filter(|r| !r[0].starts_with("berlin-40-processes-")) {
+        let s = scenario::named(&row[0]).expect("named");
+        let mut virtuals: Vec<u64> =
+            (0..15).map(|seed| runner::run_keeping(&s, seed, Traces::None).expect("finishes").virtual_ms).collect();
+        virtuals.sort_unstable();
+        assert_eq!(row[1], virtuals[virtuals.len() / 2].to_string(), "README row {row:?}");
+    }
+}
