@@ -7,7 +7,7 @@
 //! Between steps, when every timer of every simulated task is visible (the
 //! [`timers`](crate::sim::world::timers) registry, and a client that
 //! declares [`sleeps_on_harness_clock`](crate::sim::run::subject::Subject::sleeps_on_harness_clock)),
-//! [`advance`] moves with turmoil's `step_by` (patches/turmoil) straight to
+//! `advance` moves with turmoil's `step_by` (patches/turmoil) straight to
 //! the last tick boundary before anything can happen: before the earliest
 //! timer deadline and the next message delivery, never past the next
 //! scheduled fault or the time limit. Times stay tick-aligned, tasks run at
