@@ -55,6 +55,7 @@ fn the_readme_baseline_table_is_the_bench_runs_counts() {
 // once tick by tick, and every figure, trace, ledger entry and hunt verdict
 // must be the same.
 
+use retrysim::env::Clock;
 use retrysim::sim::checks::hunt::{Kind, Target, check_seed};
 use retrysim::sim::run::advance::{last_run_skipped_ticks, with_plain_ticks};
 use retrysim::sim::run::clients::ScenarioClient;
@@ -173,4 +174,69 @@ fn the_readme_scenarios_table_is_the_bench_runs_virtual_times() {
         virtuals.sort_unstable();
         assert_eq!(row[1], virtuals[virtuals.len() / 2].to_string(), "README row {row:?}");
     }
+}
+
+/// A hyper-util client with a connection pool on the harness's timer, up to
+/// three tries a second apart: a client that is not retrysim's but sleeps
+/// only where the harness sees it, and says so.
+struct Pooled {
+    client: hyper_util::client::legacy::Client<retrysim::testing::SimConnector, http_body_util::Full<bytes::Bytes>>,
+}
+
+impl Subject for Pooled {
+    fn promises(&self) -> Promises {
+        Promises { max_attempts: Some(3), deadline: None, honours_retry_after: false }
+    }
+
+    fn sleeps_on_harness_clock(&self) -> bool {
+        true
+    }
+
+    fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {
+        Box::pin(async move {
+            for attempt in 1..=3 {
+                let mut req = http::Request::new(http_body_util::Full::new(job.request.body().clone()));
+                *req.method_mut() = job.request.method().clone();
+                *req.uri_mut() = job.request.uri().clone();
+                *req.headers_mut() = job.request.headers().clone();
+                if let Ok(res) = self.client.request(req).await {
+                    let status = res.status().as_u16();
+                    if status != 429 {
+                        return JobEnd::succeeded(status).attempts(attempt);
+                    }
+                }
+                job.clock.sleep(std::time::Duration::from_secs(1)).await;
+            }
+            JobEnd::gave_up("attempts_exhausted").attempts(3)
+        })
+    }
+}
+
+struct MakePooled;
+
+impl MakeSubject for MakePooled {
+    fn label(&self, _: &Scenario) -> String {
+        "pooled".into()
+    }
+
+    fn make(&self, _: Host<'_>) -> Arc<dyn Subject> {
+        let net = retrysim::testing::SimNet;
+        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .retry_canceled_requests(false)
+            .pool_timer(net.timer())
+            .build(net.connector());
+        Arc::new(Pooled { client })
+    }
+}
+
+#[test]
+fn a_hyper_client_on_the_harness_timer_skips_and_runs_the_same() {
+    let s = scenario::blinkimg_1s();
+    let run = || runner::run_subject(&s, 2, Hooks::default(), Arc::new(MakePooled));
+    let fast = run().expect("finishes");
+    let skipped = last_run_skipped_ticks();
+    let plain = with_plain_ticks(run).expect("finishes");
+    assert_eq!(format!("{fast:?}"), format!("{plain:?}"));
+    assert!(fast.succeeded > 0 && fast.limited > 0, "{}", fast.render_text());
+    assert!(skipped > 0, "a declared client's waits are skipped");
 }

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::subject::{Host, MakeSubject, Subject};
+use crate::sim::world::fleet::Hooks;
 use crate::sim::world::timers::Timers;
 
 thread_local! {
@@ -71,7 +72,12 @@ pub(crate) struct Stepping {
 
 impl Stepping {
     /// Stepping for `s`, with the registry its simulated tasks sleep through.
-    pub(crate) fn new(s: &Scenario, timers: Arc<Timers>) -> Stepping {
+    /// A hooked gate or budget is code the harness did not write: it may
+    /// sleep on tokio's timer, so such a run is stepped tick by tick.
+    pub(crate) fn new(s: &Scenario, timers: Arc<Timers>, hooks: Hooks) -> Stepping {
+        if hooks.gate.is_some() || hooks.budget.is_some() {
+            timers.mark_unseen();
+        }
         // Whole milliseconds: tokio's timers have millisecond resolution, so
         // a tick of whole milliseconds is one clock move per idle tick.
         let whole_ms = !s.net.tick.is_zero() && s.net.tick.as_nanos().is_multiple_of(1_000_000);

@@ -324,7 +324,7 @@ fn simulate(
     s.validate().map_err(|e| fail(e.0))?;
     // Every simulated timer registers here while the simulation runs.
     let registry = timers::install();
-    let stepping = Stepping::new(s, registry.timers.clone());
+    let stepping = Stepping::new(s, registry.timers.clone(), hooks);
     let make = stepping.watch_clients(make);
     let mut sim = turmoil::Builder::new()
         .epoch(epoch(s))

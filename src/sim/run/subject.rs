@@ -65,6 +65,7 @@ use crate::sim::run::job::JobOutcome;
 use crate::sim::run::scenario::Scenario;
 use crate::sim::world::connector::SimConnector;
 use crate::sim::world::net::SimTransport;
+use crate::sim::world::timers::SimTimer;
 use crate::trace::Trace;
 
 /// A boxed future that a [`Subject`] returns for a job.
@@ -90,6 +91,13 @@ impl SimNet {
     /// does (see [`connector`](crate::sim::world::connector) for why).
     pub fn connector(&self) -> SimConnector {
         SimConnector::new()
+    }
+
+    /// A hyper timer on the simulation's clock whose sleeps the harness
+    /// sees: for `.pool_timer(..)` or `.timer(..)` of a hyper client, in
+    /// place of hyper-util's `TokioTimer` (see [`SimTimer`]).
+    pub fn timer(&self) -> SimTimer {
+        SimTimer
     }
 }
 

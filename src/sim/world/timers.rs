@@ -18,8 +18,10 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -147,6 +149,96 @@ pub fn timeout<F: Future>(d: Duration, f: F) -> impl Future<Output = Result<F::O
     }
 }
 
+/// A hyper [`Timer`](hyper::rt::Timer) on the simulation's clock whose
+/// sleeps the harness sees: give it to a hyper or hyper-util client inside
+/// the simulation (`.pool_timer(SimTimer)`, `.timer(SimTimer)`) in place of
+/// hyper-util's `TokioTimer`, so that a [`Subject`](crate::sim::run::subject::Subject)
+/// built on that client may declare
+/// [`sleeps_on_harness_clock`](crate::sim::run::subject::Subject::sleeps_on_harness_clock).
+/// Outside a simulation it is `TokioTimer`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SimTimer;
+
+impl hyper::rt::Timer for SimTimer {
+    fn sleep(&self, d: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(SimSleep(Box::pin(sleep(d))))
+    }
+
+    fn sleep_until(&self, deadline: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(SimSleep(Box::pin(sleep_until(Instant::from_std(deadline)))))
+    }
+
+    fn now(&self) -> std::time::Instant {
+        // tokio's (virtual) clock, not the real one hyper's default reads.
+        Instant::now().into_std()
+    }
+}
+
+/// A registered sleep, as hyper wants one.
+struct SimSleep(Pin<Box<dyn Future<Output = ()> + Send + Sync>>);
+
+impl Future for SimSleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl hyper::rt::Sleep for SimSleep {}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::rt::Timer;
+
+    /// The earliest deadline the registry holds once a host has armed `arm`
+    /// (polled it once) at 2 s of simulation time.
+    fn registered(arm: fn() -> Pin<Box<dyn Future<Output = ()> + Send>>) -> Option<Duration> {
+        let installed = install();
+        let mut sim = turmoil::Builder::new().tick_duration(Duration::from_millis(1)).build();
+        sim.client("c", async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let mut pending = arm();
+            // One poll arms the timer; it stays armed while the host waits.
+            assert!(futures_poll_once(pending.as_mut()).is_pending());
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            Ok(())
+        });
+        let mut seen = None;
+        while !sim.step().expect("runs") {
+            seen = seen.or(installed.timers.earliest().filter(|&d| d > Duration::from_secs(2)));
+        }
+        seen
+    }
+
+    fn futures_poll_once(f: Pin<&mut (dyn Future<Output = ()> + Send)>) -> Poll<()> {
+        let waker = std::task::Waker::noop();
+        f.poll(&mut Context::from_waker(waker))
+    }
+
+    #[test]
+    fn every_kind_of_sleep_registers_its_deadline_in_simulation_time() {
+        let at = |ms: u64| Some(Duration::from_millis(2_000 + ms));
+        assert_eq!(registered(|| Box::pin(sleep(Duration::from_millis(500)))), at(500));
+        assert_eq!(registered(|| Box::pin(sleep_until(Instant::now() + Duration::from_millis(70)))), at(70));
+        assert_eq!(
+            registered(|| Box::pin(async {
+                drop(timeout(Duration::from_secs(9), std::future::pending::<()>()).await)
+            })),
+            at(9_000)
+        );
+        assert_eq!(registered(|| Box::pin(SimTimer.sleep(Duration::from_millis(300)))), at(300));
+        assert_eq!(
+            registered(|| Box::pin(async {
+                let clock = crate::env::TokioClock::real();
+                crate::env::Clock::sleep(&clock, Duration::from_secs(4)).await
+            })),
+            at(4_000)
+        );
+    }
 }
