@@ -273,7 +273,7 @@ impl<S: Schedule> Gate for Scheduled<S> {
                         tokio::select! {
                             biased;
                             _ = &mut notified => {}
-                            _ = tokio::time::sleep_until(self.origin + at) => {}
+                            _ = sleep_until(self.origin + at) => {}
                         }
                     }
                     Verdict::WaitForAnswer => notified.await,
@@ -744,6 +744,15 @@ impl Schedule for PacingState {
 /// # }
 /// ```
 pub type Pacing = Scheduled<PacingState>;
+
+/// `tokio::time::sleep_until`; inside a simulation the harness sees the
+/// deadline (it skips virtual time in which nothing happens).
+fn sleep_until(deadline: tokio::time::Instant) -> impl Future<Output = ()> + Send {
+    #[cfg(feature = "sim")]
+    return crate::sim::world::timers::sleep_until(deadline);
+    #[cfg(not(feature = "sim"))]
+    return tokio::time::sleep_until(deadline);
+}
 
 #[cfg(test)]
 mod tests {

@@ -49,3 +49,194 @@ fn the_readme_baseline_table_is_the_bench_runs_counts() {
         assert_eq!(row[1..5], figures, "README row {row:?}: run `cargo bench --bench baseline` and copy its table");
     }
 }
+
+// Skipping virtual time in which nothing happens (src/sim/run/advance.rs)
+// must change nothing but speed: each run below goes once with skipping and
+// once tick by tick, and every figure, trace, ledger entry and hunt verdict
+// must be the same.
+
+use retrysim::env::Clock;
+use retrysim::sim::checks::hunt::{Kind, Target, check_seed};
+use retrysim::sim::run::advance::{last_run_skipped_ticks, with_plain_ticks};
+use retrysim::sim::run::clients::ScenarioClient;
+use retrysim::sim::run::scenario::Scenario;
+use retrysim::sim::run::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, Subject};
+use retrysim::sim::world::fleet::Hooks;
+use std::sync::Arc;
+
+/// The whole report (its records, traces and the server's ledger included)
+/// of a run with skipping, of the same run tick by tick, and how many ticks
+/// the first skipped.
+fn both_ways(s: &Scenario, seed: u64) -> (String, String, u64) {
+    let fast = format!("{:?}", runner::run(s, seed));
+    let skipped = last_run_skipped_ticks();
+    let plain = format!("{:?}", with_plain_ticks(|| runner::run(s, seed)));
+    assert_eq!(last_run_skipped_ticks(), 0, "{} seed {seed}: a plain run skipped", s.name);
+    (fast, plain, skipped)
+}
+
+#[test]
+fn skipping_idle_ticks_changes_no_named_scenarios_run() {
+    let mut skipped = 0;
+    for name in scenario::NAMES {
+        let s = scenario::named(name).expect("named");
+        for seed in [1, 7] {
+            let (fast, plain, n) = both_ways(&s, seed);
+            assert!(fast == plain, "{name} seed {seed}: the run differs when idle ticks are skipped");
+            skipped += n;
+        }
+    }
+    assert!(skipped > 0, "no run skipped a tick: the comparison above compared nothing");
+}
+
+#[test]
+fn skipping_idle_ticks_changes_no_hunt_seeds_run_or_verdict() {
+    let honest = Target::of(Kind::All);
+    let mut sabotaged = Target::of(Kind::All);
+    sabotaged.sabotage.ignore_retry_after = true;
+    let mut skipped = 0;
+    for target in [honest, sabotaged] {
+        for seed in 1..=40 {
+            let (fast, plain, n) = both_ways(&target.scenario(seed), seed);
+            assert!(fast == plain, "{} seed {seed}: the run differs when idle ticks are skipped", target.replay(seed));
+            skipped += n;
+            let verdict = format!("{:?}", check_seed(seed, &target, false));
+            assert_eq!(verdict, format!("{:?}", with_plain_ticks(|| check_seed(seed, &target, false))));
+        }
+    }
+    assert!(skipped > 0, "no hunt seed skipped a tick");
+}
+
+#[test]
+fn deadline_wins_skips_nearly_all_its_ticks() {
+    // Five attempts 20 s apart at a 1 ms tick: all but a few hundred of its
+    // ticks are waits in which nothing happens.
+    let s = scenario::named("deadline-wins").expect("named");
+    let r = runner::run(&s, 3).expect("finishes");
+    let ticks = r.virtual_ms / s.net.tick.as_millis() as u64;
+    let skipped = last_run_skipped_ticks();
+    assert!(skipped * 100 > ticks * 95, "skipped {skipped} of {ticks} ticks");
+}
+
+/// retrysim's client behind a Subject that does not say where it sleeps.
+struct Undeclared(Arc<dyn Subject>);
+
+impl Subject for Undeclared {
+    fn promises(&self) -> Promises {
+        self.0.promises()
+    }
+
+    fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {
+        self.0.run(job)
+    }
+}
+
+struct MakeUndeclared(u64);
+
+impl MakeSubject for MakeUndeclared {
+    fn label(&self, _: &Scenario) -> String {
+        "undeclared".into()
+    }
+
+    fn make(&self, host: Host<'_>) -> Arc<dyn Subject> {
+        Arc::new(Undeclared(ScenarioClient::new(self.0).make(host)))
+    }
+}
+
+#[test]
+fn a_client_that_does_not_declare_its_timers_is_stepped_tick_by_tick() {
+    // The harness cannot see a timer such a client arms on tokio directly,
+    // so it must not skip: the run is the plain one.
+    let s = scenario::named("deadline-wins").expect("named");
+    let run = || runner::run_subject(&s, 3, Hooks::default(), Arc::new(MakeUndeclared(3)));
+    let fast = format!("{:?}", run());
+    assert_eq!(last_run_skipped_ticks(), 0);
+    assert_eq!(fast, format!("{:?}", with_plain_ticks(run)));
+    // The same client declared skips.
+    runner::run(&s, 3).expect("finishes");
+    assert!(last_run_skipped_ticks() > 0);
+}
+
+#[test]
+fn the_readme_scenarios_table_is_the_bench_runs_virtual_times() {
+    let rows = crate::readme::table_after("Measured speed", "`cargo bench --bench scenarios`");
+    let (total, named) = rows.split_last().expect("rows");
+    assert_eq!(total[0], "all named scenarios");
+    let names: Vec<&str> = named.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(names, scenario::NAMES, "README rows: run `cargo bench --bench scenarios` and copy its table");
+    // The bench's virtual time: the median over seeds 0..15. The three
+    // 42-host scenarios take most of a second each a run, so they are left
+    // to the bench.
+    for row in named.iter().filter(|r| !r[0].starts_with("berlin-40-processes-")) {
+        let s = scenario::named(&row[0]).expect("named");
+        let mut virtuals: Vec<u64> =
+            (0..15).map(|seed| runner::run_keeping(&s, seed, Traces::None).expect("finishes").virtual_ms).collect();
+        virtuals.sort_unstable();
+        assert_eq!(row[1], virtuals[virtuals.len() / 2].to_string(), "README row {row:?}");
+    }
+}
+
+/// A hyper-util client with a connection pool on the harness's timer, up to
+/// three tries a second apart: a client that is not retrysim's but sleeps
+/// only where the harness sees it, and says so.
+struct Pooled {
+    client: hyper_util::client::legacy::Client<retrysim::testing::SimConnector, http_body_util::Full<bytes::Bytes>>,
+}
+
+impl Subject for Pooled {
+    fn promises(&self) -> Promises {
+        Promises { max_attempts: Some(3), deadline: None, honours_retry_after: false }
+    }
+
+    fn sleeps_on_harness_clock(&self) -> bool {
+        true
+    }
+
+    fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {
+        Box::pin(async move {
+            for attempt in 1..=3 {
+                let mut req = http::Request::new(http_body_util::Full::new(job.request.body().clone()));
+                *req.method_mut() = job.request.method().clone();
+                *req.uri_mut() = job.request.uri().clone();
+                *req.headers_mut() = job.request.headers().clone();
+                if let Ok(res) = self.client.request(req).await {
+                    let status = res.status().as_u16();
+                    if status != 429 {
+                        return JobEnd::succeeded(status).attempts(attempt);
+                    }
+                }
+                job.clock.sleep(std::time::Duration::from_secs(1)).await;
+            }
+            JobEnd::gave_up("attempts_exhausted").attempts(3)
+        })
+    }
+}
+
+struct MakePooled;
+
+impl MakeSubject for MakePooled {
+    fn label(&self, _: &Scenario) -> String {
+        "pooled".into()
+    }
+
+    fn make(&self, _: Host<'_>) -> Arc<dyn Subject> {
+        let net = retrysim::testing::SimNet;
+        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .retry_canceled_requests(false)
+            .pool_timer(net.timer())
+            .build(net.connector());
+        Arc::new(Pooled { client })
+    }
+}
+
+#[test]
+fn a_hyper_client_on_the_harness_timer_skips_and_runs_the_same() {
+    let s = scenario::blinkimg_1s();
+    let run = || runner::run_subject(&s, 2, Hooks::default(), Arc::new(MakePooled));
+    let fast = run().expect("finishes");
+    let skipped = last_run_skipped_ticks();
+    let plain = with_plain_ticks(run).expect("finishes");
+    assert_eq!(format!("{fast:?}"), format!("{plain:?}"));
+    assert!(fast.succeeded > 0 && fast.limited > 0, "{}", fast.render_text());
+    assert!(skipped > 0, "a declared client's waits are skipped");
+}

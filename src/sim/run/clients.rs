@@ -122,6 +122,10 @@ impl<T: Transport + 'static> Subject for Retrysim<T> {
         true
     }
 
+    fn sleeps_on_harness_clock(&self) -> bool {
+        true
+    }
+
     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {
         Box::pin(async move {
             let mut req: Request<Bytes> = job.request;

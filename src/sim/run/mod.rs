@@ -1,5 +1,6 @@
 //! Running a scenario: its description, the runner, the master seed, a job's
 //! life, the client boundary, the built-in clients and deliberate defects.
+pub mod advance;
 pub mod clients;
 pub mod defects;
 pub mod job;

@@ -17,6 +17,7 @@ use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
 use crate::gate::Gate;
 use crate::gate::aimd::Aimd;
 use crate::gate::pacing::{Pacing, PacingState};
+use crate::sim::run::advance::{Stepping, advance, plain_ticks, set_plain_ticks};
 use crate::sim::run::clients::ScenarioClient;
 use crate::sim::run::job::job_of_label;
 use crate::sim::run::scenario::{BudgetConfig, GateConfig, Scenario};
@@ -27,6 +28,7 @@ use crate::sim::world::api::{Api, Ledger};
 use crate::sim::world::fleet::{FleetFacts, Hooks, Shared, fleet_hosts};
 use crate::sim::world::limiter_service::LIMITER_HOST;
 use crate::sim::world::net::{API_HOST, Fault, Server, ServerFaults, serve};
+use crate::sim::world::timers;
 use crate::trace::{Event, EventKind};
 
 /// turmoil's per-host TCP capacity: the listener backlog and each stream's
@@ -288,10 +290,14 @@ fn run_in_thread(
     traces: Traces,
 ) -> Result<Report, RunError> {
     if tokio::runtime::Handle::try_current().is_ok() {
+        let plain = plain_ticks();
+        let run = move || {
+            set_plain_ticks(plain);
+            simulate(s, seed, hooks, make, traces)
+        };
         return std::thread::scope(|scope| {
-            let worker = std::thread::Builder::new()
-                .name(format!("retrysim {} seed {seed}", s.name))
-                .spawn_scoped(scope, || simulate(s, seed, hooks, make, traces));
+            let worker =
+                std::thread::Builder::new().name(format!("retrysim {} seed {seed}", s.name)).spawn_scoped(scope, run);
             match worker.map(|w| w.join()) {
                 Ok(Ok(result)) => result,
                 Ok(Err(panic)) => std::panic::resume_unwind(panic),
@@ -316,6 +322,10 @@ fn simulate(
 ) -> Result<Report, RunError> {
     let fail = |message: String| RunError { scenario: s.name.clone(), seed, message, wall_bound: None };
     s.validate().map_err(|e| fail(e.0))?;
+    // Every simulated timer registers here while the simulation runs.
+    let registry = timers::install();
+    let stepping = Stepping::new(s, registry.timers.clone(), hooks);
+    let make = stepping.watch_clients(make);
     let mut sim = turmoil::Builder::new()
         .epoch(epoch(s))
         .rng_seed(derive(seed, "turmoil", 0))
@@ -351,11 +361,13 @@ fn simulate(
     let watch = watch();
     let began = Instant::now();
     let mut shown = Duration::ZERO;
-    let mut steps: u32 = 0;
+    // Ticks stepped, and at how many the watch last looked.
+    let (mut steps, mut looked): (u64, u64) = (0, 0);
     loop {
-        // The wall clock is read between steps, never inside the simulation.
-        steps = steps.wrapping_add(1);
-        if steps.is_multiple_of(256) && (watch.max_wall.is_some() || watch.progress.is_some()) {
+        // The wall clock is read between steps, never inside the simulation,
+        // about every 256 ticks (a skip may cover more).
+        if steps >= looked + 256 && (watch.max_wall.is_some() || watch.progress.is_some()) {
+            looked = steps;
             let wall = began.elapsed();
             if let Some(bound) = watch.max_wall.filter(|&b| wall >= b) {
                 let message = format!(
@@ -387,9 +399,10 @@ fn simulate(
         }
         // A panic inside a host is a harness bug: report it with the replay
         // line instead of tearing down the caller (`retrysim run` exits 2).
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.step())) {
-            Ok(Ok(true)) => break,
-            Ok(Ok(false)) => {}
+        let next_fault = schedule.get(next).map(|f| f.0);
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| advance(&mut sim, &stepping, next_fault))) {
+            Ok(Ok((true, _))) => break,
+            Ok(Ok((false, ticks))) => steps += ticks,
             Ok(Err(e)) => return Err(fail(unfinished(e.to_string(), s, &shared))),
             Err(panic) => {
                 let what = panic

@@ -65,6 +65,7 @@ use crate::sim::run::job::JobOutcome;
 use crate::sim::run::scenario::Scenario;
 use crate::sim::world::connector::SimConnector;
 use crate::sim::world::net::SimTransport;
+use crate::sim::world::timers::SimTimer;
 use crate::trace::Trace;
 
 /// A boxed future that a [`Subject`] returns for a job.
@@ -90,6 +91,13 @@ impl SimNet {
     /// does (see [`connector`](crate::sim::world::connector) for why).
     pub fn connector(&self) -> SimConnector {
         SimConnector::new()
+    }
+
+    /// A hyper timer on the simulation's clock whose sleeps the harness
+    /// sees: for `.pool_timer(..)` or `.timer(..)` of a hyper client, in
+    /// place of hyper-util's `TokioTimer` (see [`SimTimer`]).
+    pub fn timer(&self) -> SimTimer {
+        SimTimer
     }
 }
 
@@ -190,6 +198,15 @@ pub trait Subject: Send + Sync {
     /// and keys), so that the trace-based checks apply on top of the
     /// black-box ones. Only retrysim's own driver does; the default is no.
     fn writes_trace(&self) -> bool {
+        false
+    }
+    /// Whether every wait of this client is on the harness's clock
+    /// ([`Job::clock`], [`Host::clock`]) and nothing of it sleeps on tokio's
+    /// timer directly (`tokio::time::sleep`, `timeout`, hyper's
+    /// `TokioTimer`). Then the harness sees every deadline and skips virtual
+    /// time in which nothing happens; otherwise (the default) it steps
+    /// through every tick. Reports are the same either way; only speed differs.
+    fn sleeps_on_harness_clock(&self) -> bool {
         false
     }
 }

@@ -38,8 +38,10 @@
 //! So build the client with **`.pool_max_idle_per_host(0)`**: every request
 //! then opens its own connection, exactly like `SimTransport`, and nothing
 //! idles (the tests below show both behaviours). If you must test pooling,
-//! add `.retry_canceled_requests(false)` and `.pool_timer(TokioTimer::new())`
-//! and expect partitions to show up as timeouts. retrysim's simulated API
+//! add `.retry_canceled_requests(false)` and `.pool_timer(SimNet::timer())`
+//! ([`SimTimer`](crate::sim::world::timers::SimTimer): hyper-util's `TokioTimer`
+//! works too, but the harness cannot see its sleeps and then steps every
+//! tick) and expect partitions to show up as timeouts. retrysim's simulated API
 //! closes every connection after its answer (`keep_alive(false)`), so
 //! against it the pool only matters for servers of your own.
 

@@ -48,6 +48,7 @@ use crate::gate::aimd::Aimd;
 use crate::gate::{Admission, Feedback, Gate};
 use crate::sim::run::scenario::CoordinatorConfig;
 use crate::sim::world::net::sim_now;
+use crate::sim::world::timers;
 
 /// The limiter service's host name.
 pub const LIMITER_HOST: &str = "limiter";
@@ -134,7 +135,7 @@ async fn session(gate: Arc<dyn Gate>, stream: TcpStream, config: CoordinatorConf
         let line = tokio::select! {
             biased;
             _ = closed.cancelled() => break,
-            _ = tokio::time::sleep(expiry.unwrap_or(NEVER)), if expiry.is_some() => {
+            _ = timers::sleep(expiry.unwrap_or(NEVER)), if expiry.is_some() => {
                 // A lease ran out: the worker never said DONE.
                 held.pop_front();
                 release(gate.as_ref());
@@ -159,7 +160,7 @@ async fn session(gate: Arc<dyn Gate>, stream: TcpStream, config: CoordinatorConf
                         biased;
                         _ = closed.cancelled() => break false,
                         _ = &mut admit => break true,
-                        _ = tokio::time::sleep(config.heartbeat) => {
+                        _ = timers::sleep(config.heartbeat) => {
                             if write.write_all(b"WAIT\n").await.is_err() {
                                 break false;
                             }
@@ -332,7 +333,7 @@ struct Connection {
 }
 
 async fn connect(worker: u32, timeout: Duration) -> Option<Connection> {
-    let stream = tokio::time::timeout(timeout, TcpStream::connect((LIMITER_HOST, LIMITER_PORT))).await.ok()?.ok()?;
+    let stream = timers::timeout(timeout, TcpStream::connect((LIMITER_HOST, LIMITER_PORT))).await.ok()?.ok()?;
     let (read, mut write) = stream.into_split();
     write.write_all(format!("HELLO {worker}\n").as_bytes()).await.ok()?;
     Some(Connection { lines: BufReader::new(read).lines(), write })
@@ -342,7 +343,7 @@ async fn connect(worker: u32, timeout: Duration) -> Option<Connection> {
 async fn acquire(c: &mut Connection, silence: Duration) -> Result<(), ()> {
     c.write.write_all(b"ACQUIRE\n").await.map_err(drop)?;
     loop {
-        match tokio::time::timeout(silence, c.lines.next_line()).await {
+        match timers::timeout(silence, c.lines.next_line()).await {
             Ok(Ok(Some(line))) if line == "GRANT" => return Ok(()),
             Ok(Ok(Some(line))) if line == "WAIT" => {}
             _ => return Err(()),
@@ -382,7 +383,7 @@ async fn connection(
                 }
                 continue;
             }
-            _ = tokio::time::sleep(retry_at.saturating_sub(sim_now())), if idle => {
+            _ = timers::sleep(retry_at.saturating_sub(sim_now())), if idle => {
                 connecting = Some(dial());
                 continue;
             }

@@ -6,3 +6,4 @@ pub mod deferral;
 pub mod fleet;
 pub mod limiter_service;
 pub mod net;
+pub mod timers;

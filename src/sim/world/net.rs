@@ -18,6 +18,7 @@ use crate::core::classify::TransportFailure;
 use crate::core::duration_text;
 use crate::env::{Rng, Transport, TransportError, exchange, seeded_rng};
 use crate::sim::world::api::{Api, Begin};
+use crate::sim::world::timers;
 
 /// The API's host name in the simulated network.
 pub const API_HOST: &str = "api";
@@ -168,7 +169,7 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
             let processing = Duration::from_millis(lock(&server.api).config().processing_ms);
             let worker = server.clone();
             let run = tokio::spawn(async move {
-                tokio::time::sleep(processing).await;
+                timers::sleep(processing).await;
                 lock(&worker.api).complete(ticket, sim_now())
             });
             run.await.map_err(|_| AnswerLost)?

@@ -1,0 +1,380 @@
+use std::future::Future;
+use std::mem;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use rand::rngs::SmallRng;
+use tokio::runtime::Runtime;
+use tokio::task::JoinHandle;
+use tokio::task::LocalSet;
+use tokio::time::{sleep, Duration, Instant};
+
+use super::Result;
+
+// To support re-creation, we need to store a factory of the future that
+// represents the software. This is somewhat annoying in that it requires
+// boxxing to avoid generics.
+type Software<'a> = Box<dyn Fn() -> Pin<Box<dyn Future<Output = Result>>> + 'a>;
+
+/// Runtime kinds.
+pub enum Kind<'a> {
+    /// A runtime for executing test code.
+    Client,
+
+    /// A runtime that is running simulated host software.
+    Host { software: Software<'a> },
+
+    /// A runtime without any software. The network topology uses this for
+    /// time tracking and message delivery.
+    NoSoftware,
+}
+
+/// Runtime configuration.
+#[derive(Clone, Default)]
+pub struct Config {
+    /// Whether io is enabled on the runtime.
+    pub enable_io: bool,
+
+    /// Rng used to seed the tokio runtime.
+    ///
+    /// Only used if the `tokio_unstable` cfg flag is set.
+    #[cfg_attr(not(tokio_unstable), expect(dead_code))]
+    pub rng: Option<SmallRng>,
+}
+
+/// Per host simulated runtime.
+///
+/// The tokio runtime is paused (see [`Builder::start_paused`]), which gives us
+/// control over when and how to advance time. In particular, see [`Rt::tick`],
+/// which lets the runtime do a bit more work.
+pub struct Rt<'a> {
+    pub kind: Kind<'a>,
+
+    /// Handle to the Tokio runtime driving this simulated host. Each runtime
+    /// may have a different sense of "now" which simulates clock skew.
+    tokio: Runtime,
+
+    /// Local task set used for running !Send tasks.
+    local: LocalSet,
+
+    /// A user readable name to identify the node.
+    pub nodename: Arc<str>,
+
+    /// Optional handle to a host's software. When software finishes, the handle is
+    /// consumed to check for error, which is propagated up to fail the simulation.
+    handle: Option<JoinHandle<Result>>,
+
+    /// Runtime configuration.
+    config: Config,
+
+    /// The clock at each park of the scheduler, while `step_by` listens.
+    parks: Arc<ParkLog>,
+}
+
+/// When the scheduler parked, recorded only while `listening`.
+struct ParkLog {
+    /// The runtime's start: its timer wheel counts milliseconds from here.
+    origin: Instant,
+    listening: std::sync::atomic::AtomicBool,
+    at: std::sync::Mutex<Vec<Instant>>,
+}
+
+impl<'a> Rt<'a> {
+    pub(crate) fn client<F>(nodename: Arc<str>, client: F, mut config: Config) -> Self
+    where
+        F: Future<Output = Result> + 'static,
+    {
+        let (tokio, local, parks) = init(&mut config);
+
+        let handle = with(&tokio, &local, || tokio::task::spawn_local(client));
+
+        Self {
+            kind: Kind::Client,
+            tokio,
+            local,
+            nodename,
+            handle: Some(handle),
+            config,
+            parks,
+        }
+    }
+
+    pub(crate) fn host<F, Fut>(nodename: Arc<str>, software: F, mut config: Config) -> Self
+    where
+        F: Fn() -> Fut + 'a,
+        Fut: Future<Output = Result> + 'static,
+    {
+        let (tokio, local, parks) = init(&mut config);
+
+        let software: Software = Box::new(move || Box::pin(software()));
+        let handle = with(&tokio, &local, || tokio::task::spawn_local(software()));
+
+        Self {
+            kind: Kind::Host { software },
+            tokio,
+            local,
+            nodename,
+            handle: Some(handle),
+            config,
+            parks,
+        }
+    }
+
+    pub(crate) fn no_software() -> Self {
+        let mut config = Config::default();
+        let (tokio, local, parks) = init(&mut config);
+
+        Self {
+            kind: Kind::NoSoftware,
+            tokio,
+            local,
+            nodename: String::new().into(),
+            handle: None,
+            config,
+            parks,
+        }
+    }
+
+    pub(crate) fn is_client(&self) -> bool {
+        matches!(self.kind, Kind::Client)
+    }
+
+    fn is_host(&self) -> bool {
+        matches!(self.kind, Kind::Host { .. })
+    }
+
+    pub(crate) fn is_software_running(&self) -> bool {
+        self.handle.is_some()
+    }
+
+    pub(crate) fn now(&self) -> Instant {
+        let _guard = self.tokio.enter();
+        Instant::now()
+    }
+
+    // This method is called by [`Sim::run`], which iterates through all the
+    // runtimes and ticks each one. The magic of this method is described in the
+    // documentation for [`LocalSet::run_until`], but it may not be entirely
+    // obvious how things fit together.
+    //
+    // A [`LocalSet`] tracks the tasks to run, which may in turn spawn more
+    // tasks. `run_until` drives a top level task to completion, but not its
+    // children. If you look below, you may be confused. The task we run here
+    // just sleeps and has no children! However, it's the _same `LocalSet`_ that
+    // is used to run software on the host.
+    //
+    // In this way, every time `tick` is called, the following unfolds:
+    //
+    // 1. Time advances on the runtime
+    // 2. We schedule a new task that simply sleeps
+    // 3. Other tasks on the `LocalSet` get a chance to run
+    // 4. The sleep finishes
+    // 5. The runtime pauses
+    //
+    // Returns whether the software has finished successfully or the error
+    // that caused failure. Subsequent calls do not return the error as it is
+    // expected to fail the simulation.
+    pub(crate) fn tick(&mut self, duration: Duration) -> Result<bool> {
+        self.tokio.block_on(async {
+            self.local
+                .run_until(async {
+                    sleep(duration).await;
+                })
+                .await
+        });
+
+        // pull for software completion
+        match &self.handle {
+            Some(handle) if handle.is_finished() => {
+                // Consume handle to extract task result
+                if let Some(h) = self.handle.take() {
+                    match self.tokio.block_on(h) {
+                        // If the host was crashed the JoinError is cancelled, which
+                        // needs to be handled to not fail the simulation.
+                        Err(je) if je.is_cancelled() => {}
+                        res => res??,
+                    }
+                };
+                Ok(true)
+            }
+            Some(_) => Ok(false),
+            None => Ok(true),
+        }
+    }
+
+    /// Ticks by `duration`, `n + 1` ticks of `tick` (whole milliseconds),
+    /// at once, and moves the scheduler's queue-choice counters on as
+    /// `n + 1` idle ticks would have, without moving the clock further or
+    /// running a task (the caller only skips ticks in which nothing happens).
+    ///
+    /// Two counters choose between a local and a remote run queue: the
+    /// `LocalSet`'s `u8` tick (remote first every 31st pass) counts one pass
+    /// per tick; tokio's current-thread scheduler's `u32` tick (global queue
+    /// first every 31st pass, tokio's default `global_queue_interval`)
+    /// counts one pass per park. An idle tick parks at its start as many
+    /// times as the long tick does (the wake that ended the previous tick
+    /// leaves the time driver's `did_wake` set, so the first park returns
+    /// at once), and once more at every multiple of 64 ms of the timer
+    /// wheel strictly inside it: the tick's own sleep crosses into the
+    /// wheel's next level there and cascades (so does any other timer's
+    /// slot, in the same park). The long tick parks at the cascades of the
+    /// timers actually in the wheel, on the ticks' boundaries or not; the
+    /// park hook counts them. Only the counters' values modulo 256 and 31
+    /// decide anything, so at most 255 + 30 passes stand for any `n`; the
+    /// last pass leaves `did_wake` set, as a tick does.
+    pub(crate) fn tick_idle(&mut self, duration: Duration, tick: Duration, n: u64) -> Result<bool> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let start = self.now();
+        self.parks.at.lock().unwrap().clear();
+        self.parks.listening.store(true, Relaxed);
+        let finished = self.tick(duration);
+        self.parks.listening.store(false, Relaxed);
+        let at = std::mem::take(&mut *self.parks.at.lock().unwrap());
+        let first = at.iter().filter(|&&t| t == start).count() as u64;
+        let later = at.len() as u64 - first;
+        // The wheel's 64 ms multiples strictly inside the ticks.
+        let tick_ms = tick.as_millis().max(1) as u64;
+        let from = (start - self.parks.origin).as_millis() as u64;
+        let to = from + duration.as_millis() as u64;
+        let inside = match tick_ms {
+            1 => 0,
+            _ => (from / 64 + 1..to.div_ceil(64)).filter(|m| (m * 64 - from) % tick_ms != 0).count() as u64,
+        };
+        let local = (n % 256) as u32;
+        // Wanted modulo 31: (n + 1) ticks' first parks and the parks inside
+        // them, less those the long tick made and the `LocalSet` passes
+        // (each is a scheduler pass too).
+        let wanted = ((n + 1) % 31) * (first % 31) + inside;
+        let core = (wanted % 31 + 62 - (first + later) % 31 - u64::from(local) % 31) % 31;
+        if local > 0 {
+            self.tokio.block_on(self.local.run_until(Passes(local)));
+        }
+        if core > 0 {
+            self.tokio.block_on(Passes(core as u32));
+        }
+        finished
+    }
+
+    pub(crate) fn crash(&mut self) {
+        if !self.is_host() {
+            panic!("can only crash host's software");
+        }
+
+        if self.handle.take().is_some() {
+            self.cancel_tasks();
+        };
+    }
+
+    pub(crate) fn bounce(&mut self) {
+        if !self.is_host() {
+            panic!("can only bounce host's software");
+        }
+
+        self.cancel_tasks();
+
+        if let Kind::Host { software } = &self.kind {
+            let handle = with(&self.tokio, &self.local, || {
+                tokio::task::spawn_local(software())
+            });
+            self.handle.replace(handle);
+        };
+    }
+
+    /// Cancel all tasks within the [`Rt`] by dropping the current tokio
+    /// [`Runtime`].
+    ///
+    /// Dropping the runtime blocks the calling thread until all futures have
+    /// completed, which is desired here to ensure host software completes and
+    /// all resources are dropped.
+    ///
+    /// Both the [`Runtime`] and [`LocalSet`] are replaced with new instances.
+    fn cancel_tasks(&mut self) {
+        let (tokio, local, parks) = init(&mut self.config);
+
+        self.parks = parks;
+        _ = mem::replace(&mut self.tokio, tokio);
+        drop(mem::replace(&mut self.local, local));
+    }
+}
+
+fn init(config: &mut Config) -> (Runtime, LocalSet, Arc<ParkLog>) {
+    let mut tokio_builder = tokio::runtime::Builder::new_current_thread();
+
+    let log: Arc<std::sync::OnceLock<Arc<ParkLog>>> = Arc::default();
+    let hook = log.clone();
+    tokio_builder.on_thread_park(move || {
+        if let Some(log) = hook.get().filter(|l| l.listening.load(std::sync::atomic::Ordering::Relaxed)) {
+            log.at.lock().unwrap().push(Instant::now());
+        }
+    });
+
+    #[cfg(tokio_unstable)]
+    tokio_builder.unhandled_panic(tokio::runtime::UnhandledPanic::ShutdownRuntime);
+
+    if config.enable_io {
+        tokio_builder.enable_io();
+    }
+
+    #[cfg(tokio_unstable)]
+    if let Some(rng) = &mut config.rng {
+        let bytes: [u8; 32] = rand::Rng::random(rng);
+        let seed = tokio::runtime::RngSeed::from_bytes(&bytes);
+        tokio_builder.rng_seed(seed);
+    }
+
+    let tokio = tokio_builder
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+
+    let parks = Arc::new(ParkLog {
+        origin: tokio.block_on(async { Instant::now() }),
+        listening: Default::default(),
+        at: Default::default(),
+    });
+    _ = log.set(parks.clone());
+
+    tokio.block_on(async {
+        // Sleep to "round" `Instant::now()` to the closest `ms`
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    });
+
+    (tokio, new_local(), parks)
+}
+
+fn new_local() -> LocalSet {
+    #[cfg(not(tokio_unstable))]
+    let local = LocalSet::new();
+
+    #[cfg(tokio_unstable)]
+    let mut local = LocalSet::new();
+
+    #[cfg(tokio_unstable)]
+    local.unhandled_panic(tokio::runtime::UnhandledPanic::ShutdownRuntime);
+
+    local
+}
+
+fn with<R>(tokio: &Runtime, local: &LocalSet, f: impl FnOnce() -> R) -> R {
+    tokio.block_on(async { local.run_until(async { f() }).await })
+}
+
+/// Pending `n` times, then ready, waking itself each time: each pending
+/// poll is one pass of the scheduler (and of a `LocalSet` it runs under)
+/// that finds no task and yields to the driver without moving a paused
+/// clock; the last wake leaves the time driver's `did_wake` set.
+struct Passes(u32);
+
+impl Future for Passes {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        cx.waker().wake_by_ref();
+        if self.0 == 0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 -= 1;
+        std::task::Poll::Pending
+    }
+}

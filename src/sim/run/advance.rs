@@ -1,0 +1,160 @@
+//! Steps the simulation, skipping virtual time in which nothing happens
+//! (issue 16).
+//!
+//! turmoil advances by a fixed tick, and an idle tick costs as much as a few
+//! microseconds with two hosts; a run that waits 80 s between attempts at a
+//! 1 ms tick spends nearly all its time on ticks in which nothing happens.
+//! Between steps, when every timer of every simulated task is visible (the
+//! [`timers`](crate::sim::world::timers) registry, and a client that
+//! declares [`sleeps_on_harness_clock`](crate::sim::run::subject::Subject::sleeps_on_harness_clock)),
+//! `advance` moves with turmoil's `step_by` (patches/turmoil) straight to
+//! the last tick boundary before anything can happen: before the earliest
+//! timer deadline and the next message delivery, never past the next
+//! scheduled fault or the time limit. Times stay tick-aligned, tasks run at
+//! the same virtual times and in the same order (turmoil's `step_by` keeps
+//! tokio's queue-choice counters as the skipped ticks would have left them),
+//! so every report and trace is the same as with plain ticks; the test
+//! `tests/it/speed.rs` runs both ways and compares.
+
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::sim::run::scenario::Scenario;
+use crate::sim::run::subject::{Host, MakeSubject, Subject};
+use crate::sim::world::fleet::Hooks;
+use crate::sim::world::timers::Timers;
+
+thread_local! {
+    static PLAIN_TICKS: Cell<bool> = const { Cell::new(false) };
+    static SKIPPED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many ticks the last run on this thread skipped (stepped over in a
+/// longer step): for tests that check the skipping happens at all.
+#[doc(hidden)]
+pub fn last_run_skipped_ticks() -> u64 {
+    SKIPPED.with(Cell::get)
+}
+
+/// Runs `f` with skipping off for every run this thread starts (or a run
+/// starts on a thread of its own from here): every tick is stepped. For
+/// tests that compare the two ways; not part of the harness's API.
+#[doc(hidden)]
+pub fn with_plain_ticks<R>(f: impl FnOnce() -> R) -> R {
+    let before = PLAIN_TICKS.with(|p| p.replace(true));
+    let out = f();
+    PLAIN_TICKS.with(|p| p.set(before));
+    out
+}
+
+/// Whether runs started on this thread step every tick.
+pub(crate) fn plain_ticks() -> bool {
+    PLAIN_TICKS.with(Cell::get)
+}
+
+/// Carries [`plain_ticks`] to a thread the run moves to.
+pub(crate) fn set_plain_ticks(on: bool) {
+    PLAIN_TICKS.with(|p| p.set(on));
+}
+
+/// How a run steps.
+pub(crate) struct Stepping {
+    timers: Arc<Timers>,
+    tick: Duration,
+    time_limit: Duration,
+    skip: bool,
+    /// The `next_fault` of the previous step; `None` before the first.
+    /// Software that starts (the first step) or restarts (a bounce) is
+    /// ready without a timer, so the step after either is a plain tick.
+    last_fault: RefCell<Option<Option<Duration>>>,
+}
+
+impl Stepping {
+    /// Stepping for `s`, with the registry its simulated tasks sleep through.
+    /// A hooked gate or budget is code the harness did not write: it may
+    /// sleep on tokio's timer, so such a run is stepped tick by tick.
+    pub(crate) fn new(s: &Scenario, timers: Arc<Timers>, hooks: Hooks) -> Stepping {
+        if hooks.gate.is_some() || hooks.budget.is_some() {
+            timers.mark_unseen();
+        }
+        // Whole milliseconds: tokio's timers have millisecond resolution, so
+        // a tick of whole milliseconds is one clock move per idle tick.
+        let whole_ms = !s.net.tick.is_zero() && s.net.tick.as_nanos().is_multiple_of(1_000_000);
+        SKIPPED.with(|n| n.set(0));
+        Stepping {
+            timers,
+            tick: s.net.tick,
+            time_limit: s.time_limit,
+            skip: whole_ms && !plain_ticks(),
+            last_fault: RefCell::new(None),
+        }
+    }
+
+    /// `make`, marking the registry unseen when a client it builds does not
+    /// declare that it sleeps on the harness's clock.
+    pub(crate) fn watch_clients(&self, make: Arc<dyn MakeSubject>) -> Arc<dyn MakeSubject> {
+        Arc::new(Declared { inner: make, timers: self.timers.clone() })
+    }
+}
+
+struct Declared {
+    inner: Arc<dyn MakeSubject>,
+    timers: Arc<Timers>,
+}
+
+impl MakeSubject for Declared {
+    fn label(&self, s: &Scenario) -> String {
+        self.inner.label(s)
+    }
+
+    fn make(&self, host: Host<'_>) -> Arc<dyn Subject> {
+        let subject = self.inner.make(host);
+        if !subject.sleeps_on_harness_clock() {
+            self.timers.mark_unseen();
+        }
+        subject
+    }
+}
+
+/// One step of the run: a plain tick, or, when nothing can happen before
+/// it, a skip to the last tick boundary before the first thing that can
+/// (and no later than `next_fault`, when the runner switches a fault, or the
+/// time limit). Returns whether the clients are done and how many ticks
+/// the step covered.
+pub(crate) fn advance(
+    sim: &mut turmoil::Sim<'_>,
+    stepping: &Stepping,
+    next_fault: Option<Duration>,
+) -> turmoil::Result<(bool, u64)> {
+    // A fault switched since the last step, or the first step: plain.
+    let switched = stepping.last_fault.replace(Some(next_fault)) != Some(next_fault);
+    let ticks =
+        if stepping.skip && !switched && !stepping.timers.unseen() { idle_ticks(sim, stepping, next_fault) } else { 0 };
+    if ticks < 2 {
+        return sim.step().map(|done| (done, 1));
+    }
+    let by = stepping.tick * u32::try_from(ticks).expect("idle_ticks is at most u32::MAX");
+    SKIPPED.with(|n| n.set(n.get() + ticks - 1));
+    sim.step_by(by).map(|done| (done, ticks))
+}
+
+/// How many ticks from now nothing can happen in: no timer fires and no
+/// message becomes deliverable up to their end, which is no later than the
+/// next fault and the time limit.
+fn idle_ticks(sim: &turmoil::Sim<'_>, stepping: &Stepping, next_fault: Option<Duration>) -> u64 {
+    let now = sim.elapsed();
+    let tick = stepping.tick.as_nanos();
+    // The step may end at these (the runner switches the fault first; the
+    // time limit is only passed by a step that ends beyond it).
+    let until = next_fault.map_or(stepping.time_limit, |f| f.min(stepping.time_limit));
+    let mut ticks = until.saturating_sub(now).as_nanos() / tick;
+    // The step must end before these: a timer due at the step's end fires
+    // in it, a message deliverable by then is handed over at its start.
+    let first = [stepping.timers.earliest(), sim.next_delivery()].into_iter().flatten().min();
+    if let Some(first) = first {
+        let room = first.saturating_sub(now).as_nanos();
+        ticks = ticks.min(room.saturating_sub(1) / tick);
+    }
+    u64::try_from(ticks).unwrap_or(u64::MAX).min(u64::from(u32::MAX))
+}

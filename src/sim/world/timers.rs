@@ -1,0 +1,244 @@
+//! The deadline of every timer a simulated task waits on, in simulation
+//! time, so the runner can skip straight over virtual time in which nothing
+//! happens (issue 16, [`advance`](crate::sim::run::advance)).
+//!
+//! Every sleep of the harness goes through [`sleep`], [`sleep_until`] or
+//! [`timeout`]: the driver's clock ([`TokioClock`](crate::env::TokioClock)),
+//! the API's processing time, the limiter service, the pacing gate. They
+//! are tokio's own timers, registered here while they are pending: from
+//! their first poll (when tokio arms the timer too) until they complete or
+//! are dropped, which is after the task they woke has run. Outside a
+//! simulation (no registry installed on the thread) they are tokio's
+//! timers and nothing more.
+//!
+//! A client the harness cannot see into (a [`Subject`](crate::sim::run::subject::Subject)
+//! that does not declare [`sleeps_on_harness_clock`](crate::sim::run::subject::Subject::sleeps_on_harness_clock))
+//! marks the registry [`unseen`](Timers::unseen): the runner then steps
+//! through every tick.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The pending deadlines of one simulation.
+#[derive(Debug, Default)]
+pub struct Timers {
+    /// Simulation time of each pending deadline, with how many timers wait for it.
+    deadlines: Mutex<BTreeMap<Duration, u32>>,
+    /// Set when something may sleep on a timer this registry does not see.
+    unseen: AtomicBool,
+}
+
+impl Timers {
+    /// The earliest pending deadline, in simulation time.
+    pub fn earliest(&self) -> Option<Duration> {
+        lock(&self.deadlines).keys().next().copied()
+    }
+
+    /// Whether something may wait on a timer not registered here.
+    pub fn unseen(&self) -> bool {
+        self.unseen.load(Ordering::Relaxed)
+    }
+
+    /// Records that something may wait on a timer not registered here.
+    pub fn mark_unseen(&self) {
+        self.unseen.store(true, Ordering::Relaxed);
+    }
+
+    fn register(self: Arc<Self>, deadline: Option<Instant>) -> Pending {
+        // A deadline is taken in simulation time on the host that arms it: its
+        // distance from the host's clock now. Out of a host's context (not
+        // expected) it counts as due at once, which stops any skip.
+        let at = match (turmoil::sim_elapsed(), deadline) {
+            (Some(now), Some(deadline)) => now + deadline.saturating_duration_since(Instant::now()),
+            (Some(_), None) => Duration::MAX,
+            (None, _) => Duration::ZERO,
+        };
+        *lock(&self.deadlines).entry(at).or_default() += 1;
+        Pending { timers: self, at }
+    }
+}
+
+/// A registered deadline; unregistered when dropped.
+struct Pending {
+    timers: Arc<Timers>,
+    at: Duration,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let mut deadlines = lock(&self.timers.deadlines);
+        if let Some(n) = deadlines.get_mut(&self.at) {
+            *n -= 1;
+            if *n == 0 {
+                deadlines.remove(&self.at);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Arc<Timers>>> = const { RefCell::new(None) };
+}
+
+/// The registry of the simulation running on this thread, if any.
+fn current() -> Option<Arc<Timers>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// Installs a fresh registry for the simulation about to run on this thread.
+pub(crate) fn install() -> Installed {
+    let timers = Arc::new(Timers::default());
+    let previous = CURRENT.with(|c| c.replace(Some(timers.clone())));
+    Installed { timers, previous }
+}
+
+/// The registry of a running simulation; uninstalled when dropped.
+pub(crate) struct Installed {
+    pub(crate) timers: Arc<Timers>,
+    previous: Option<Arc<Timers>>,
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        CURRENT.with(|c| *c.borrow_mut() = previous);
+    }
+}
+
+/// `tokio::time::sleep(d)`, registered. The deadline is taken now, as
+/// tokio's is.
+pub fn sleep(d: Duration) -> impl Future<Output = ()> + Send + use<> {
+    let deadline = Instant::now().checked_add(d);
+    let timers = current();
+    async move {
+        let _pending = timers.map(|t| t.register(deadline));
+        match deadline {
+            Some(deadline) => tokio::time::sleep_until(deadline).await,
+            // Past tokio's range: its far-future timer, as `sleep` would.
+            None => tokio::time::sleep(d).await,
+        }
+    }
+}
+
+/// `tokio::time::sleep_until(deadline)`, registered.
+pub fn sleep_until(deadline: Instant) -> impl Future<Output = ()> + Send + use<> {
+    let timers = current();
+    async move {
+        let _pending = timers.map(|t| t.register(Some(deadline)));
+        tokio::time::sleep_until(deadline).await
+    }
+}
+
+/// `tokio::time::timeout(d, f)`, its timer registered.
+pub fn timeout<F: Future>(d: Duration, f: F) -> impl Future<Output = Result<F::Output, tokio::time::error::Elapsed>> {
+    let deadline = Instant::now().checked_add(d);
+    let timers = current();
+    async move {
+        let _pending = timers.map(|t| t.register(deadline));
+        match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, f).await,
+            None => tokio::time::timeout(d, f).await,
+        }
+    }
+}
+
+/// A hyper [`Timer`](hyper::rt::Timer) on the simulation's clock whose
+/// sleeps the harness sees: give it to a hyper or hyper-util client inside
+/// the simulation (`.pool_timer(SimTimer)`, `.timer(SimTimer)`) in place of
+/// hyper-util's `TokioTimer`, so that a [`Subject`](crate::sim::run::subject::Subject)
+/// built on that client may declare
+/// [`sleeps_on_harness_clock`](crate::sim::run::subject::Subject::sleeps_on_harness_clock).
+/// Outside a simulation it is `TokioTimer`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SimTimer;
+
+impl hyper::rt::Timer for SimTimer {
+    fn sleep(&self, d: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(SimSleep(Box::pin(sleep(d))))
+    }
+
+    fn sleep_until(&self, deadline: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(SimSleep(Box::pin(sleep_until(Instant::from_std(deadline)))))
+    }
+
+    fn now(&self) -> std::time::Instant {
+        // tokio's (virtual) clock, not the real one hyper's default reads.
+        Instant::now().into_std()
+    }
+}
+
+/// A registered sleep, as hyper wants one.
+struct SimSleep(Pin<Box<dyn Future<Output = ()> + Send + Sync>>);
+
+impl Future for SimSleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl hyper::rt::Sleep for SimSleep {}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::rt::Timer;
+
+    /// The earliest deadline the registry holds once a host has armed `arm`
+    /// (polled it once) at 2 s of simulation time.
+    fn registered(arm: fn() -> Pin<Box<dyn Future<Output = ()> + Send>>) -> Option<Duration> {
+        let installed = install();
+        let mut sim = turmoil::Builder::new().tick_duration(Duration::from_millis(1)).build();
+        sim.client("c", async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let mut pending = arm();
+            // One poll arms the timer; it stays armed while the host waits.
+            assert!(futures_poll_once(pending.as_mut()).is_pending());
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            Ok(())
+        });
+        let mut seen = None;
+        while !sim.step().expect("runs") {
+            seen = seen.or(installed.timers.earliest().filter(|&d| d > Duration::from_secs(2)));
+        }
+        seen
+    }
+
+    fn futures_poll_once(f: Pin<&mut (dyn Future<Output = ()> + Send)>) -> Poll<()> {
+        let waker = std::task::Waker::noop();
+        f.poll(&mut Context::from_waker(waker))
+    }
+
+    #[test]
+    fn every_kind_of_sleep_registers_its_deadline_in_simulation_time() {
+        let at = |ms: u64| Some(Duration::from_millis(2_000 + ms));
+        assert_eq!(registered(|| Box::pin(sleep(Duration::from_millis(500)))), at(500));
+        assert_eq!(registered(|| Box::pin(sleep_until(Instant::now() + Duration::from_millis(70)))), at(70));
+        assert_eq!(
+            registered(|| Box::pin(async {
+                drop(timeout(Duration::from_secs(9), std::future::pending::<()>()).await)
+            })),
+            at(9_000)
+        );
+        assert_eq!(registered(|| Box::pin(SimTimer.sleep(Duration::from_millis(300)))), at(300));
+        assert_eq!(
+            registered(|| Box::pin(async {
+                let clock = crate::env::TokioClock::real();
+                crate::env::Clock::sleep(&clock, Duration::from_secs(4)).await
+            })),
+            at(4_000)
+        );
+    }
+}
