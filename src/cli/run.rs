@@ -73,7 +73,14 @@ impl Target {
         self.wall.install(Some(run_progress));
         let report = runner::run_keeping(s, self.seed, traces).map_err(|e| match e.wall_bound {
             Some(_) => wall_stopped(&e, &self.replay(command)),
-            None => UserError(e.to_string()),
+            // The CLI's own replay line: `--config FILE` where the run read one.
+            None => UserError(format!(
+                "scenario {} seed {} did not finish: {}\nreplay: {}",
+                e.scenario,
+                e.seed,
+                e.message,
+                self.replay(command)
+            )),
         })?;
         if let Some(path) = &self.svg {
             write_svg(path, &Timeline::of_report(&report).to_svg())?;

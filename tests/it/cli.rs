@@ -232,6 +232,13 @@ fn a_config_file_round_trips_and_bad_files_name_the_key() {
     let deadline = shown.lines().find(|l| l.starts_with("deadline = ")).expect("the policy has a deadline");
     std::fs::write(&bad, shown.replace(deadline, "deadline = \"0s\"")).unwrap();
     refused(&["run", "--config", bad.to_str().unwrap()], "policy.deadline = \"0s\" would send nothing");
+    // A run cut at its time_limit replays from the file it read, not by a name.
+    let short = dir.join("short.toml");
+    let shown = ok(&["scenarios", "--show", "deadline-wins"]);
+    std::fs::write(&short, shown.replace("time_limit = \"1h\"", "time_limit = \"5s\"")).unwrap();
+    let path = short.to_str().unwrap();
+    refused(&["run", "--config", path, "--seed", "3"], &format!("replay: retrysim run --config {path} --seed 3"));
+    refused(&["trace", "--config", path, "--seed", "3"], &format!("replay: retrysim trace --config {path} --seed 3"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
