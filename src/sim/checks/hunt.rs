@@ -587,13 +587,23 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
         message,
         replay: replay.clone(),
     };
+    // A run the wall-time bound stopped says so, and its replay line raises the bound.
+    let wall_bound = std::cell::Cell::new(None);
     let run = |s: &Scenario| match catch_unwind(AssertUnwindSafe(|| runner::run(s, seed))) {
         Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) if e.wall_bound.is_some() => {
+            wall_bound.set(e.wall_bound);
+            Err(format!("the wall-time bound stopped the run, not a verdict on the client ({})", e.message))
+        }
         Ok(Err(e)) => Err(format!(
             "the simulation did not finish ({}); the time limit covers every job's deadline, so a job outlived it or a host hung",
             e.message
         )),
         Err(p) => Err(format!("the simulation panicked: {}", panic_text(p.as_ref()))),
+    };
+    let failed = |message: String| {
+        let longer = wall_bound.get().map(|b| format!(" --max-wall {}m", (b.as_secs() * 6).div_ceil(60).max(1)));
+        Finding { replay: format!("{replay}{}", longer.unwrap_or_default()), ..failed(message) }
     };
     let first = match run(&s) {
         Ok(r) => r,
