@@ -47,8 +47,9 @@ impl From<KindArg> for Kind {
 /// Arguments of `retrysim hunt`.
 #[derive(Debug, Args)]
 pub struct HuntArgs {
-    /// How many seeds to run.
-    #[arg(long, default_value_t = 100)]
+    /// How many seeds to run (the default catches every deliberate defect
+    /// of `--sabotage` on several seeds, in about a second).
+    #[arg(long, default_value_t = 500)]
     seeds: u64,
     /// The first seed; the hunt runs START..START+SEEDS.
     #[arg(long, default_value_t = 1)]
