@@ -69,6 +69,94 @@ pub struct Rt<'a> {
 
     /// The clock at each park of the scheduler, while `step_by` listens.
     parks: Arc<ParkLog>,
+
+    /// Whether a task of the host may be ready to run (see [`Watch`]).
+    watch: Watch,
+
+    /// Ticks of the simulation this host was not ticked in (`Sim::step_lazily`).
+    pub(crate) owed: u64,
+}
+
+/// Sees the wakes that reach a host's `LocalSet` from outside its tick: a
+/// task woken by another host, by the caller between steps, or by a timer
+/// that fired at the end of the tick. The `LocalSet` is polled with a waker
+/// that sets `woken` and passes the wake on; the tick's own sleep is polled
+/// with the plain waker, so its wake does not count. `woken` is cleared
+/// when a tick starts, and starts set (software spawned on a new
+/// `LocalSet` is ready without a wake).
+struct Watch {
+    woken: Arc<std::sync::atomic::AtomicBool>,
+    /// The waker the runtime polls with, and its wrapper.
+    wakers: std::cell::RefCell<Option<(std::task::Waker, std::task::Waker)>>,
+}
+
+impl Watch {
+    fn new() -> Watch {
+        Watch { woken: Arc::new(true.into()), wakers: Default::default() }
+    }
+
+    fn wrap(&self, waker: &std::task::Waker) -> std::task::Waker {
+        let mut wakers = self.wakers.borrow_mut();
+        match &*wakers {
+            Some((plain, wrapped)) if plain.will_wake(waker) => wrapped.clone(),
+            _ => {
+                let wrapped = std::task::Waker::from(Arc::new(Flag { woken: self.woken.clone(), inner: waker.clone() }));
+                *wakers = Some((waker.clone(), wrapped.clone()));
+                wrapped
+            }
+        }
+    }
+
+    fn plain(&self) -> std::task::Waker {
+        self.wakers.borrow().as_ref().map(|(plain, _)| plain.clone()).expect("polled through `Watched` first")
+    }
+}
+
+/// A waker that records that it woke.
+struct Flag {
+    woken: Arc<std::sync::atomic::AtomicBool>,
+    inner: std::task::Waker,
+}
+
+impl std::task::Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.inner.wake_by_ref();
+    }
+}
+
+/// Polls `inner` (a `LocalSet::run_until`) with the watch's flagging waker.
+struct Watched<'w, F> {
+    inner: Pin<&'w mut F>,
+    watch: &'w Watch,
+}
+
+impl<F: Future> Future for Watched<'_, F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        let waker = self.watch.wrap(cx.waker());
+        self.inner.as_mut().poll(&mut std::task::Context::from_waker(&waker))
+    }
+}
+
+/// Polls `inner` (the tick's sleep) with the plain waker.
+struct Unwatched<'w, F> {
+    inner: Pin<&'w mut F>,
+    watch: &'w Watch,
+}
+
+impl<F: Future> Future for Unwatched<'_, F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        let waker = self.watch.plain();
+        self.inner.as_mut().poll(&mut std::task::Context::from_waker(&waker))
+    }
 }
 
 /// When the scheduler parked, recorded only while `listening`.
@@ -96,6 +184,8 @@ impl<'a> Rt<'a> {
             handle: Some(handle),
             config,
             parks,
+            watch: Watch::new(),
+            owed: 0,
         }
     }
 
@@ -117,6 +207,8 @@ impl<'a> Rt<'a> {
             handle: Some(handle),
             config,
             parks,
+            watch: Watch::new(),
+            owed: 0,
         }
     }
 
@@ -132,6 +224,8 @@ impl<'a> Rt<'a> {
             handle: None,
             config,
             parks,
+            watch: Watch::new(),
+            owed: 0,
         }
     }
 
@@ -141,6 +235,13 @@ impl<'a> Rt<'a> {
 
     fn is_host(&self) -> bool {
         matches!(self.kind, Kind::Host { .. })
+    }
+
+    /// Whether a task of the host may be ready to run: a wake reached its
+    /// `LocalSet` since its last tick started (or it has a new `LocalSet`),
+    /// or a task was woken into its runtime's queue from outside it.
+    pub(crate) fn runnable(&self) -> bool {
+        self.watch.woken.load(std::sync::atomic::Ordering::Relaxed) || self.tokio.metrics().global_queue_depth() > 0
     }
 
     pub(crate) fn is_software_running(&self) -> bool {
@@ -175,13 +276,12 @@ impl<'a> Rt<'a> {
     // that caused failure. Subsequent calls do not return the error as it is
     // expected to fail the simulation.
     pub(crate) fn tick(&mut self, duration: Duration) -> Result<bool> {
-        self.tokio.block_on(async {
-            self.local
-                .run_until(async {
-                    sleep(duration).await;
-                })
-                .await
-        });
+        let watch = &self.watch;
+        watch.woken.store(false, std::sync::atomic::Ordering::Relaxed);
+        // Made on its first poll, inside the runtime, as before.
+        let sleep = std::pin::pin!(async { sleep(duration).await });
+        let run = std::pin::pin!(self.local.run_until(Unwatched { inner: sleep, watch }));
+        self.tokio.block_on(Watched { inner: run, watch });
 
         // pull for software completion
         match &self.handle {
@@ -247,7 +347,11 @@ impl<'a> Rt<'a> {
         let wanted = ((n + 1) % 31) * (first % 31) + inside;
         let core = (wanted % 31 + 62 - (first + later) % 31 - u64::from(local) % 31) % 31;
         if local > 0 {
-            self.tokio.block_on(self.local.run_until(Passes(local)));
+            // Its own wakes are not a task's: keep what the long tick saw.
+            let woken = self.watch.woken.load(Relaxed);
+            let run = std::pin::pin!(self.local.run_until(Passes(local)));
+            self.tokio.block_on(Watched { inner: run, watch: &self.watch });
+            self.watch.woken.store(woken, Relaxed);
         }
         if core > 0 {
             self.tokio.block_on(Passes(core as u32));
@@ -292,6 +396,7 @@ impl<'a> Rt<'a> {
         let (tokio, local, parks) = init(&mut self.config);
 
         self.parks = parks;
+        self.watch = Watch::new();
         _ = mem::replace(&mut self.tokio, tokio);
         drop(mem::replace(&mut self.local, local));
     }

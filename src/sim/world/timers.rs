@@ -18,6 +18,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,16 +30,33 @@ use tokio::time::Instant;
 /// The pending deadlines of one simulation.
 #[derive(Debug, Default)]
 pub struct Timers {
-    /// Simulation time of each pending deadline, with how many timers wait for it.
-    deadlines: Mutex<BTreeMap<Duration, u32>>,
+    deadlines: Mutex<Deadlines>,
     /// Set when something may sleep on a timer this registry does not see.
     unseen: AtomicBool,
+}
+
+/// Simulation time of each pending deadline, with how many timers wait for
+/// it: of every host, and of each host by its address (`None`: armed out of
+/// a host's context, which counts for every host).
+#[derive(Debug, Default)]
+struct Deadlines {
+    all: BTreeMap<Duration, u32>,
+    by_host: BTreeMap<Option<IpAddr>, BTreeMap<Duration, u32>>,
 }
 
 impl Timers {
     /// The earliest pending deadline, in simulation time.
     pub fn earliest(&self) -> Option<Duration> {
-        lock(&self.deadlines).keys().next().copied()
+        lock(&self.deadlines).all.keys().next().copied()
+    }
+
+    /// Whether a timer of the host at `host` is due by `end` (simulation
+    /// time), or one armed out of any host's context.
+    pub fn due(&self, host: IpAddr, end: Duration) -> bool {
+        let deadlines = lock(&self.deadlines);
+        [Some(host), None]
+            .iter()
+            .any(|h| deadlines.by_host.get(h).and_then(|d| d.keys().next()).is_some_and(|&first| first <= end))
     }
 
     /// Whether something may wait on a timer not registered here.
@@ -60,8 +78,12 @@ impl Timers {
             (Some(_), None) => Duration::MAX,
             (None, _) => Duration::ZERO,
         };
-        *lock(&self.deadlines).entry(at).or_default() += 1;
-        Pending { timers: self, at }
+        let host = turmoil::current_host_addr();
+        let mut deadlines = lock(&self.deadlines);
+        *deadlines.all.entry(at).or_default() += 1;
+        *deadlines.by_host.entry(host).or_default().entry(at).or_default() += 1;
+        drop(deadlines);
+        Pending { timers: self, at, host }
     }
 }
 
@@ -69,16 +91,25 @@ impl Timers {
 struct Pending {
     timers: Arc<Timers>,
     at: Duration,
+    host: Option<IpAddr>,
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
         let mut deadlines = lock(&self.timers.deadlines);
-        if let Some(n) = deadlines.get_mut(&self.at) {
-            *n -= 1;
-            if *n == 0 {
-                deadlines.remove(&self.at);
-            }
+        release(&mut deadlines.all, self.at);
+        if let Some(of_host) = deadlines.by_host.get_mut(&self.host) {
+            release(of_host, self.at);
+        }
+    }
+}
+
+/// One timer fewer waits for `at`.
+fn release(deadlines: &mut BTreeMap<Duration, u32>, at: Duration) {
+    if let Some(n) = deadlines.get_mut(&at) {
+        *n -= 1;
+        if *n == 0 {
+            deadlines.remove(&at);
         }
     }
 }
