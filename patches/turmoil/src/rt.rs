@@ -84,7 +84,11 @@ pub struct Rt<'a> {
 /// with the plain waker, so its wake does not count. `woken` is cleared
 /// when a tick starts, and starts set (software spawned on a new
 /// `LocalSet` is ready without a wake).
+///
+/// Off (`on` false) until `Sim::step_lazily` first asks: the plain waker
+/// everywhere, and `woken` stays set.
 struct Watch {
+    on: bool,
     woken: Arc<std::sync::atomic::AtomicBool>,
     /// The waker the runtime polls with, and its wrapper.
     wakers: std::cell::RefCell<Option<(std::task::Waker, std::task::Waker)>>,
@@ -92,23 +96,16 @@ struct Watch {
 
 impl Watch {
     fn new() -> Watch {
-        Watch { woken: Arc::new(true.into()), wakers: Default::default() }
+        Watch { on: false, woken: Arc::new(true.into()), wakers: Default::default() }
     }
 
-    fn wrap(&self, waker: &std::task::Waker) -> std::task::Waker {
-        let mut wakers = self.wakers.borrow_mut();
-        match &*wakers {
-            Some((plain, wrapped)) if plain.will_wake(waker) => wrapped.clone(),
-            _ => {
-                let wrapped = std::task::Waker::from(Arc::new(Flag { woken: self.woken.clone(), inner: waker.clone() }));
-                *wakers = Some((waker.clone(), wrapped.clone()));
-                wrapped
-            }
+    /// Remembers `waker` and its wrapper, unless they are the ones held.
+    fn wrap(&self, waker: &std::task::Waker) {
+        if self.wakers.borrow().as_ref().is_some_and(|(plain, _)| plain.will_wake(waker)) {
+            return;
         }
-    }
-
-    fn plain(&self) -> std::task::Waker {
-        self.wakers.borrow().as_ref().map(|(plain, _)| plain.clone()).expect("polled through `Watched` first")
+        let wrapped = std::task::Waker::from(Arc::new(Flag { woken: self.woken.clone(), inner: waker.clone() }));
+        *self.wakers.borrow_mut() = Some((waker.clone(), wrapped));
     }
 }
 
@@ -139,8 +136,11 @@ impl<F: Future> Future for Watched<'_, F> {
     type Output = F::Output;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
-        let waker = self.watch.wrap(cx.waker());
-        self.inner.as_mut().poll(&mut std::task::Context::from_waker(&waker))
+        let watch = self.watch;
+        watch.wrap(cx.waker());
+        let wakers = watch.wakers.borrow();
+        let (_, wrapped) = wakers.as_ref().expect("just wrapped");
+        self.inner.as_mut().poll(&mut std::task::Context::from_waker(wrapped))
     }
 }
 
@@ -154,8 +154,10 @@ impl<F: Future> Future for Unwatched<'_, F> {
     type Output = F::Output;
 
     fn poll(mut self: Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
-        let waker = self.watch.plain();
-        self.inner.as_mut().poll(&mut std::task::Context::from_waker(&waker))
+        let watch = self.watch;
+        let wakers = watch.wakers.borrow();
+        let (plain, _) = wakers.as_ref().expect("polled through `Watched` first");
+        self.inner.as_mut().poll(&mut std::task::Context::from_waker(plain))
     }
 }
 
@@ -241,7 +243,19 @@ impl<'a> Rt<'a> {
     /// `LocalSet` since its last tick started (or it has a new `LocalSet`),
     /// or a task was woken into its runtime's queue from outside it.
     pub(crate) fn runnable(&self) -> bool {
+        if !self.watch.on {
+            return true;
+        }
         self.watch.woken.load(std::sync::atomic::Ordering::Relaxed) || self.tokio.metrics().global_queue_depth() > 0
+    }
+
+    /// Watches the host's wakes from its next tick on (see [`Watch`]);
+    /// until that tick it counts as runnable.
+    pub(crate) fn watch(&mut self) {
+        if !self.watch.on {
+            self.watch.on = true;
+            self.watch.woken.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn is_software_running(&self) -> bool {
@@ -277,11 +291,21 @@ impl<'a> Rt<'a> {
     // expected to fail the simulation.
     pub(crate) fn tick(&mut self, duration: Duration) -> Result<bool> {
         let watch = &self.watch;
-        watch.woken.store(false, std::sync::atomic::Ordering::Relaxed);
-        // Made on its first poll, inside the runtime, as before.
-        let sleep = std::pin::pin!(async { sleep(duration).await });
-        let run = std::pin::pin!(self.local.run_until(Unwatched { inner: sleep, watch }));
-        self.tokio.block_on(Watched { inner: run, watch });
+        if watch.on {
+            watch.woken.store(false, std::sync::atomic::Ordering::Relaxed);
+            // Made on its first poll, inside the runtime, as before.
+            let sleep = std::pin::pin!(async { sleep(duration).await });
+            let run = std::pin::pin!(self.local.run_until(Unwatched { inner: sleep, watch }));
+            self.tokio.block_on(Watched { inner: run, watch });
+        } else {
+            self.tokio.block_on(async {
+                self.local
+                    .run_until(async {
+                        sleep(duration).await;
+                    })
+                    .await
+            });
+        }
 
         // pull for software completion
         match &self.handle {
@@ -346,12 +370,14 @@ impl<'a> Rt<'a> {
         // (each is a scheduler pass too).
         let wanted = ((n + 1) % 31) * (first % 31) + inside;
         let core = (wanted % 31 + 62 - (first + later) % 31 - u64::from(local) % 31) % 31;
-        if local > 0 {
+        if local > 0 && self.watch.on {
             // Its own wakes are not a task's: keep what the long tick saw.
             let woken = self.watch.woken.load(Relaxed);
             let run = std::pin::pin!(self.local.run_until(Passes(local)));
             self.tokio.block_on(Watched { inner: run, watch: &self.watch });
             self.watch.woken.store(woken, Relaxed);
+        } else if local > 0 {
+            self.tokio.block_on(self.local.run_until(Passes(local)));
         }
         if core > 0 {
             self.tokio.block_on(Passes(core as u32));
@@ -396,7 +422,7 @@ impl<'a> Rt<'a> {
         let (tokio, local, parks) = init(&mut self.config);
 
         self.parks = parks;
-        self.watch = Watch::new();
+        self.watch = Watch { on: self.watch.on, ..Watch::new() };
         _ = mem::replace(&mut self.tokio, tokio);
         drop(mem::replace(&mut self.local, local));
     }

@@ -530,6 +530,7 @@ impl<'a> Sim<'a> {
         for (&addr, rt) in running {
             let _span_guard = tracing::span!(Level::INFO, "node", name = &*rt.nodename,).entered();
             if let Some(due) = due {
+                rt.watch();
                 // Only a host's tick changes what is deliverable.
                 let to = deliverable.get_or_insert_with(|| self.world.borrow().topology.deliverable_to());
                 let connecting = {

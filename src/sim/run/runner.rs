@@ -18,7 +18,8 @@ use crate::gate::Gate;
 use crate::gate::aimd::Aimd;
 use crate::gate::pacing::{Pacing, PacingState};
 use crate::sim::run::advance::{
-    Stepping, advance, eager_hosts, plain_ticks, record_lazy, set_eager_hosts, set_plain_ticks,
+    Stepping, advance, eager_hosts, lazy_hosts_always, plain_ticks, record_lazy, set_eager_hosts,
+    set_lazy_hosts_always, set_plain_ticks,
 };
 use crate::sim::run::clients::ScenarioClient;
 use crate::sim::run::job::job_of_label;
@@ -292,10 +293,11 @@ fn run_in_thread(
     traces: Traces,
 ) -> Result<Report, RunError> {
     if tokio::runtime::Handle::try_current().is_ok() {
-        let (plain, eager) = (plain_ticks(), eager_hosts());
+        let (plain, eager, always) = (plain_ticks(), eager_hosts(), lazy_hosts_always());
         let run = move || {
             set_plain_ticks(plain);
             set_eager_hosts(eager);
+            set_lazy_hosts_always(always);
             simulate(s, seed, hooks, make, traces)
         };
         return std::thread::scope(|scope| {
