@@ -171,12 +171,16 @@ impl Stepping {
         let whole_ms = !s.net.tick.is_zero() && s.net.tick.as_nanos().is_multiple_of(1_000_000);
         SKIPPED.with(|n| n.set(0));
         record_lazy(0, 0);
+        let lazy = lazy && !eager_hosts() && (hosts(s) >= LAZY_MIN_HOSTS || lazy_hosts_always());
+        if lazy {
+            timers.keep_by_host();
+        }
         Stepping {
             timers,
             tick: s.net.tick,
             time_limit: s.time_limit,
             skip: whole_ms && !plain_ticks(),
-            lazy: lazy && !eager_hosts() && (hosts(s) >= LAZY_MIN_HOSTS || lazy_hosts_always()),
+            lazy,
             last_fault: RefCell::new(None),
         }
     }

@@ -33,6 +33,9 @@ pub struct Timers {
     deadlines: Mutex<Deadlines>,
     /// Set when something may sleep on a timer this registry does not see.
     unseen: AtomicBool,
+    /// Whether deadlines are kept by host too (only a run that leaves idle
+    /// hosts out asks [`due`](Timers::due)).
+    by_host: AtomicBool,
 }
 
 /// Simulation time of each pending deadline, with how many timers wait for
@@ -52,6 +55,8 @@ impl Timers {
 
     /// Whether a timer of the host at `host` is due by `end` (simulation
     /// time), or one armed out of any host's context.
+    /// Only meaningful after [`keep_by_host`](Timers::keep_by_host),
+    /// before any timer registers.
     pub fn due(&self, host: IpAddr, end: Duration) -> bool {
         let deadlines = lock(&self.deadlines);
         [Some(host), None]
@@ -62,6 +67,11 @@ impl Timers {
     /// Whether something may wait on a timer not registered here.
     pub fn unseen(&self) -> bool {
         self.unseen.load(Ordering::Relaxed)
+    }
+
+    /// Keeps each deadline by its host too, for [`due`](Timers::due).
+    pub fn keep_by_host(&self) {
+        self.by_host.store(true, Ordering::Relaxed);
     }
 
     /// Records that something may wait on a timer not registered here.
@@ -78,12 +88,15 @@ impl Timers {
             (Some(_), None) => Duration::MAX,
             (None, _) => Duration::ZERO,
         };
-        let host = turmoil::current_host_addr();
+        let by_host = self.by_host.load(Ordering::Relaxed);
+        let host = if by_host { turmoil::current_host_addr() } else { None };
         let mut deadlines = lock(&self.deadlines);
         *deadlines.all.entry(at).or_default() += 1;
-        *deadlines.by_host.entry(host).or_default().entry(at).or_default() += 1;
+        if by_host {
+            *deadlines.by_host.entry(host).or_default().entry(at).or_default() += 1;
+        }
         drop(deadlines);
-        Pending { timers: self, at, host }
+        Pending { timers: self, at, host, by_host }
     }
 }
 
@@ -92,12 +105,16 @@ struct Pending {
     timers: Arc<Timers>,
     at: Duration,
     host: Option<IpAddr>,
+    by_host: bool,
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
         let mut deadlines = lock(&self.timers.deadlines);
         release(&mut deadlines.all, self.at);
+        if !self.by_host {
+            return;
+        }
         if let Some(of_host) = deadlines.by_host.get_mut(&self.host) {
             release(of_host, self.at);
         }
