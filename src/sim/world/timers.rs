@@ -270,6 +270,37 @@ mod tests {
     }
 
     #[test]
+    fn a_deadline_is_due_for_its_own_host_only() {
+        let installed = install();
+        installed.timers.keep_by_host();
+        let mut sim = turmoil::Builder::new().tick_duration(Duration::from_millis(1)).build();
+        sim.client("sleeper", async {
+            sleep(Duration::from_millis(500)).await;
+            Ok(())
+        });
+        sim.client("other", async {
+            std::future::pending::<()>().await;
+            Ok(())
+        });
+        let (sleeper, other) = (sim.lookup("sleeper"), sim.lookup("other"));
+        sim.step().expect("runs");
+        let due = |host, ms| installed.timers.due(host, Duration::from_millis(ms));
+        assert!(!due(sleeper, 499) && due(sleeper, 500), "{:?}", installed.timers);
+        assert!(!due(other, 500));
+        // Kept by host only when asked: no deadline is anyone's.
+        let installed = install();
+        let mut sim = turmoil::Builder::new().tick_duration(Duration::from_millis(1)).build();
+        sim.client("sleeper", async {
+            sleep(Duration::from_millis(500)).await;
+            Ok(())
+        });
+        let sleeper = sim.lookup("sleeper");
+        sim.step().expect("runs");
+        assert_eq!(installed.timers.earliest(), Some(Duration::from_millis(500)));
+        assert!(!installed.timers.due(sleeper, Duration::from_millis(500)));
+    }
+
+    #[test]
     fn every_kind_of_sleep_registers_its_deadline_in_simulation_time() {
         let at = |ms: u64| Some(Duration::from_millis(2_000 + ms));
         assert_eq!(registered(|| Box::pin(sleep(Duration::from_millis(500)))), at(500));
