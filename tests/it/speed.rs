@@ -57,7 +57,10 @@ fn the_readme_baseline_table_is_the_bench_runs_counts() {
 
 use retrysim::env::Clock;
 use retrysim::sim::checks::hunt::{Kind, Target, check_seed};
-use retrysim::sim::run::advance::{last_run_skipped_ticks, with_plain_ticks};
+use retrysim::sim::run::advance::{
+    last_run_lazy_replays, last_run_lazy_ticks, last_run_skipped_ticks, with_eager_hosts, with_lazy_hosts_always,
+    with_plain_ticks,
+};
 use retrysim::sim::run::clients::ScenarioClient;
 use retrysim::sim::run::scenario::Scenario;
 use retrysim::sim::run::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, Subject};
@@ -239,4 +242,125 @@ fn a_hyper_client_on_the_harness_timer_skips_and_runs_the_same() {
     assert_eq!(format!("{fast:?}"), format!("{plain:?}"));
     assert!(fast.succeeded > 0 && fast.limited > 0, "{}", fast.render_text());
     assert!(skipped > 0, "a declared client's waits are skipped");
+}
+
+// Leaving idle hosts out of busy steps (turmoil's `step_lazily`) must
+// change nothing either: each run below goes with it, with every host
+// ticked in every step (skipping idle stretches still on), and tick by tick.
+
+/// The report of a run with lazy hosts, with every host ticked, tick by
+/// tick, how many host ticks the first left out and whether it went again
+/// (a host owing ticks was woken: turmoil's TCP flow control wakes a
+/// sender blocked on a full send buffer from the receiving host).
+fn three_ways(s: &Scenario, seed: u64) -> (String, String, String, u64, u64) {
+    let lazy = format!("{:?}", runner::run(s, seed));
+    let (left_out, replays) = (last_run_lazy_ticks(), last_run_lazy_replays());
+    let eager = format!("{:?}", with_eager_hosts(|| runner::run(s, seed)));
+    assert_eq!(last_run_lazy_ticks(), 0, "{} seed {seed}: an eager run left a host out", s.name);
+    let plain = format!("{:?}", with_plain_ticks(|| runner::run(s, seed)));
+    (lazy, eager, plain, left_out, replays)
+}
+
+#[test]
+fn lazy_hosts_change_no_42_host_scenarios_run() {
+    for name in scenario::NAMES.iter().filter(|n| n.starts_with("berlin-40-processes-")) {
+        let s = scenario::named(name).expect("named");
+        for seed in [1, 7] {
+            let (lazy, eager, plain, left_out, replays) = three_ways(&s, seed);
+            assert_eq!(replays, 0, "{name} seed {seed}: a host owing ticks was woken, the run went again");
+            assert!(lazy == eager, "{name} seed {seed}: the run differs when idle hosts are left out");
+            assert!(lazy == plain, "{name} seed {seed}: the run differs from stepping every tick");
+            // Most of the 42 hosts wait on the network most of the time.
+            let host_ticks = 42 * lazy_run_ticks(&s, seed);
+            assert!(left_out * 4 > host_ticks, "{name} seed {seed}: left out {left_out} of {host_ticks} host ticks");
+        }
+    }
+}
+
+/// The ticks a run of `s` covers.
+fn lazy_run_ticks(s: &Scenario, seed: u64) -> u64 {
+    let r = runner::run_keeping(s, seed, Traces::None).expect("finishes");
+    r.virtual_ms / s.net.tick.as_millis() as u64
+}
+
+#[test]
+fn lazy_hosts_change_no_hunt_seeds_run_or_verdict() {
+    // A hunt's runs have two hosts, too few to leave one out by default
+    // (`LAZY_MIN_HOSTS`): forced here.
+    let target = Target::of(Kind::All);
+    let (mut left_out, mut replays) = (0, 0);
+    for seed in 1..=30 {
+        let (lazy, eager, plain, n, again) = with_lazy_hosts_always(|| three_ways(&target.scenario(seed), seed));
+        replays += again;
+        assert!(lazy == eager, "{}: the run differs when idle hosts are left out", target.replay(seed));
+        assert!(lazy == plain, "{}: the run differs from stepping every tick", target.replay(seed));
+        left_out += n;
+        let verdict = format!("{:?}", check_seed(seed, &target, false));
+        let lazy_verdict = with_lazy_hosts_always(|| format!("{:?}", check_seed(seed, &target, false)));
+        assert_eq!(verdict, lazy_verdict, "{}", target.replay(seed));
+    }
+    assert!(left_out > 0, "no hunt seed left a host out");
+    // Going again costs a run: it must stay the exception.
+    assert!(replays <= 5, "{replays} of 30 hunt seeds went again");
+}
+
+/// retrysim's client, declared, whose jobs on every host take turns through
+/// one semaphore: a job that ends wakes a job waiting on another host, in
+/// memory the hosts share, not through the network.
+struct TakingTurns {
+    inner: Arc<dyn Subject>,
+    turn: Arc<tokio::sync::Semaphore>,
+}
+
+impl Subject for TakingTurns {
+    fn promises(&self) -> Promises {
+        self.inner.promises()
+    }
+
+    fn sleeps_on_harness_clock(&self) -> bool {
+        true
+    }
+
+    fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {
+        Box::pin(async move {
+            let _turn = self.turn.acquire().await.expect("never closed");
+            self.inner.run(job).await
+        })
+    }
+}
+
+struct MakeTakingTurns(u64, Arc<tokio::sync::Semaphore>);
+
+impl MakeSubject for MakeTakingTurns {
+    fn label(&self, _: &Scenario) -> String {
+        "taking-turns".into()
+    }
+
+    fn make(&self, host: Host<'_>) -> Arc<dyn Subject> {
+        Arc::new(TakingTurns { inner: ScenarioClient::new(self.0).make(host), turn: self.1.clone() })
+    }
+}
+
+#[test]
+fn a_host_woken_through_shared_memory_while_left_out_makes_the_run_go_again_with_every_host() {
+    let s = scenario::named("berlin-40-processes-local-gates").expect("named");
+    let run = || {
+        let make = MakeTakingTurns(1, Arc::new(tokio::sync::Semaphore::new(2)));
+        format!("{:?}", runner::run_subject(&s, 1, Hooks::default(), Arc::new(make)))
+    };
+    let lazy = run();
+    assert_eq!(last_run_lazy_replays(), 1, "the cross-host wake was not seen");
+    assert!(last_run_lazy_ticks() > 0);
+    let plain = with_plain_ticks(run);
+    assert!(lazy == plain, "the run that went again differs from stepping every tick");
+}
+
+#[test]
+fn a_two_host_run_ticks_every_host() {
+    // Below `LAZY_MIN_HOSTS` watching wakes costs more than it saves.
+    let s = scenario::named("berlin-40-workers").expect("named");
+    runner::run(&s, 1).expect("finishes");
+    assert_eq!(last_run_lazy_ticks(), 0);
+    with_lazy_hosts_always(|| runner::run(&s, 1)).expect("finishes");
+    assert!(last_run_lazy_ticks() > 0);
 }

@@ -48,6 +48,11 @@ pub(crate) struct Host {
 
     next_ephemeral_port: u16,
     ephemeral_ports: RangeInclusive<u16>,
+
+    /// How many `TcpStream::connect`s of the host wait for their SYN-ACK
+    /// (patched): the listener's host sends it through memory they share,
+    /// not through the network, so `Sim::step_lazily` ticks such a host.
+    pub(crate) connecting: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Host {
@@ -70,6 +75,7 @@ impl Host {
             timer,
             next_ephemeral_port: *ephemeral_ports.start(),
             ephemeral_ports,
+            connecting: Default::default(),
         }
     }
 
@@ -90,6 +96,7 @@ impl Host {
             timer,
             next_ephemeral_port: *ephemeral_ports.start(),
             ephemeral_ports,
+            connecting: Default::default(),
         }
     }
 

@@ -268,6 +268,13 @@ pub fn sim_elapsed() -> Option<Duration> {
     .flatten()
 }
 
+/// The address of the host whose software runs now; `None` outside a
+/// host (patched in: lets a caller of `Sim::step_lazily` tell which host a
+/// timer belongs to).
+pub fn current_host_addr() -> Option<IpAddr> {
+    World::try_current(|world| world.current).ok().flatten()
+}
+
 /// The logical duration from [`UNIX_EPOCH`] until now.
 ///
 /// On creation the simulation picks a `SystemTime` and calculates the

@@ -69,6 +69,96 @@ pub struct Rt<'a> {
 
     /// The clock at each park of the scheduler, while `step_by` listens.
     parks: Arc<ParkLog>,
+
+    /// Whether a task of the host may be ready to run (see [`Watch`]).
+    watch: Watch,
+
+    /// Ticks of the simulation this host was not ticked in (`Sim::step_lazily`).
+    pub(crate) owed: u64,
+}
+
+/// Sees the wakes that reach a host's `LocalSet` from outside its tick: a
+/// task woken by another host, by the caller between steps, or by a timer
+/// that fired at the end of the tick. The `LocalSet` is polled with a waker
+/// that sets `woken` and passes the wake on; the tick's own sleep is polled
+/// with the plain waker, so its wake does not count. `woken` is cleared
+/// when a tick starts, and starts set (software spawned on a new
+/// `LocalSet` is ready without a wake).
+///
+/// Off (`on` false) until `Sim::step_lazily` first asks: the plain waker
+/// everywhere, and `woken` stays set.
+struct Watch {
+    on: bool,
+    woken: Arc<std::sync::atomic::AtomicBool>,
+    /// The waker the runtime polls with, and its wrapper.
+    wakers: std::cell::RefCell<Option<(std::task::Waker, std::task::Waker)>>,
+}
+
+impl Watch {
+    fn new() -> Watch {
+        Watch { on: false, woken: Arc::new(true.into()), wakers: Default::default() }
+    }
+
+    /// Remembers `waker` and its wrapper, unless they are the ones held.
+    fn wrap(&self, waker: &std::task::Waker) {
+        if self.wakers.borrow().as_ref().is_some_and(|(plain, _)| plain.will_wake(waker)) {
+            return;
+        }
+        let wrapped = std::task::Waker::from(Arc::new(Flag { woken: self.woken.clone(), inner: waker.clone() }));
+        *self.wakers.borrow_mut() = Some((waker.clone(), wrapped));
+    }
+}
+
+/// A waker that records that it woke.
+struct Flag {
+    woken: Arc<std::sync::atomic::AtomicBool>,
+    inner: std::task::Waker,
+}
+
+impl std::task::Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.inner.wake_by_ref();
+    }
+}
+
+/// Polls `inner` (a `LocalSet::run_until`) with the watch's flagging waker.
+struct Watched<'w, F> {
+    inner: Pin<&'w mut F>,
+    watch: &'w Watch,
+}
+
+impl<F: Future> Future for Watched<'_, F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        let watch = self.watch;
+        watch.wrap(cx.waker());
+        let wakers = watch.wakers.borrow();
+        let (_, wrapped) = wakers.as_ref().expect("just wrapped");
+        self.inner.as_mut().poll(&mut std::task::Context::from_waker(wrapped))
+    }
+}
+
+/// Polls `inner` (the tick's sleep) with the plain waker.
+struct Unwatched<'w, F> {
+    inner: Pin<&'w mut F>,
+    watch: &'w Watch,
+}
+
+impl<F: Future> Future for Unwatched<'_, F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        let watch = self.watch;
+        let wakers = watch.wakers.borrow();
+        let (plain, _) = wakers.as_ref().expect("polled through `Watched` first");
+        self.inner.as_mut().poll(&mut std::task::Context::from_waker(plain))
+    }
 }
 
 /// When the scheduler parked, recorded only while `listening`.
@@ -96,6 +186,8 @@ impl<'a> Rt<'a> {
             handle: Some(handle),
             config,
             parks,
+            watch: Watch::new(),
+            owed: 0,
         }
     }
 
@@ -117,6 +209,8 @@ impl<'a> Rt<'a> {
             handle: Some(handle),
             config,
             parks,
+            watch: Watch::new(),
+            owed: 0,
         }
     }
 
@@ -132,6 +226,8 @@ impl<'a> Rt<'a> {
             handle: None,
             config,
             parks,
+            watch: Watch::new(),
+            owed: 0,
         }
     }
 
@@ -141,6 +237,25 @@ impl<'a> Rt<'a> {
 
     fn is_host(&self) -> bool {
         matches!(self.kind, Kind::Host { .. })
+    }
+
+    /// Whether a task of the host may be ready to run: a wake reached its
+    /// `LocalSet` since its last tick started (or it has a new `LocalSet`),
+    /// or a task was woken into its runtime's queue from outside it.
+    pub(crate) fn runnable(&self) -> bool {
+        if !self.watch.on {
+            return true;
+        }
+        self.watch.woken.load(std::sync::atomic::Ordering::Relaxed) || self.tokio.metrics().global_queue_depth() > 0
+    }
+
+    /// Watches the host's wakes from its next tick on (see [`Watch`]);
+    /// until that tick it counts as runnable.
+    pub(crate) fn watch(&mut self) {
+        if !self.watch.on {
+            self.watch.on = true;
+            self.watch.woken.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn is_software_running(&self) -> bool {
@@ -175,13 +290,22 @@ impl<'a> Rt<'a> {
     // that caused failure. Subsequent calls do not return the error as it is
     // expected to fail the simulation.
     pub(crate) fn tick(&mut self, duration: Duration) -> Result<bool> {
-        self.tokio.block_on(async {
-            self.local
-                .run_until(async {
-                    sleep(duration).await;
-                })
-                .await
-        });
+        let watch = &self.watch;
+        if watch.on {
+            watch.woken.store(false, std::sync::atomic::Ordering::Relaxed);
+            // Made on its first poll, inside the runtime, as before.
+            let sleep = std::pin::pin!(async { sleep(duration).await });
+            let run = std::pin::pin!(self.local.run_until(Unwatched { inner: sleep, watch }));
+            self.tokio.block_on(Watched { inner: run, watch });
+        } else {
+            self.tokio.block_on(async {
+                self.local
+                    .run_until(async {
+                        sleep(duration).await;
+                    })
+                    .await
+            });
+        }
 
         // pull for software completion
         match &self.handle {
@@ -246,7 +370,13 @@ impl<'a> Rt<'a> {
         // (each is a scheduler pass too).
         let wanted = ((n + 1) % 31) * (first % 31) + inside;
         let core = (wanted % 31 + 62 - (first + later) % 31 - u64::from(local) % 31) % 31;
-        if local > 0 {
+        if local > 0 && self.watch.on {
+            // Its own wakes are not a task's: keep what the long tick saw.
+            let woken = self.watch.woken.load(Relaxed);
+            let run = std::pin::pin!(self.local.run_until(Passes(local)));
+            self.tokio.block_on(Watched { inner: run, watch: &self.watch });
+            self.watch.woken.store(woken, Relaxed);
+        } else if local > 0 {
             self.tokio.block_on(self.local.run_until(Passes(local)));
         }
         if core > 0 {
@@ -292,6 +422,7 @@ impl<'a> Rt<'a> {
         let (tokio, local, parks) = init(&mut self.config);
 
         self.parks = parks;
+        self.watch = Watch { on: self.watch.on, ..Watch::new() };
         _ = mem::replace(&mut self.tokio, tokio);
         drop(mem::replace(&mut self.local, local));
     }

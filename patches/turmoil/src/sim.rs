@@ -36,6 +36,12 @@ pub struct Sim<'a> {
     elapsed: Duration,
 
     steps: usize,
+
+    /// Host ticks `step_lazily` owed instead of ticking (patched).
+    lazy_ticks: u64,
+
+    /// Whether a host was found ready to run while owed ticks (patched).
+    lazy_woken: bool,
 }
 
 impl<'a> Sim<'a> {
@@ -52,6 +58,8 @@ impl<'a> Sim<'a> {
             since_epoch,
             elapsed: Duration::ZERO,
             steps: 1, // bumped after each step
+            lazy_ticks: 0,
+            lazy_woken: false,
         }
     }
 
@@ -164,6 +172,7 @@ impl<'a> Sim<'a> {
         let hosts = self.world.borrow_mut().lookup_many(addrs);
         for h in hosts {
             let rt = self.rts.get_mut(&h).expect("missing host");
+            self.lazy_woken |= settle(&self.world, rt, h, self.config.tick).unwrap_or(true);
 
             self.world.borrow_mut().current = Some(h);
 
@@ -200,6 +209,7 @@ impl<'a> Sim<'a> {
         let hosts = self.world.borrow_mut().lookup_many(addrs);
         for h in hosts {
             let rt = self.rts.get_mut(&h).expect("missing host");
+            self.lazy_woken |= settle(&self.world, rt, h, self.config.tick).unwrap_or(true);
 
             self.world.borrow_mut().current = Some(h);
 
@@ -411,7 +421,45 @@ impl<'a> Sim<'a> {
     ///
     /// Returns whether or not all clients have completed.
     pub fn step(&mut self) -> Result<bool> {
-        self.step_inner(self.config.tick, 0)
+        self.step_inner(self.config.tick, 0, None)
+    }
+
+    /// Step the simulation by one tick, as [`step`](#method.step) does,
+    /// except that a running host with nothing to do in this step is not
+    /// ticked now: it owes the tick, and is ticked through every tick it
+    /// owes (one long idle tick, as in [`step_by`](#method.step_by)) at the
+    /// start of the next step in which it is ticked, or when it is crashed or
+    /// bounced; [`step`](#method.step) and [`step_by`](#method.step_by)
+    /// tick every host. A host has nothing to do when no message is
+    /// deliverable to it in this step, `due(host, end)` is false (the caller
+    /// knows of no timer of the host due by `end`, the step's end, as a
+    /// simulation time) and no task of it may be ready to run: no wake
+    /// reached its `LocalSet` since its last tick started, and no task waits
+    /// in its runtime's queue for one woken from outside it. A host
+    /// started or bounced has something to do.
+    ///
+    /// Ticking a host later is the same as ticking it now only if nothing
+    /// wakes one of its tasks meanwhile except a message (delivered in the
+    /// step it is ticked in) or its own timer (which `due` must report): a
+    /// task of another host, or the caller between steps, that wakes one of
+    /// its tasks while it owes ticks (through memory they share) would run
+    /// that task late. When that happens (it is seen the next time the host
+    /// is ticked) [`lazy_woken`](#method.lazy_woken) turns true and stays
+    /// true: the simulation is no longer the one `step` would have run.
+    pub fn step_lazily(&mut self, due: &dyn Fn(IpAddr, Duration) -> bool) -> Result<bool> {
+        self.step_inner(self.config.tick, 0, Some(due))
+    }
+
+    /// Whether a host that owed ticks was found woken (see
+    /// [`step_lazily`](#method.step_lazily)).
+    pub fn lazy_woken(&self) -> bool {
+        self.lazy_woken
+    }
+
+    /// How many host ticks [`step_lazily`](#method.step_lazily) owed
+    /// instead of ticking.
+    pub fn lazy_ticks(&self) -> u64 {
+        self.lazy_ticks
     }
 
     /// Step the simulation by `duration` instead of the configured tick: the
@@ -431,7 +479,7 @@ impl<'a> Sim<'a> {
     pub fn step_by(&mut self, duration: Duration) -> Result<bool> {
         let tick = self.config.tick.as_nanos().max(1);
         let ticks = (duration.as_nanos() / tick).max(1) as u64;
-        self.step_inner(duration, ticks - 1)
+        self.step_inner(duration, ticks - 1, None)
     }
 
     /// When the network next has a message for a host, as a simulation time
@@ -447,7 +495,13 @@ impl<'a> Sim<'a> {
 
     /// One step of `duration`; `idle_ticks` more ticks' worth of scheduler
     /// passes are counted on each running host (see `step_by`).
-    fn step_inner(&mut self, duration: Duration, idle_ticks: u64) -> Result<bool> {
+    /// With `due`, lazily (see `step_lazily`).
+    fn step_inner(
+        &mut self,
+        duration: Duration,
+        idle_ticks: u64,
+        due: Option<&dyn Fn(IpAddr, Duration) -> bool>,
+    ) -> Result<bool> {
         tracing::trace!(target: TRACING_TARGET, "step {}", self.steps);
 
         let tick = duration;
@@ -470,8 +524,33 @@ impl<'a> Sim<'a> {
             running.shuffle(&mut self.world.borrow_mut().rng);
         }
 
+        // The hosts a message is deliverable to, while no host has ticked
+        // since it was read.
+        let mut deliverable: Option<Vec<IpAddr>> = None;
         for (&addr, rt) in running {
             let _span_guard = tracing::span!(Level::INFO, "node", name = &*rt.nodename,).entered();
+            if let Some(due) = due {
+                rt.watch();
+                // Only a host's tick changes what is deliverable.
+                let to = deliverable.get_or_insert_with(|| self.world.borrow().topology.deliverable_to());
+                let connecting = {
+                    let world = self.world.borrow();
+                    let host = world.hosts.get(&addr).expect("missing host");
+                    host.connecting.load(std::sync::atomic::Ordering::Relaxed) > 0
+                };
+                let idle = !rt.runnable() && !to.contains(&addr) && !connecting && !due(addr, self.elapsed + tick);
+                if idle {
+                    rt.owed += 1;
+                    self.lazy_ticks += 1;
+                    // Software finishes only by running.
+                    if rt.is_client() {
+                        is_finished = false;
+                    }
+                    continue;
+                }
+            }
+            deliverable = None;
+            self.lazy_woken |= settle(&self.world, rt, addr, self.config.tick)?;
             {
                 let mut world = self.world.borrow_mut();
                 // We need to move deliverable messages off the network and
@@ -527,6 +606,32 @@ impl<'a> Sim<'a> {
 
         Ok(is_finished)
     }
+}
+
+/// Ticks `rt` through the ticks it owes (`Sim::step_lazily`) as idle
+/// ticks, as `step_by` would have, and returns whether it was woken
+/// meanwhile (then they were not idle).
+fn settle(world: &RefCell<World>, rt: &mut Rt, addr: IpAddr, tick: Duration) -> Result<bool> {
+    let owed = std::mem::take(&mut rt.owed);
+    if owed == 0 {
+        return Ok(false);
+    }
+    let woken = rt.runnable();
+    let duration = tick * u32::try_from(owed).expect("fewer than 2^32 ticks owed");
+    {
+        let mut world = world.borrow_mut();
+        world.current = Some(addr);
+        world.current_host_mut().timer.now(rt.now());
+    }
+    let ticked = if owed == 1 {
+        World::enter(world, || rt.tick(tick))
+    } else {
+        World::enter(world, || rt.tick_idle(duration, tick, owed - 1))
+    };
+    let mut world = world.borrow_mut();
+    world.current = None;
+    world.tick(addr, duration);
+    ticked.map(|_| woken)
 }
 
 #[cfg(test)]

@@ -285,8 +285,11 @@ impl Topology {
 
     pub(crate) fn tick_by(&mut self, duration: Duration) {
         let _ = self.rt.tick(duration);
+        // Read once: each read enters the runtime, and nothing moves its
+        // clock in this loop.
+        let now = self.rt.now();
         for link in self.links.values_mut() {
-            link.tick(self.rt.now());
+            link.tick(now);
         }
     }
 
@@ -308,6 +311,20 @@ impl Topology {
             }
         }
         next
+    }
+
+    /// The hosts a message is deliverable to (the network's last tick, or a
+    /// send since, made it so; the host's next tick receives it).
+    pub(crate) fn deliverable_to(&self) -> Vec<IpAddr> {
+        let mut to = Vec::new();
+        for link in self.links.values() {
+            for (&dst, queue) in &link.deliverable {
+                if !queue.is_empty() && !to.contains(&dst) {
+                    to.push(dst);
+                }
+            }
+        }
+        to
     }
 
     pub(crate) fn iter_mut(&mut self) -> LinksIter<'_> {

@@ -17,7 +17,10 @@ use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
 use crate::gate::Gate;
 use crate::gate::aimd::Aimd;
 use crate::gate::pacing::{Pacing, PacingState};
-use crate::sim::run::advance::{Stepping, advance, plain_ticks, set_plain_ticks};
+use crate::sim::run::advance::{
+    Stepping, advance, eager_hosts, lazy_hosts_always, plain_ticks, record_lazy, set_eager_hosts,
+    set_lazy_hosts_always, set_plain_ticks,
+};
 use crate::sim::run::clients::ScenarioClient;
 use crate::sim::run::job::job_of_label;
 use crate::sim::run::scenario::{BudgetConfig, GateConfig, Scenario};
@@ -290,9 +293,11 @@ fn run_in_thread(
     traces: Traces,
 ) -> Result<Report, RunError> {
     if tokio::runtime::Handle::try_current().is_ok() {
-        let plain = plain_ticks();
+        let (plain, eager, always) = (plain_ticks(), eager_hosts(), lazy_hosts_always());
         let run = move || {
             set_plain_ticks(plain);
+            set_eager_hosts(eager);
+            set_lazy_hosts_always(always);
             simulate(s, seed, hooks, make, traces)
         };
         return std::thread::scope(|scope| {
@@ -313,6 +318,11 @@ fn run_in_thread(
     simulate(s, seed, hooks, make, traces)
 }
 
+/// A host owing ticks was woken through shared memory (see
+/// [`advance`](crate::sim::run::advance)): the run is not the one of
+/// ticking every host and must run again with every host ticked.
+struct LazyWoken;
+
 fn simulate(
     s: &Scenario,
     seed: u64,
@@ -320,11 +330,46 @@ fn simulate(
     make: Arc<dyn MakeSubject>,
     traces: Traces,
 ) -> Result<Report, RunError> {
+    match simulate_once(s, seed, hooks, make.clone(), traces, true) {
+        Ok(report) => report,
+        Err(LazyWoken) => {
+            let lazy_ticks = crate::sim::run::advance::last_run_lazy_ticks();
+            let again = simulate_once(s, seed, hooks, make, traces, false);
+            record_lazy(lazy_ticks, 1);
+            again.unwrap_or_else(|LazyWoken| unreachable!("a run with every host ticked owes no host a tick"))
+        }
+    }
+}
+
+/// One run; `lazy`: whether busy steps may leave out idle hosts.
+fn simulate_once(
+    s: &Scenario,
+    seed: u64,
+    hooks: Hooks,
+    make: Arc<dyn MakeSubject>,
+    traces: Traces,
+    lazy: bool,
+) -> Result<Result<Report, RunError>, LazyWoken> {
+    let mut woken = false;
+    let report = simulate_stepping(s, seed, hooks, make, traces, lazy, &mut woken);
+    if woken { Err(LazyWoken) } else { Ok(report) }
+}
+
+/// One run; sets `woken` (and stops) when a host owing ticks was woken.
+fn simulate_stepping(
+    s: &Scenario,
+    seed: u64,
+    hooks: Hooks,
+    make: Arc<dyn MakeSubject>,
+    traces: Traces,
+    lazy: bool,
+    woken: &mut bool,
+) -> Result<Report, RunError> {
     let fail = |message: String| RunError { scenario: s.name.clone(), seed, message, wall_bound: None };
     s.validate().map_err(|e| fail(e.0))?;
     // Every simulated timer registers here while the simulation runs.
     let registry = timers::install();
-    let stepping = Stepping::new(s, registry.timers.clone(), hooks);
+    let stepping = Stepping::new(s, registry.timers.clone(), hooks, lazy);
     let make = stepping.watch_clients(make);
     let mut sim = turmoil::Builder::new()
         .epoch(epoch(s))
@@ -400,7 +445,14 @@ fn simulate(
         // A panic inside a host is a harness bug: report it with the replay
         // line instead of tearing down the caller (`retrysim run` exits 2).
         let next_fault = schedule.get(next).map(|f| f.0);
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| advance(&mut sim, &stepping, next_fault))) {
+        let stepped =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| advance(&mut sim, &stepping, next_fault)));
+        record_lazy(sim.lazy_ticks(), 0);
+        if sim.lazy_woken() {
+            *woken = true;
+            return Err(fail("a host owing ticks was woken".to_owned()));
+        }
+        match stepped {
             Ok(Ok((true, _))) => break,
             Ok(Ok((false, ticks))) => steps += ticks,
             Ok(Err(e)) => return Err(fail(unfinished(e.to_string(), s, &shared))),

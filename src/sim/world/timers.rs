@@ -18,6 +18,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,21 +30,48 @@ use tokio::time::Instant;
 /// The pending deadlines of one simulation.
 #[derive(Debug, Default)]
 pub struct Timers {
-    /// Simulation time of each pending deadline, with how many timers wait for it.
-    deadlines: Mutex<BTreeMap<Duration, u32>>,
+    deadlines: Mutex<Deadlines>,
     /// Set when something may sleep on a timer this registry does not see.
     unseen: AtomicBool,
+    /// Whether deadlines are kept by host too (only a run that leaves idle
+    /// hosts out asks [`due`](Timers::due)).
+    by_host: AtomicBool,
+}
+
+/// Simulation time of each pending deadline, with how many timers wait for
+/// it: of every host, and of each host by its address (`None`: armed out of
+/// a host's context, which counts for every host).
+#[derive(Debug, Default)]
+struct Deadlines {
+    all: BTreeMap<Duration, u32>,
+    by_host: BTreeMap<Option<IpAddr>, BTreeMap<Duration, u32>>,
 }
 
 impl Timers {
     /// The earliest pending deadline, in simulation time.
     pub fn earliest(&self) -> Option<Duration> {
-        lock(&self.deadlines).keys().next().copied()
+        lock(&self.deadlines).all.keys().next().copied()
+    }
+
+    /// Whether a timer of the host at `host` is due by `end` (simulation
+    /// time), or one armed out of any host's context.
+    /// Only meaningful after [`keep_by_host`](Timers::keep_by_host),
+    /// before any timer registers.
+    pub fn due(&self, host: IpAddr, end: Duration) -> bool {
+        let deadlines = lock(&self.deadlines);
+        [Some(host), None]
+            .iter()
+            .any(|h| deadlines.by_host.get(h).and_then(|d| d.keys().next()).is_some_and(|&first| first <= end))
     }
 
     /// Whether something may wait on a timer not registered here.
     pub fn unseen(&self) -> bool {
         self.unseen.load(Ordering::Relaxed)
+    }
+
+    /// Keeps each deadline by its host too, for [`due`](Timers::due).
+    pub fn keep_by_host(&self) {
+        self.by_host.store(true, Ordering::Relaxed);
     }
 
     /// Records that something may wait on a timer not registered here.
@@ -60,8 +88,15 @@ impl Timers {
             (Some(_), None) => Duration::MAX,
             (None, _) => Duration::ZERO,
         };
-        *lock(&self.deadlines).entry(at).or_default() += 1;
-        Pending { timers: self, at }
+        let by_host = self.by_host.load(Ordering::Relaxed);
+        let host = if by_host { turmoil::current_host_addr() } else { None };
+        let mut deadlines = lock(&self.deadlines);
+        *deadlines.all.entry(at).or_default() += 1;
+        if by_host {
+            *deadlines.by_host.entry(host).or_default().entry(at).or_default() += 1;
+        }
+        drop(deadlines);
+        Pending { timers: self, at, host, by_host }
     }
 }
 
@@ -69,16 +104,29 @@ impl Timers {
 struct Pending {
     timers: Arc<Timers>,
     at: Duration,
+    host: Option<IpAddr>,
+    by_host: bool,
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
         let mut deadlines = lock(&self.timers.deadlines);
-        if let Some(n) = deadlines.get_mut(&self.at) {
-            *n -= 1;
-            if *n == 0 {
-                deadlines.remove(&self.at);
-            }
+        release(&mut deadlines.all, self.at);
+        if !self.by_host {
+            return;
+        }
+        if let Some(of_host) = deadlines.by_host.get_mut(&self.host) {
+            release(of_host, self.at);
+        }
+    }
+}
+
+/// One timer fewer waits for `at`.
+fn release(deadlines: &mut BTreeMap<Duration, u32>, at: Duration) {
+    if let Some(n) = deadlines.get_mut(&at) {
+        *n -= 1;
+        if *n == 0 {
+            deadlines.remove(&at);
         }
     }
 }
@@ -219,6 +267,37 @@ mod tests {
     fn futures_poll_once(f: Pin<&mut (dyn Future<Output = ()> + Send)>) -> Poll<()> {
         let waker = std::task::Waker::noop();
         f.poll(&mut Context::from_waker(waker))
+    }
+
+    #[test]
+    fn a_deadline_is_due_for_its_own_host_only() {
+        let installed = install();
+        installed.timers.keep_by_host();
+        let mut sim = turmoil::Builder::new().tick_duration(Duration::from_millis(1)).build();
+        sim.client("sleeper", async {
+            sleep(Duration::from_millis(500)).await;
+            Ok(())
+        });
+        sim.client("other", async {
+            std::future::pending::<()>().await;
+            Ok(())
+        });
+        let (sleeper, other) = (sim.lookup("sleeper"), sim.lookup("other"));
+        sim.step().expect("runs");
+        let due = |host, ms| installed.timers.due(host, Duration::from_millis(ms));
+        assert!(!due(sleeper, 499) && due(sleeper, 500), "{:?}", installed.timers);
+        assert!(!due(other, 500));
+        // Kept by host only when asked: no deadline is anyone's.
+        let installed = install();
+        let mut sim = turmoil::Builder::new().tick_duration(Duration::from_millis(1)).build();
+        sim.client("sleeper", async {
+            sleep(Duration::from_millis(500)).await;
+            Ok(())
+        });
+        let sleeper = sim.lookup("sleeper");
+        sim.step().expect("runs");
+        assert_eq!(installed.timers.earliest(), Some(Duration::from_millis(500)));
+        assert!(!installed.timers.due(sleeper, Duration::from_millis(500)));
     }
 
     #[test]

@@ -70,11 +70,13 @@ impl TcpStream {
     pub async fn connect<A: ToSocketAddrs>(addr: A) -> Result<TcpStream> {
         let (ack, syn_ack) = oneshot::channel();
 
+        let mut connecting = None;
         let (pair, rx, bidi) = World::current(|world| {
             let dst = addr.to_socket_addr(&world.dns)?;
 
             let (pair, rx, bidi) = {
                 let host = world.current_host_mut();
+                connecting = Some(Connecting::new(&host.connecting));
                 let mut local_addr = SocketAddr::new(host.addr, host.assign_ephemeral_port());
                 if dst.ip().is_loopback() {
                     local_addr.set_ip(dst.ip());
@@ -98,6 +100,7 @@ impl TcpStream {
         syn_ack.await.map_err(|_| {
             io::Error::new(io::ErrorKind::ConnectionRefused, pair.remote.to_string())
         })?;
+        drop(connecting);
 
         tracing::trace!(target: TRACING_TARGET, src = ?pair.remote, dst = ?pair.local, protocol = %"TCP SYN-ACK", "Recv");
 
@@ -455,6 +458,22 @@ fn send_loopback(src: SocketAddr, dst: SocketAddr, message: Protocol) {
             }
         })
     });
+}
+
+/// A connect waiting for its SYN-ACK, counted on its host while it lives.
+struct Connecting(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Connecting {
+    fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Connecting {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Connecting(count.clone())
+    }
+}
+
+impl Drop for Connecting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Bidirectional flow control for a TCP connection.
