@@ -364,3 +364,27 @@ fn a_two_host_run_ticks_every_host() {
     with_lazy_hosts_always(|| runner::run(&s, 1)).expect("finishes");
     assert!(last_run_lazy_ticks() > 0);
 }
+
+#[test]
+fn the_readme_hunt_bench_table_has_the_benchs_rows_and_the_hunts_verdict() {
+    // `cargo bench --bench hunt` prints this table; the figures are measured
+    // (never asserted), the rows and the failing-seed counts are checked here.
+    let rows = crate::readme::table_after("Measured speed", "`cargo bench\n--bench hunt`");
+    let labels: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(labels, ["every tick stepped", "idle ticks skipped", "ratio"], "{rows:?}");
+    let honest = retrysim::sim::checks::hunt::HuntConfig {
+        start: 1,
+        seeds: 500,
+        target: retrysim::sim::checks::hunt::Target::of(retrysim::sim::checks::hunt::Kind::All),
+        threads: 2,
+        determinism: retrysim::sim::checks::hunt::DeterminismSample::Off,
+    };
+    let failing =
+        retrysim::sim::checks::hunt::hunt(&honest, &|_, _| {}).iter().filter(|r| !r.findings.is_empty()).count();
+    for row in &rows[..2] {
+        assert_eq!(row[1], failing.to_string(), "README's hunt bench table: {row:?}");
+    }
+    let ratio: f64 = rows[2][2].trim_end_matches('x').parse().expect("a ratio");
+    let (plain, skip): (f64, f64) = (rows[0][2].parse().expect("a figure"), rows[1][2].parse().expect("a figure"));
+    assert!((skip / plain - ratio).abs() < 0.05, "the ratio row is the two rows' ratio: {rows:?}");
+}
