@@ -375,12 +375,12 @@ fn the_readme_hunt_bench_table_has_the_benchs_rows_and_the_hunts_verdict() {
     let honest = retrysim::sim::checks::hunt::HuntConfig {
         start: 1,
         seeds: 500,
-        target: retrysim::sim::checks::hunt::Target::of(retrysim::sim::checks::hunt::Kind::All),
+        target: Target::of(Kind::All),
         threads: 2,
         determinism: retrysim::sim::checks::hunt::DeterminismSample::Off,
     };
-    let failing =
-        retrysim::sim::checks::hunt::hunt(&honest, &|_, _| {}).iter().filter(|r| !r.findings.is_empty()).count();
+    let failing = retrysim::sim::checks::hunt::hunt(&honest, &|_, _| {});
+    let failing = failing.iter().filter(|r| !r.findings.is_empty()).count();
     for row in &rows[..2] {
         assert_eq!(row[1], failing.to_string(), "README's hunt bench table: {row:?}");
     }

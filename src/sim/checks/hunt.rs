@@ -579,14 +579,6 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
         liveness_checked: liveness,
         findings: Vec::new(),
     };
-    let failed = |message: String| Finding {
-        seed,
-        kind: ran,
-        invariant: "run-failed".into(),
-        count: 1,
-        message,
-        replay: replay.clone(),
-    };
     // A run the wall-time bound stopped says so, and its replay line raises the bound.
     let wall_bound = std::cell::Cell::new(None);
     let run = |s: &Scenario| match catch_unwind(AssertUnwindSafe(|| runner::run(s, seed))) {
@@ -603,7 +595,14 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
     };
     let failed = |message: String| {
         let longer = wall_bound.get().map(|b| format!(" --max-wall {}m", (b.as_secs() * 6).div_ceil(60).max(1)));
-        Finding { replay: format!("{replay}{}", longer.unwrap_or_default()), ..failed(message) }
+        Finding {
+            seed,
+            kind: ran,
+            invariant: "run-failed".into(),
+            count: 1,
+            message,
+            replay: format!("{replay}{}", longer.unwrap_or_default()),
+        }
     };
     let first = match run(&s) {
         Ok(r) => r,

@@ -40,12 +40,44 @@ use crate::sim::world::fleet::{Hooks, fleet_hosts};
 use crate::sim::world::timers::Timers;
 
 thread_local! {
-    static PLAIN_TICKS: Cell<bool> = const { Cell::new(false) };
-    static EAGER_HOSTS: Cell<bool> = const { Cell::new(false) };
-    static ALWAYS_LAZY: Cell<bool> = const { Cell::new(false) };
+    static KNOBS: Cell<Knobs> = const { Cell::new(Knobs { plain_ticks: false, eager_hosts: false, lazy_always: false }) };
     static SKIPPED: Cell<u64> = const { Cell::new(0) };
     static LAZY_TICKS: Cell<u64> = const { Cell::new(0) };
     static LAZY_REPLAYS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How the runs this thread starts step, set only by the tests' `with_*`
+/// functions below (the default skips idle stretches, and leaves idle hosts
+/// out of busy steps of runs with [`LAZY_MIN_HOSTS`] hosts or more).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Knobs {
+    /// Step every tick.
+    plain_ticks: bool,
+    /// Tick every host in every step that is stepped.
+    eager_hosts: bool,
+    /// Leave idle hosts out however few hosts a run has.
+    lazy_always: bool,
+}
+
+/// The knobs of the runs this thread starts.
+pub(crate) fn knobs() -> Knobs {
+    KNOBS.with(Cell::get)
+}
+
+/// Carries the knobs to a thread a run moves to.
+pub(crate) fn set_knobs(knobs: Knobs) {
+    KNOBS.with(|k| k.set(knobs));
+}
+
+/// Runs `f` with one knob turned on, and puts the knobs back after.
+fn with_knob<R>(turn_on: fn(&mut Knobs), f: impl FnOnce() -> R) -> R {
+    let before = knobs();
+    let mut on = before;
+    turn_on(&mut on);
+    set_knobs(on);
+    let out = f();
+    set_knobs(before);
+    out
 }
 
 /// How many host ticks the last run on this thread left out (`step_lazily`).
@@ -66,10 +98,7 @@ pub fn last_run_lazy_replays() -> u64 {
 /// that compare the two ways; not part of the harness's API.
 #[doc(hidden)]
 pub fn with_eager_hosts<R>(f: impl FnOnce() -> R) -> R {
-    let before = EAGER_HOSTS.with(|p| p.replace(true));
-    let out = f();
-    EAGER_HOSTS.with(|p| p.set(before));
-    out
+    with_knob(|k| k.eager_hosts = true, f)
 }
 
 /// Runs `f` with idle hosts left out of busy steps however few hosts a run
@@ -77,20 +106,15 @@ pub fn with_eager_hosts<R>(f: impl FnOnce() -> R) -> R {
 /// tests that compare the ways; not part of the harness's API.
 #[doc(hidden)]
 pub fn with_lazy_hosts_always<R>(f: impl FnOnce() -> R) -> R {
-    let before = ALWAYS_LAZY.with(|p| p.replace(true));
-    let out = f();
-    ALWAYS_LAZY.with(|p| p.set(before));
-    out
+    with_knob(|k| k.lazy_always = true, f)
 }
 
-/// Whether runs started on this thread leave idle hosts out however few.
-pub(crate) fn lazy_hosts_always() -> bool {
-    ALWAYS_LAZY.with(Cell::get)
-}
-
-/// Carries [`lazy_hosts_always`] to a thread the run moves to.
-pub(crate) fn set_lazy_hosts_always(on: bool) {
-    ALWAYS_LAZY.with(|p| p.set(on));
+/// Runs `f` with skipping off for every run this thread starts (or a run
+/// starts on a thread of its own from here): every tick is stepped. For
+/// tests that compare the two ways; not part of the harness's API.
+#[doc(hidden)]
+pub fn with_plain_ticks<R>(f: impl FnOnce() -> R) -> R {
+    with_knob(|k| k.plain_ticks = true, f)
 }
 
 /// The fewest hosts a run leaves idle hosts out of busy steps with. With the
@@ -98,16 +122,6 @@ pub(crate) fn set_lazy_hosts_always(on: bool) {
 /// watching the hosts' wakes costs more than the ticks it saves (about 15%
 /// slower on `hunt --seeds 200` and `berlin-40-workers`).
 pub const LAZY_MIN_HOSTS: usize = 3;
-
-/// Whether runs started on this thread tick every host in every step.
-pub(crate) fn eager_hosts() -> bool {
-    EAGER_HOSTS.with(Cell::get)
-}
-
-/// Carries [`eager_hosts`] to a thread the run moves to.
-pub(crate) fn set_eager_hosts(on: bool) {
-    EAGER_HOSTS.with(|p| p.set(on));
-}
 
 /// Records what a run's stepping did, for the `last_run_*` functions.
 pub(crate) fn record_lazy(ticks: u64, replays: u64) {
@@ -120,27 +134,6 @@ pub(crate) fn record_lazy(ticks: u64, replays: u64) {
 #[doc(hidden)]
 pub fn last_run_skipped_ticks() -> u64 {
     SKIPPED.with(Cell::get)
-}
-
-/// Runs `f` with skipping off for every run this thread starts (or a run
-/// starts on a thread of its own from here): every tick is stepped. For
-/// tests that compare the two ways; not part of the harness's API.
-#[doc(hidden)]
-pub fn with_plain_ticks<R>(f: impl FnOnce() -> R) -> R {
-    let before = PLAIN_TICKS.with(|p| p.replace(true));
-    let out = f();
-    PLAIN_TICKS.with(|p| p.set(before));
-    out
-}
-
-/// Whether runs started on this thread step every tick.
-pub(crate) fn plain_ticks() -> bool {
-    PLAIN_TICKS.with(Cell::get)
-}
-
-/// Carries [`plain_ticks`] to a thread the run moves to.
-pub(crate) fn set_plain_ticks(on: bool) {
-    PLAIN_TICKS.with(|p| p.set(on));
 }
 
 /// How a run steps.
@@ -171,7 +164,8 @@ impl Stepping {
         let whole_ms = !s.net.tick.is_zero() && s.net.tick.as_nanos().is_multiple_of(1_000_000);
         SKIPPED.with(|n| n.set(0));
         record_lazy(0, 0);
-        let lazy = lazy && !eager_hosts() && (hosts(s) >= LAZY_MIN_HOSTS || lazy_hosts_always());
+        let knobs = knobs();
+        let lazy = lazy && !knobs.eager_hosts && (hosts(s) >= LAZY_MIN_HOSTS || knobs.lazy_always);
         if lazy {
             timers.keep_by_host();
         }
@@ -179,7 +173,7 @@ impl Stepping {
             timers,
             tick: s.net.tick,
             time_limit: s.time_limit,
-            skip: whole_ms && !plain_ticks(),
+            skip: whole_ms && !knobs.plain_ticks,
             lazy,
             last_fault: RefCell::new(None),
         }

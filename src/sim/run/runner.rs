@@ -17,10 +17,7 @@ use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
 use crate::gate::Gate;
 use crate::gate::aimd::Aimd;
 use crate::gate::pacing::{Pacing, PacingState};
-use crate::sim::run::advance::{
-    Stepping, advance, eager_hosts, lazy_hosts_always, plain_ticks, record_lazy, set_eager_hosts,
-    set_lazy_hosts_always, set_plain_ticks,
-};
+use crate::sim::run::advance::{Stepping, advance, knobs, record_lazy, set_knobs};
 use crate::sim::run::clients::ScenarioClient;
 use crate::sim::run::job::job_of_label;
 use crate::sim::run::scenario::{BudgetConfig, GateConfig, Scenario};
@@ -293,11 +290,9 @@ fn run_in_thread(
     traces: Traces,
 ) -> Result<Report, RunError> {
     if tokio::runtime::Handle::try_current().is_ok() {
-        let (plain, eager, always) = (plain_ticks(), eager_hosts(), lazy_hosts_always());
+        let knobs = knobs();
         let run = move || {
-            set_plain_ticks(plain);
-            set_eager_hosts(eager);
-            set_lazy_hosts_always(always);
+            set_knobs(knobs);
             simulate(s, seed, hooks, make, traces)
         };
         return std::thread::scope(|scope| {
@@ -318,11 +313,9 @@ fn run_in_thread(
     simulate(s, seed, hooks, make, traces)
 }
 
-/// A host owing ticks was woken through shared memory (see
-/// [`advance`](crate::sim::run::advance)): the run is not the one of
-/// ticking every host and must run again with every host ticked.
-struct LazyWoken;
-
+/// Runs `s`; when a host owing ticks was woken through shared memory (see
+/// [`advance`](crate::sim::run::advance)), the run is not the one of ticking
+/// every host, so it runs again with every host ticked.
 fn simulate(
     s: &Scenario,
     seed: u64,
@@ -330,29 +323,15 @@ fn simulate(
     make: Arc<dyn MakeSubject>,
     traces: Traces,
 ) -> Result<Report, RunError> {
-    match simulate_once(s, seed, hooks, make.clone(), traces, true) {
-        Ok(report) => report,
-        Err(LazyWoken) => {
-            let lazy_ticks = crate::sim::run::advance::last_run_lazy_ticks();
-            let again = simulate_once(s, seed, hooks, make, traces, false);
-            record_lazy(lazy_ticks, 1);
-            again.unwrap_or_else(|LazyWoken| unreachable!("a run with every host ticked owes no host a tick"))
-        }
-    }
-}
-
-/// One run; `lazy`: whether busy steps may leave out idle hosts.
-fn simulate_once(
-    s: &Scenario,
-    seed: u64,
-    hooks: Hooks,
-    make: Arc<dyn MakeSubject>,
-    traces: Traces,
-    lazy: bool,
-) -> Result<Result<Report, RunError>, LazyWoken> {
     let mut woken = false;
-    let report = simulate_stepping(s, seed, hooks, make, traces, lazy, &mut woken);
-    if woken { Err(LazyWoken) } else { Ok(report) }
+    let lazily = simulate_stepping(s, seed, hooks, make.clone(), traces, true, &mut woken);
+    if !woken {
+        return lazily;
+    }
+    let lazy_ticks = crate::sim::run::advance::last_run_lazy_ticks();
+    let again = simulate_stepping(s, seed, hooks, make, traces, false, &mut woken);
+    record_lazy(lazy_ticks, 1);
+    again
 }
 
 /// One run; sets `woken` (and stops) when a host owing ticks was woken.
