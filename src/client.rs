@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::body::ErrorEnvelope;
@@ -23,6 +23,10 @@ use crate::trace::{AdviceView, EventKind, Trace, ms, short_key};
 
 /// The header that makes a POST safe to replay.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// The header a server marks a replayed idempotent answer with (made once:
+/// a lookup by name as text parses the text every time).
+static REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
 /// The last answer of a failed operation, kept whole so the caller can show
 /// it, or queue the work under the same key (seed 000).
@@ -367,7 +371,7 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
                     } else {
                         read_advice(res.headers(), envelope.as_ref(), self.clock.wall())
                     };
-                    let replayed = res.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
+                    let replayed = res.headers().get(&REPLAYED).is_some_and(|v| v == "true");
                     trace.push(
                         now,
                         EventKind::Answer {

@@ -8,6 +8,11 @@ use clap::{Parser, Subcommand};
 
 mod cli;
 
+/// A simulation allocates and frees for every request it simulates; see the
+/// `mimalloc` line in Cargo.toml. The library leaves the allocator to you.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "retrysim",

@@ -4,6 +4,7 @@
 //! `{"error":{"code","message","requestId","resetAt"}}` (Blinkimg, seed 002) and
 //! `{"error":{"type","message","retry_after_seconds"}}` (Sume, seed 000).
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
@@ -43,22 +44,45 @@ pub struct ErrorEnvelope {
 }
 
 /// A JSON object's members in document order, duplicates kept, each value
-/// unparsed. Reading a value as `RawValue` only scans it (`serde_json`'s
-/// `ignore_value`), so a number out of range fails nothing here.
-struct Members(Vec<(String, Box<RawValue>)>);
+/// unparsed and borrowed from the body. Reading a value as `RawValue` only
+/// scans it (`serde_json`'s `ignore_value`), so a number out of range fails
+/// nothing here.
+struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 
-impl<'de> Deserialize<'de> for Members {
+/// A member name, borrowed from the body unless it has escapes to undo.
+struct Name<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Name<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Members;
+            type Value = Name<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Members<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
                 let mut members = Vec::new();
-                while let Some(entry) = map.next_entry::<String, Box<RawValue>>()? {
-                    members.push(entry);
+                while let Some((Name(name), raw)) = map.next_entry::<Name<'de>, &'de RawValue>()? {
+                    members.push((name, raw));
                 }
                 Ok(Members(members))
             }
@@ -67,13 +91,13 @@ impl<'de> Deserialize<'de> for Members {
     }
 }
 
-impl Members {
-    fn parse(json: &[u8]) -> Option<Members> {
+impl<'a> Members<'a> {
+    fn parse(json: &'a [u8]) -> Option<Members<'a>> {
         serde_json::from_slice(json).ok()
     }
 
     /// The readable, non-null values of every member named `name`, in order.
-    fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = serde_json::Value> + 'a {
+    fn values<'s>(&'s self, name: &'s str) -> impl Iterator<Item = serde_json::Value> + 's {
         self.0
             .iter()
             .filter(move |(k, _)| k == name)
@@ -81,11 +105,9 @@ impl Members {
             .filter(|v| !v.is_null())
     }
 
-    fn strings<'a>(&'a self, name: &'a str) -> impl Iterator<Item = String> + 'a {
-        self.values(name).filter_map(|v| match v {
-            serde_json::Value::String(s) => Some(s),
-            _ => None,
-        })
+    /// The string values of every member named `name`, in order.
+    fn strings<'s>(&'s self, name: &'s str) -> impl Iterator<Item = String> + 's {
+        self.0.iter().filter(move |(k, _)| k == name).filter_map(|(_, raw)| serde_json::from_str(raw.get()).ok())
     }
 }
 
@@ -106,15 +128,15 @@ impl ErrorEnvelope {
         if errors.is_empty() {
             return None;
         }
-        let all = |f: &dyn Fn(&Members) -> Vec<serde_json::Value>| errors.iter().flat_map(f).collect::<Vec<_>>();
-        let text = |name: &str| errors.iter().flat_map(|e| e.strings(name).collect::<Vec<_>>()).collect::<Vec<_>>();
+        let text = |name: &str| errors.iter().flat_map(|e| e.strings(name)).collect::<Vec<_>>();
+        let last = |name: &str| errors.iter().flat_map(|e| e.values(name)).last();
         let codes = text("code");
         let codes = if codes.is_empty() { text("type") } else { codes };
         Some(ErrorEnvelope {
             code: codes.last().cloned(),
-            message: text("message").pop(),
-            retry_after_seconds: all(&|e| e.values("retry_after_seconds").collect()).pop(),
-            reset_at: all(&|e| e.values("resetAt").collect()).pop(),
+            message: errors.iter().flat_map(|e| e.strings("message")).last(),
+            retry_after_seconds: last("retry_after_seconds"),
+            reset_at: last("resetAt"),
             codes,
         })
     }

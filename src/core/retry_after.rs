@@ -154,21 +154,34 @@ pub fn parse_http_date(value: &[u8], reference: SystemTime) -> Option<SystemTime
     }
     // Normalise to IMF-fixdate (29 bytes) or asctime (24 bytes) with a 4-digit year;
     // `year_at`/`time_at` are where the year and `HH:MM:SS` sit in `buf`.
-    let (mut buf, year, year_at, time_at) = match s.len() {
-        29 => (s.to_vec(), digits_value(&s[12..16])?, 12, 17),
-        24 => (s.to_vec(), digits_value(&s[20..24])?, 20, 11),
+    let (mut fixed, mut rfc850);
+    let (buf, year, year_at, time_at): (&mut [u8], _, _, _) = match s.len() {
+        29 => {
+            fixed = [0; 29];
+            fixed.copy_from_slice(s);
+            (&mut fixed, digits_value(&s[12..16])?, 12, 17)
+        }
+        24 => {
+            fixed = [0; 29];
+            fixed[..24].copy_from_slice(s);
+            (&mut fixed[..24], digits_value(&s[20..24])?, 20, 11)
+        }
         _ => {
-            let (imf, year) = rfc850_to_imf(s, reference)?;
-            (imf, year, 12, 17)
+            let year;
+            (rfc850, year) = rfc850_to_imf(s, reference)?;
+            (&mut rfc850, year, 12, 17)
         }
     };
     let leap = &buf[time_at..time_at + 8] == b"23:59:60";
     if leap {
         buf[time_at + 6..time_at + 8].copy_from_slice(b"59");
     }
+    // A year from 1970 to 9999: four digits.
     let (year, cycles) = into_supported_years(year);
-    buf[year_at..year_at + 4].copy_from_slice(format!("{year:04}").as_bytes());
-    let date = httpdate::parse_http_date(std::str::from_utf8(&buf).ok()?).ok()?;
+    for (digit, place) in buf[year_at..year_at + 4].iter_mut().zip([1000, 100, 10, 1]) {
+        *digit = b'0' + u8::try_from(year / place % 10).ok()?;
+    }
+    let date = httpdate::parse_http_date(std::str::from_utf8(buf).ok()?).ok()?;
     shift_cycles(date, cycles)?.checked_add(Duration::from_secs(u64::from(leap)))
 }
 

@@ -1,10 +1,11 @@
 //! The lean production build: with `default-features = false` a library
 //! user compiles the retry core and the driver, never the harness's
-//! turmoil, the scenario files' toml or the command line's clap.
+//! turmoil, the scenario files' toml or the command line's clap and
+//! allocator (mimalloc, a C library).
 
 use std::process::Command;
 
-const HARNESS_ONLY: [&str; 4] = ["turmoil", "clap", "toml", "proptest"];
+const HARNESS_ONLY: [&str; 5] = ["turmoil", "clap", "toml", "proptest", "mimalloc"];
 
 /// The crates `cargo tree` lists as normal dependencies, deduplicated.
 fn normal_dependencies(features: &[&str]) -> Vec<String> {
@@ -35,7 +36,7 @@ fn without_default_features_no_harness_crate_is_compiled() {
     for needed in ["hyper", "hyper-util", "tokio", "getrandom"] {
         assert!(lean.iter().any(|n| n == needed), "{needed} missing from {lean:?}");
     }
-    // Negative control: the default build has all three, so the check can fail.
+    // Negative control: the default build has them all, so the check can fail.
     let full = normal_dependencies(&[]);
     for c in HARNESS_ONLY {
         assert!(full.iter().any(|n| n == c), "{c} not in the default build: {full:?}");

@@ -388,3 +388,56 @@ fn the_readme_hunt_bench_table_has_the_benchs_rows_and_the_hunts_verdict() {
     let (plain, skip): (f64, f64) = (rows[0][2].parse().expect("a figure"), rows[1][2].parse().expect("a figure"));
     assert!((skip / plain - ratio).abs() < 0.05, "the ratio row is the two rows' ratio: {rows:?}");
 }
+
+/// The `cargo bench --bench compare` summary in README: each preset's total
+/// virtual time and requests over seeds 1..=5, and each fleet size's
+/// requests, are what the runs give (the wall times are the machine's).
+#[test]
+fn the_readme_compare_bench_tables_count_what_the_runs_do() {
+    use retrysim::sim::tools::compare;
+    let thousands = |n: u64| {
+        let digits = n.to_string();
+        let mut out = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    };
+    let marker = "`cargo bench --bench compare` (divan";
+    let rows = crate::readme::table_after("Measured speed", marker);
+    assert!(!rows.is_empty(), "no preset table after {marker:?}");
+    for name in compare::PRESETS {
+        let c = compare::run(&compare::preset(name).expect("a preset"), 5, compare::default_threads())
+            .expect("the comparison runs");
+        let runs = || c.rows.iter().flat_map(|r| &r.runs);
+        let virtual_s = runs().map(|r| r.virtual_ms).sum::<u64>() as f64 / 1e3;
+        let requests = runs().map(|r| r.requests).sum::<u64>();
+        // As the bench prints it (`{:.1}`), with thousands separated.
+        let printed = format!("{virtual_s:.1}");
+        let (whole, tenths) = printed.split_once('.').expect("one decimal");
+        let whole: u64 = whole.parse().expect("a whole number of seconds");
+        let expected = [format!("{}.{tenths}", thousands(whole)), thousands(requests)];
+        let of_preset: Vec<_> = rows.iter().filter(|r| r[0] == name).collect();
+        assert_eq!(of_preset.len(), 2, "README: one row per thread count for {name}");
+        for row in of_preset {
+            assert_eq!(
+                [&row[3], &row[5]],
+                [&expected[0], &expected[1]],
+                "README row {row:?}: run `cargo bench --bench compare` and copy its summary"
+            );
+        }
+    }
+    let fleets = crate::readme::table_after("Measured speed", "Each fleet size, one run");
+    let sizes = [(8, 120), (8, 1_200), (8, 12_000), (64, 1_200), (512, 1_200)];
+    assert_eq!(fleets.len(), sizes.len(), "{fleets:?}");
+    for (row, (workers, jobs)) in fleets.iter().zip(sizes) {
+        let mut s = scenario::blinkimg_1s();
+        (s.fleet.workers, s.fleet.jobs) = (workers, jobs);
+        s.time_limit = std::time::Duration::from_secs(24 * 3600);
+        let r = runner::run_keeping(&s, 1, Traces::None).expect("finishes");
+        assert_eq!(row[1], thousands(r.requests), "README row {row:?}: {workers} workers, {jobs} jobs");
+    }
+}

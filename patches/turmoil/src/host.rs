@@ -7,6 +7,8 @@ use crate::{Envelope, TRACING_TARGET};
 
 use bytes::Bytes;
 use indexmap::IndexMap;
+
+use crate::fast_map::FastMap;
 use std::collections::VecDeque;
 use std::fmt::Display;
 use std::io;
@@ -330,13 +332,13 @@ impl Udp {
 
 pub(crate) struct Tcp {
     /// Bound server sockets
-    binds: IndexMap<u16, ServerSocket>,
+    binds: FastMap<u16, ServerSocket>,
 
     /// TcpListener channel capacity
     server_socket_capacity: usize,
 
     /// Active stream sockets
-    sockets: IndexMap<SocketPair, StreamSocket>,
+    sockets: FastMap<SocketPair, StreamSocket>,
 
     /// TcpStream channel capacity
     socket_capacity: usize,
@@ -353,7 +355,7 @@ struct ServerSocket {
 }
 
 struct StreamSocket {
-    buf: IndexMap<u64, SequencedSegment>,
+    buf: FastMap<u64, SequencedSegment>,
     next_send_seq: u64,
     recv_seq: u64,
     sender: mpsc::Sender<SequencedSegment>,
@@ -385,7 +387,7 @@ impl StreamSocket {
         let (tx, rx) = mpsc::channel(capacity);
         let flow_control = BidiFlowControl::new(capacity);
         let sock = Self {
-            buf: IndexMap::new(),
+            buf: FastMap::default(),
             next_send_seq: 1,
             recv_seq: 0,
             sender: tx,
@@ -434,8 +436,8 @@ impl StreamSocket {
 impl Tcp {
     fn new(capacity: usize) -> Self {
         Self {
-            binds: IndexMap::new(),
-            sockets: IndexMap::new(),
+            binds: FastMap::default(),
+            sockets: FastMap::default(),
             server_socket_capacity: capacity,
             socket_capacity: capacity,
         }

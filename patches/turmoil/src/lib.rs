@@ -196,6 +196,7 @@ pub use envelope::{Datagram, Protocol, Segment};
 mod error;
 pub use error::Result;
 
+mod fast_map;
 mod host;
 use host::Host;
 

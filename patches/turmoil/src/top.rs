@@ -3,7 +3,7 @@ use crate::host::Host;
 use crate::rt::Rt;
 use crate::{config, TRACING_TARGET};
 
-use indexmap::IndexMap;
+use crate::fast_map::FastMap;
 use rand::{Rng, RngCore};
 use rand_distr::{Distribution, Exp};
 use std::collections::VecDeque;
@@ -17,7 +17,7 @@ pub(crate) struct Topology {
     config: config::Link,
 
     /// Specific configuration overrides between specific hosts.
-    links: IndexMap<Pair, Link>,
+    links: FastMap<Pair, Link>,
 
     /// We don't use a Rt for async. Right now, we just use it to tick time
     /// forward in the same way we do it elsewhere. We'd like to represent
@@ -150,7 +150,7 @@ struct Link {
     sent: VecDeque<Sent>,
 
     /// Messages that are ready to be delivered.
-    deliverable: IndexMap<IpAddr, VecDeque<Envelope>>,
+    deliverable: FastMap<IpAddr, VecDeque<Envelope>>,
 
     /// The current network time, moved forward with [`Link::tick`].
     now: Instant,
@@ -176,7 +176,7 @@ impl Topology {
     pub(crate) fn new(config: config::Link) -> Topology {
         Topology {
             config,
-            links: IndexMap::new(),
+            links: FastMap::default(),
             rt: Rt::no_software(),
         }
     }
@@ -367,7 +367,7 @@ impl Link {
             state_b_a: State::Healthy,
             config: config::Link::default(),
             sent: VecDeque::new(),
-            deliverable: IndexMap::new(),
+            deliverable: FastMap::default(),
             now,
         }
     }

@@ -176,7 +176,7 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
         }
     };
     if lock(&server.faults).lose() {
-        if let Some(i) = res.headers().get("x-retrysim-arrival").and_then(|v| v.to_str().ok()?.parse().ok()) {
+        if let Some(i) = crate::sim::world::api::arrival_index(&res) {
             lock(&server.api).answer_lost(i);
         }
         return Err(AnswerLost);

@@ -15,7 +15,7 @@ use super::envelope::ErrorCode;
 use super::habits;
 use super::idempotency::{Fingerprint, Lookup, StoredAnswer};
 use super::limiter::{Verdict, ceil_seconds};
-use super::{API_KEY_HEADER, Api, Caller, Meter, Run, ScriptStep};
+use super::{Api, Caller, Meter, Run, ScriptStep, names};
 
 /// The idempotency scope of callers without a key.
 const ANONYMOUS: &str = "(anonymous)";
@@ -111,7 +111,7 @@ impl Api {
 
     /// The caller behind `x-api-key`; a keyless caller only if anonymous use is on.
     fn authenticate(&self, req: &Request<Bytes>) -> Option<Caller> {
-        let Some(value) = req.headers().get(API_KEY_HEADER) else {
+        let Some(value) = req.headers().get(&names::API_KEY) else {
             return self.anonymous.is_some().then_some(Caller::Anonymous);
         };
         let key = value.to_str().ok()?;

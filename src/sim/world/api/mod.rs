@@ -42,7 +42,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::{Request, Response};
+use http::{HeaderName, Request, Response};
 
 pub use config::{
     AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Envelope, LimiterConfig, LimiterKind,
@@ -68,9 +68,21 @@ pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 /// Response header on a replayed idempotent answer.
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 
+/// The headers above as names, made once: looking a header up by its name
+/// as text parses and validates the text every time.
+pub(crate) mod names {
+    use http::HeaderName;
+
+    pub(crate) static ARRIVAL: HeaderName = HeaderName::from_static(super::ARRIVAL_HEADER);
+    pub(crate) static CLIENT: HeaderName = HeaderName::from_static(super::CLIENT_HEADER);
+    pub(crate) static API_KEY: HeaderName = HeaderName::from_static(super::API_KEY_HEADER);
+    pub(crate) static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static(super::IDEMPOTENCY_KEY_HEADER);
+    pub(crate) static REPLAYED: HeaderName = HeaderName::from_static(super::REPLAYED_HEADER);
+}
+
 /// The arrival index an answer carries in [`ARRIVAL_HEADER`].
 pub fn arrival_index(response: &Response<Bytes>) -> Option<usize> {
-    response.headers().get(ARRIVAL_HEADER)?.to_str().ok()?.parse().ok()
+    response.headers().get(&names::ARRIVAL)?.to_str().ok()?.parse().ok()
 }
 
 /// What [`Api::begin`] decided.
@@ -196,14 +208,14 @@ impl Api {
     /// Phase 1: a request arrives at `now`. Either an immediate answer, or the
     /// request is accepted and runs for `processing_ms` (then call [`Api::complete`]).
     pub fn begin(&mut self, req: &Request<Bytes>, now: Duration) -> Begin {
-        let text = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let text = |name: &HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let arrival = self.ledger.arrive(Arrival {
             at: now,
-            client: text(CLIENT_HEADER).unwrap_or_else(|| "(unknown)".into()),
+            client: text(&names::CLIENT).unwrap_or_else(|| "(unknown)".into()),
             account: None,
             method: req.method().to_string(),
             path: req.uri().path().to_owned(),
-            idempotency_key: text(IDEMPOTENCY_KEY_HEADER),
+            idempotency_key: text(&names::IDEMPOTENCY_KEY),
             status: 0,
             code: None,
             outcome: ArrivalOutcome::Running,

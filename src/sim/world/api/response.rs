@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Response, StatusCode, header};
+use http::{HeaderName, HeaderValue, Response, StatusCode, header};
 
 use super::admission::Early;
 use super::config::{RateLimitFields, RateLimitedBody};
@@ -17,7 +17,7 @@ use super::endpoint::BudgetKind;
 use super::envelope::{self, ErrorCode, JSON, Refusal, Style};
 use super::habits;
 use super::ledger::Settled;
-use super::{ARRIVAL_HEADER, Api, ArrivalOutcome, Caller, Meter, REPLAYED_HEADER};
+use super::{Api, ArrivalOutcome, Caller, Meter, names};
 
 /// An answer before it becomes a response: what to send and what to record.
 pub(super) struct Answer {
@@ -138,13 +138,15 @@ impl Api {
     /// Turns an answer into a response and records it in the ledger.
     pub(super) fn send(&mut self, arrival: usize, answer: Answer, now: Duration) -> Response<Bytes> {
         let wall = self.clock.at(now);
-        let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response = Response::builder().status(status).header(header::CONTENT_TYPE, answer.content_type);
+        let mut response = Response::new(answer.body);
+        *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let headers = response.headers_mut();
+        headers.append(header::CONTENT_TYPE, HeaderValue::from_static(answer.content_type));
         if self.config.send_date {
-            response = response.header(header::DATE, wall.imf_fixdate());
+            headers.append(header::DATE, text_value(wall.imf_fixdate()));
         }
-        for value in &answer.retry_after {
-            response = response.header(header::RETRY_AFTER, value);
+        for value in answer.retry_after {
+            headers.append(header::RETRY_AFTER, text_value(value));
         }
         if let (true, Some((caller, budget))) = (self.config.rate_limit_headers, answer.meter) {
             let (standing, policy, window) = match caller {
@@ -158,28 +160,38 @@ impl Api {
                 }
             };
             let fields = self.config.rate_limit_fields;
-            let prefix = match fields {
-                RateLimitFields::Draft6 | RateLimitFields::Draft6AndStructured => Some("ratelimit-"),
-                RateLimitFields::XRateLimit => Some("x-ratelimit-"),
+            let names = match fields {
+                RateLimitFields::Draft6 | RateLimitFields::Draft6AndStructured => Some(DRAFT6_FIELDS),
+                RateLimitFields::XRateLimit => Some(X_RATELIMIT_FIELDS),
                 RateLimitFields::Structured => None,
             };
-            if let Some(prefix) = prefix {
-                let reset = habits::reset_value(self.config.rate_limit_reset, standing.reset, wall);
-                response = response
-                    .header(format!("{prefix}limit"), standing.limit)
-                    .header(format!("{prefix}remaining"), standing.remaining)
-                    .header(format!("{prefix}reset"), reset);
+            if let Some([limit, remaining, reset]) = names {
+                let reset_value = habits::reset_value(self.config.rate_limit_reset, standing.reset, wall);
+                headers.append(HeaderName::from_static(limit), HeaderValue::from(standing.limit));
+                headers.append(HeaderName::from_static(remaining), HeaderValue::from(standing.remaining));
+                headers.append(HeaderName::from_static(reset), HeaderValue::from(reset_value));
             }
             if matches!(fields, RateLimitFields::Structured | RateLimitFields::Draft6AndStructured) {
                 let (policy, current) = habits::structured_fields(policy, standing, window);
-                response = response.header("ratelimit-policy", policy).header("ratelimit", current);
+                headers.append(HeaderName::from_static("ratelimit-policy"), text_value(policy));
+                headers.append(HeaderName::from_static("ratelimit"), text_value(current));
             }
         }
         if answer.replayed {
-            response = response.header(REPLAYED_HEADER, "true");
+            headers.append(names::REPLAYED.clone(), HeaderValue::from_static("true"));
         }
-        response = response.header(ARRIVAL_HEADER, arrival);
+        headers.append(names::ARRIVAL.clone(), HeaderValue::from(arrival));
         self.ledger.settle(arrival, answer.settled, now);
-        response.body(answer.body).expect("every header value is valid ASCII")
+        response
     }
+}
+
+/// The request-rate fields of draft 6 and of the `X-RateLimit-*` habit:
+/// limit, remaining, reset.
+const DRAFT6_FIELDS: [&str; 3] = ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"];
+const X_RATELIMIT_FIELDS: [&str; 3] = ["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"];
+
+/// A header value the model wrote: always visible ASCII.
+fn text_value(text: String) -> HeaderValue {
+    HeaderValue::try_from(text).expect("every header value the model writes is visible ASCII")
 }
