@@ -274,14 +274,7 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
                     let api = &mut s.api;
                     api.limiter.writes = api.limiter.writes.max(workers as u32 * 4);
                     api.limiter.reads = api.limiter.reads.max(api.limiter.writes);
-                    api.script.clear();
-                    api.concurrency = None;
-                    api.anonymous_cap = None;
-                    for a in &mut api.accounts {
-                        a.credits = None;
-                        a.monthly_quota = None;
-                    }
-                    s.fleet.anonymous = false;
+                    only_the_limiter_refuses(&mut s);
                     s.fleet.mix = OpMix { keyed: 1, unsafe_post: 0, safe: 0 };
                     // And clients that keep retrying, so the bucket, not the policy, stops them.
                     let p = &mut s.policy;
@@ -345,14 +338,7 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
                 // Answered on arrival: long-running requests straddle resets,
                 // which the gate counts conservatively but not exactly.
                 api.processing_ms = 0;
-                api.concurrency = None;
-                api.anonymous_cap = None;
-                api.script.clear();
-                for a in &mut api.accounts {
-                    a.credits = None;
-                    a.monthly_quota = None;
-                }
-                s.fleet.anonymous = false;
+                only_the_limiter_refuses(&mut s);
                 s.fleet.deferral = None;
                 // Writes only: one gate paces one budget (reads have their own).
                 s.fleet.mix.safe = 0;
@@ -437,6 +423,21 @@ fn fault(g: &mut Draw) -> ScheduledFault {
         _ => Fault::Bounce,
     };
     ScheduledFault { at, fault }
+}
+
+/// Takes away every refusal but the request-rate limiter's: no script, no
+/// concurrency or anonymous cap, no credits or monthly quota, no anonymous
+/// callers. Draws nothing.
+fn only_the_limiter_refuses(s: &mut Scenario) {
+    let api = &mut s.api;
+    api.script.clear();
+    api.concurrency = None;
+    api.anonymous_cap = None;
+    for a in &mut api.accounts {
+        a.credits = None;
+        a.monthly_quota = None;
+    }
+    s.fleet.anonymous = false;
 }
 
 /// Raises a calm scenario's numbers until [`check::liveness_expected`] holds

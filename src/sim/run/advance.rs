@@ -179,6 +179,12 @@ impl Stepping {
         }
     }
 
+    /// The next fault switch, or the time limit if that comes first: a step
+    /// may end there, not beyond.
+    fn until(&self, next_fault: Option<Duration>) -> Duration {
+        next_fault.map_or(self.time_limit, |f| f.min(self.time_limit))
+    }
+
     /// `make`, marking the registry unseen when a client it builds does not
     /// declare that it sleeps on the harness's clock.
     pub(crate) fn watch_clients(&self, make: Arc<dyn MakeSubject>) -> Arc<dyn MakeSubject> {
@@ -228,8 +234,7 @@ pub(crate) fn advance(
     if ticks < 2 {
         // A host may owe ticks only while no fault switches and the time
         // limit is ahead.
-        let until = next_fault.map_or(stepping.time_limit, |f| f.min(stepping.time_limit));
-        if seen && stepping.lazy && sim.elapsed() + stepping.tick < until {
+        if seen && stepping.lazy && sim.elapsed() + stepping.tick < stepping.until(next_fault) {
             let timers = &stepping.timers;
             return sim.step_lazily(&|host, end| timers.due(host, end)).map(|done| (done, 1));
         }
@@ -248,8 +253,7 @@ fn idle_ticks(sim: &turmoil::Sim<'_>, stepping: &Stepping, next_fault: Option<Du
     let tick = stepping.tick.as_nanos();
     // The step may end at these (the runner switches the fault first; the
     // time limit is only passed by a step that ends beyond it).
-    let until = next_fault.map_or(stepping.time_limit, |f| f.min(stepping.time_limit));
-    let mut ticks = until.saturating_sub(now).as_nanos() / tick;
+    let mut ticks = stepping.until(next_fault).saturating_sub(now).as_nanos() / tick;
     // The step must end before these: a timer due at the step's end fires
     // in it, a message deliverable by then is handed over at its start.
     let first = [stepping.timers.earliest(), sim.next_delivery()].into_iter().flatten().min();

@@ -17,7 +17,7 @@ use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
 use crate::gate::Gate;
 use crate::gate::aimd::Aimd;
 use crate::gate::pacing::{Pacing, PacingState};
-use crate::sim::run::advance::{Stepping, advance, knobs, record_lazy, set_knobs};
+use crate::sim::run::advance::{Stepping, advance, knobs, last_run_lazy_ticks, record_lazy, set_knobs};
 use crate::sim::run::clients::ScenarioClient;
 use crate::sim::run::job::job_of_label;
 use crate::sim::run::scenario::{BudgetConfig, GateConfig, Scenario};
@@ -328,7 +328,7 @@ fn simulate(
     if !woken {
         return lazily;
     }
-    let lazy_ticks = crate::sim::run::advance::last_run_lazy_ticks();
+    let lazy_ticks = last_run_lazy_ticks();
     let again = simulate_stepping(s, seed, hooks, make, traces, false, &mut woken);
     record_lazy(lazy_ticks, 1);
     again
