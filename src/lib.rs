@@ -111,3 +111,8 @@ pub use crate::core::policy::{Decision, GiveUpReason, Policy};
 pub use bytes;
 pub use http;
 pub use tokio_util::sync::CancellationToken;
+/// The simulator's network and hosts: retrysim's fork of turmoil
+/// (`retrysim-turmoil`), re-exported so that a connector or host of your own
+/// uses the very types and the thread-local world the harness runs.
+#[cfg(feature = "sim")]
+pub use turmoil;
