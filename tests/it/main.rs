@@ -23,3 +23,4 @@ mod serve;
 mod snapshots;
 mod speed;
 mod timeline;
+mod tokio_seed;

@@ -139,9 +139,6 @@ impl Default for Latency {
 
 impl Default for MessageLoss {
     fn default() -> MessageLoss {
-        MessageLoss {
-            fail_rate: 0.0,
-            repair_rate: 1.0,
-        }
+        MessageLoss { fail_rate: 0.0, repair_rate: 1.0 }
     }
 }

@@ -691,26 +691,35 @@ fn first_difference(x: &str, y: &str) -> usize {
 /// every job's trace, the report, and the server's ledger.
 pub fn check_determinism(a: &Report, b: &Report) -> Option<Violation> {
     let (x, y) = (render_run(a, Show::FirstJobs(usize::MAX)), render_run(b, Show::FirstJobs(usize::MAX)));
-    if x != y {
-        let line = first_difference(&x, &y);
-        return Some(v(
+    let differ = |what: &str, p: &str, q: &str| {
+        let line = first_difference(p, q);
+        v(
             Invariant::Determinism,
-            format!("two runs of seed {} differ first at trace line {line}", a.seed),
-        ));
+            format!("two runs of seed {} differ first at {what} line {line}{}", a.seed, UNSEEDED_TOKIO),
+        )
+    };
+    if x != y {
+        return Some(differ("trace", &x, &y));
     }
     let reports = (pretty(a), pretty(b));
     let ledgers = (pretty(&a.ledger), pretty(&b.ledger));
-    for (what, (p, q)) in [("report", reports), ("ledger", ledgers)] {
-        if p != q {
-            let line = first_difference(&p, &q);
-            return Some(v(
-                Invariant::Determinism,
-                format!("two runs of seed {} differ first at {what} line {line}", a.seed),
-            ));
-        }
-    }
-    None
+    [("report", reports), ("ledger", ledgers)]
+        .into_iter()
+        .find(|(_, (p, q))| p != q)
+        .map(|(what, (p, q))| differ(what, &p, &q))
 }
+
+/// What a determinism failure adds when tokio was built without
+/// `--cfg tokio_unstable`: turmoil then cannot seed tokio's own generator,
+/// and the two things a client may write that draw from it differ between
+/// runs. The harness itself draws nothing there (`tests/it/tokio_seed.rs`).
+const UNSEEDED_TOKIO: &str = if cfg!(tokio_unstable) {
+    ""
+} else {
+    "; this build has no `--cfg tokio_unstable`, so tokio's own random draws (an unbiased `tokio::select!`, \
+     `tokio::sync::watch` receivers) are not seeded by the run: write `biased;` as the first line of each \
+     `select!` in your client (or run the tests with RUSTFLAGS=\"--cfg tokio_unstable\")"
+};
 
 fn pretty<T: Serialize>(t: &T) -> String {
     serde_json::to_string_pretty(t).unwrap_or_default()
