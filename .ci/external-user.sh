@@ -20,7 +20,7 @@ git clone --quiet --no-hardlinks "$root" "$tmp/retrysim"
 echo "external-user: retrysim at $(git -C "$tmp/retrysim" rev-parse --short HEAD), from file://$tmp/retrysim"
 
 mkdir "$tmp/user"
-cp -r "$root/tests/external-user/Cargo.toml" "$root/tests/external-user/src" "$root/tests/external-user/tests" "$tmp/user/"
+cp -r "$root/tests/external-user/Cargo.toml" "$root/tests/external-user/rustfmt.toml" "$root/tests/external-user/src" "$root/tests/external-user/tests" "$tmp/user/"
 sed -i "s|$url_in_readme|file://$tmp/retrysim|" "$tmp/user/Cargo.toml"
 test "$(grep -c "git = \"file://$tmp/retrysim\"" "$tmp/user/Cargo.toml")" = 2 || {
     echo "external-user: expected two retrysim git lines with $url_in_readme in tests/external-user/Cargo.toml" >&2
