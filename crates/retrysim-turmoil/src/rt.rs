@@ -362,7 +362,7 @@ impl<'a> Rt<'a> {
         let to = from + duration.as_millis() as u64;
         let inside = match tick_ms {
             1 => 0,
-            _ => (from / 64 + 1..to.div_ceil(64)).filter(|m| (m * 64 - from) % tick_ms != 0).count() as u64,
+            _ => (from / 64 + 1..to.div_ceil(64)).filter(|m| !(m * 64 - from).is_multiple_of(tick_ms)).count() as u64,
         };
         let local = (n % 256) as u32;
         // Wanted modulo 31: (n + 1) ticks' first parks and the parks inside
