@@ -96,15 +96,27 @@ struct Watch {
 
 impl Watch {
     fn new() -> Watch {
-        Watch { on: false, woken: Arc::new(true.into()), wakers: Default::default() }
+        Watch {
+            on: false,
+            woken: Arc::new(true.into()),
+            wakers: Default::default(),
+        }
     }
 
     /// Remembers `waker` and its wrapper, unless they are the ones held.
     fn wrap(&self, waker: &std::task::Waker) {
-        if self.wakers.borrow().as_ref().is_some_and(|(plain, _)| plain.will_wake(waker)) {
+        if self
+            .wakers
+            .borrow()
+            .as_ref()
+            .is_some_and(|(plain, _)| plain.will_wake(waker))
+        {
             return;
         }
-        let wrapped = std::task::Waker::from(Arc::new(Flag { woken: self.woken.clone(), inner: waker.clone() }));
+        let wrapped = std::task::Waker::from(Arc::new(Flag {
+            woken: self.woken.clone(),
+            inner: waker.clone(),
+        }));
         *self.wakers.borrow_mut() = Some((waker.clone(), wrapped));
     }
 }
@@ -135,12 +147,17 @@ struct Watched<'w, F> {
 impl<F: Future> Future for Watched<'_, F> {
     type Output = F::Output;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
         let watch = self.watch;
         watch.wrap(cx.waker());
         let wakers = watch.wakers.borrow();
         let (_, wrapped) = wakers.as_ref().expect("just wrapped");
-        self.inner.as_mut().poll(&mut std::task::Context::from_waker(wrapped))
+        self.inner
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(wrapped))
     }
 }
 
@@ -153,11 +170,16 @@ struct Unwatched<'w, F> {
 impl<F: Future> Future for Unwatched<'_, F> {
     type Output = F::Output;
 
-    fn poll(mut self: Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+    fn poll(
+        mut self: Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
         let watch = self.watch;
         let wakers = watch.wakers.borrow();
         let (plain, _) = wakers.as_ref().expect("polled through `Watched` first");
-        self.inner.as_mut().poll(&mut std::task::Context::from_waker(plain))
+        self.inner
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(plain))
     }
 }
 
@@ -246,7 +268,8 @@ impl<'a> Rt<'a> {
         if !self.watch.on {
             return true;
         }
-        self.watch.woken.load(std::sync::atomic::Ordering::Relaxed) || self.tokio.metrics().global_queue_depth() > 0
+        self.watch.woken.load(std::sync::atomic::Ordering::Relaxed)
+            || self.tokio.metrics().global_queue_depth() > 0
     }
 
     /// Watches the host's wakes from its next tick on (see [`Watch`]);
@@ -254,7 +277,9 @@ impl<'a> Rt<'a> {
     pub(crate) fn watch(&mut self) {
         if !self.watch.on {
             self.watch.on = true;
-            self.watch.woken.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.watch
+                .woken
+                .store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -292,10 +317,15 @@ impl<'a> Rt<'a> {
     pub(crate) fn tick(&mut self, duration: Duration) -> Result<bool> {
         let watch = &self.watch;
         if watch.on {
-            watch.woken.store(false, std::sync::atomic::Ordering::Relaxed);
+            watch
+                .woken
+                .store(false, std::sync::atomic::Ordering::Relaxed);
             // Made on its first poll, inside the runtime, as before.
             let sleep = std::pin::pin!(async { sleep(duration).await });
-            let run = std::pin::pin!(self.local.run_until(Unwatched { inner: sleep, watch }));
+            let run = std::pin::pin!(self.local.run_until(Unwatched {
+                inner: sleep,
+                watch
+            }));
             self.tokio.block_on(Watched { inner: run, watch });
         } else {
             self.tokio.block_on(async {
@@ -362,7 +392,9 @@ impl<'a> Rt<'a> {
         let to = from + duration.as_millis() as u64;
         let inside = match tick_ms {
             1 => 0,
-            _ => (from / 64 + 1..to.div_ceil(64)).filter(|m| (m * 64 - from) % tick_ms != 0).count() as u64,
+            _ => (from / 64 + 1..to.div_ceil(64))
+                .filter(|m| !(m * 64 - from).is_multiple_of(tick_ms))
+                .count() as u64,
         };
         let local = (n % 256) as u32;
         // Wanted modulo 31: (n + 1) ticks' first parks and the parks inside
@@ -374,7 +406,10 @@ impl<'a> Rt<'a> {
             // Its own wakes are not a task's: keep what the long tick saw.
             let woken = self.watch.woken.load(Relaxed);
             let run = std::pin::pin!(self.local.run_until(Passes(local)));
-            self.tokio.block_on(Watched { inner: run, watch: &self.watch });
+            self.tokio.block_on(Watched {
+                inner: run,
+                watch: &self.watch,
+            });
             self.watch.woken.store(woken, Relaxed);
         } else if local > 0 {
             self.tokio.block_on(self.local.run_until(Passes(local)));
@@ -420,7 +455,10 @@ impl<'a> Rt<'a> {
         let (tokio, local, parks) = init(&mut self.config);
 
         self.parks = parks;
-        self.watch = Watch { on: self.watch.on, ..Watch::new() };
+        self.watch = Watch {
+            on: self.watch.on,
+            ..Watch::new()
+        };
         _ = mem::replace(&mut self.tokio, tokio);
         drop(mem::replace(&mut self.local, local));
     }
@@ -432,7 +470,10 @@ fn init(config: &mut Config) -> (Runtime, LocalSet, Arc<ParkLog>) {
     let log: Arc<std::sync::OnceLock<Arc<ParkLog>>> = Arc::default();
     let hook = log.clone();
     tokio_builder.on_thread_park(move || {
-        if let Some(log) = hook.get().filter(|l| l.listening.load(std::sync::atomic::Ordering::Relaxed)) {
+        if let Some(log) = hook
+            .get()
+            .filter(|l| l.listening.load(std::sync::atomic::Ordering::Relaxed))
+        {
             log.at.lock().unwrap().push(Instant::now());
         }
     });

@@ -428,7 +428,10 @@ impl<'a> Sim<'a> {
     /// [`release`](#method.release).
     pub fn next_delivery(&self) -> Option<Duration> {
         let world = self.world.borrow();
-        world.topology.next_delivery().map(|after| self.elapsed + after)
+        world
+            .topology
+            .next_delivery()
+            .map(|after| self.elapsed + after)
     }
 
     /// One step of `duration`; `idle_ticks` more ticks' worth of scheduler
@@ -468,13 +471,17 @@ impl<'a> Sim<'a> {
             if let Some(due) = due {
                 rt.watch();
                 // Only a host's tick changes what is deliverable.
-                let to = deliverable.get_or_insert_with(|| self.world.borrow().topology.deliverable_to());
+                let to = deliverable
+                    .get_or_insert_with(|| self.world.borrow().topology.deliverable_to());
                 let connecting = {
                     let world = self.world.borrow();
                     let host = world.hosts.get(&addr).expect("missing host");
                     host.connecting.load(std::sync::atomic::Ordering::Relaxed) > 0
                 };
-                let idle = !rt.runnable() && !to.contains(&addr) && !connecting && !due(addr, self.elapsed + tick);
+                let idle = !rt.runnable()
+                    && !to.contains(&addr)
+                    && !connecting
+                    && !due(addr, self.elapsed + tick);
                 if idle {
                     rt.owed += 1;
                     self.lazy_ticks += 1;
