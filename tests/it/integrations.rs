@@ -5,7 +5,7 @@
 
 #[allow(dead_code)]
 #[path = "../../examples/audit.rs"]
-mod audit;
+pub(crate) mod audit;
 #[allow(dead_code)]
 #[path = "../../examples/hand_loop.rs"]
 mod hand_loop;
