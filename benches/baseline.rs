@@ -6,7 +6,7 @@
 //! discrete-event model of the same scenario (`baseline/des.rs`: a heap of
 //! events, nothing else), and prints the wall time per simulated request of
 //! each and their ratio. Each figure is the median of its runs, on one
-//! thread. Printed as the table the README's "Measured speed" holds.
+//! thread. Printed as the table docs/guide/speed.md's "Measured speed" holds.
 
 use std::time::{Duration, Instant};
 

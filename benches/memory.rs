@@ -8,7 +8,7 @@
 //! `retrysim compare` keep, [`Traces::None`]) and every one (what the
 //! checks read, [`Traces::All`]; 100,000 jobs that way is the 4 GB the bound
 //! is about, so it runs only with `-- --all`). Printed as the table the
-//! README's "Memory" paragraph holds. Linux only.
+//! "Memory" paragraph of docs/guide/speed.md holds. Linux only.
 
 use std::process::Command;
 use std::time::{Duration, Instant};

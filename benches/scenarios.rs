@@ -2,7 +2,7 @@
 //! `cargo bench --bench scenarios`. Prints, per scenario, the median wall
 //! time and the median virtual time over seeds 0..15, and their ratio.
 //!
-//! A plain harness on purpose: the numbers go into README as a table, and
+//! A plain harness on purpose: the numbers go into docs/guide/speed.md as a table, and
 //! nothing here asserts a speed (the machines are shared and noisy).
 
 use std::time::{Duration, Instant};

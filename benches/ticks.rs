@@ -11,7 +11,8 @@
 //!
 //! Each figure is the median of 5 runs, on one thread, stepped tick by tick
 //! (the runner's skipping of idle ticks off: it is the tick that is
-//! measured). Printed as the table the README's "Ticks" paragraph holds.
+//! measured). Printed as the table the "Ticks" paragraph of
+//! docs/guide/speed.md holds.
 
 use std::time::{Duration, Instant};
 

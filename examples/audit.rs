@@ -1,10 +1,11 @@
 //! What people use today, measured: `tower::retry` with a typical policy,
 //! `backon`'s defaults and `backon` with Retry-After as its docs show it,
-//! against retrysim's client and the ideal, on three scenarios. The README
-//! section "What people use today (tower, backon)" is this program's output.
+//! against retrysim's client and the ideal, on three scenarios. The section
+//! "What people use today (tower, backon)" of docs/guide/what-people-use.md
+//! is this program's output.
 //!
 //! ```sh
-//! cargo run --release --example audit                                   # the README's tables
+//! cargo run --release --example audit                                   # the guide's tables
 //! cargo run --release --example audit -- --replay berlin-40-workers backon-retry-after 1
 //! ```
 //!
@@ -184,7 +185,7 @@ fn median(runs: &[Run], figure: impl Fn(&Run) -> u64) -> f64 {
     Figure::of(&runs.iter().map(|r| figure(r) as f64).collect::<Vec<_>>()).median
 }
 
-/// The audit as the README shows it: one table per scenario, then the
+/// The audit as docs/guide/what-people-use.md shows it: one table per scenario, then the
 /// command that replays each failing row's first failing seed.
 pub fn markdown(audit: &Audit) -> String {
     let seeds = SEEDS.count();

@@ -23,7 +23,7 @@ deterministic row (pacing: 120 requests, no 429 on both sides, spread 0)
 from failing on a single stray 429 that a loaded machine can cause.
 
 Every check also runs on the negative controls, each of which must fail it.
-Prints a Markdown table (the README's) and a closing line
+Prints a Markdown table (the one in docs/guide/calibration.md) and a closing line
 `conformance: N passed, M failed`; exits 1 on any failure.
 """
 
@@ -117,22 +117,22 @@ def sim_columns(row):
 
 
 def readme_staleness(rows):
-    """The README's calibration table must hold this run's simulated columns.
+    """The guide's calibration table must hold this run's simulated columns.
 
     The real columns differ from run to run; the simulated ones are a pure
-    function of the twins and the seeds, so a difference means the README is
+    function of the twins and the seeds, so a difference means the page is
     stale (or the twins changed): paste the table printed above into it.
     """
-    readme = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
-    with open(readme, encoding="utf-8") as f:
+    page = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "guide", "calibration.md")
+    with open(page, encoding="utf-8") as f:
         text = f.read()
     section = text.split("## Calibration against Flask-Limiter", 1)[-1].split("\n## ", 1)[0]
     documented = [sim_columns(l) for l in section.splitlines() if l.startswith(("| fixed |", "| moving |"))]
     measured = [sim_columns(r) for r in rows]
     if documented != measured:
         return (
-            "README.md's calibration table is stale in its simulated columns "
-            f"(README {documented}, this run {measured}): paste the table printed above into it"
+            "docs/guide/calibration.md's table is stale in its simulated columns "
+            f"(the page {documented}, this run {measured}): paste the table printed above into it"
         )
     return None
 

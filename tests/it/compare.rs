@@ -299,16 +299,16 @@ fn show_prints_a_row_that_run_replays() {
     assert_eq!(s, compare::blinkimg_60s().row("pacing").unwrap().scenario);
 }
 
-/// The README's comparison table is `retrysim compare --format markdown`
+/// The comparison table of `docs/guide/comparing-policies.md` is `retrysim compare --format markdown`
 /// (preset `blinkimg-1s`, seeds 1..=5), byte for byte. On a mismatch the
 /// message holds the table to paste.
 #[test]
 fn the_readme_comparison_table_is_the_commands_output() {
     let table = comparison("blinkimg-1s").to_markdown();
-    let section = crate::readme::section("Comparing policies");
+    let (page, section) = crate::readme::page_and_section("Comparing policies");
     assert!(
         section.contains("`cargo run --release -- compare --format markdown`"),
-        "the README must name the command beside the table"
+        "{page} must name the command beside the table"
     );
-    assert!(section.contains(&table), "README's comparison table is stale; measured now:\n\n{table}");
+    assert!(section.contains(&table), "{page}'s comparison table is stale; measured now:\n\n{table}");
 }

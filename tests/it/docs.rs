@@ -3,10 +3,16 @@
 //! it cites is one the code registers (a named scenario above all), its
 //! invariants table is the checkers' `Invariant::ALL`, and every section the
 //! code cites as `DESIGN.md "..."` is one of its headings.
+//!
+//! The README and the guide's pages (`docs/guide/*.md`, listed in
+//! `tests/it/readme.rs`) are held to the same paths and names, and every
+//! relative Markdown link between them and to `docs/DESIGN.md` resolves,
+//! anchor included.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use retrysim::sim::checks::blackbox::BlackBoxCheck;
 use retrysim::sim::checks::invariants::Invariant;
 use retrysim::sim::run::clients::Builtin;
 use retrysim::sim::run::{defects, scenario};
@@ -204,4 +210,164 @@ fn every_design_section_the_code_cites_is_a_heading() {
     }
     assert!(missing.is_empty(), "{DOC} has no heading for:\n{}", missing.join("\n"));
     assert!(cited >= 3, "only {cited} cited sections found: the search is broken");
+}
+
+/// Kebab-case words the README and the guide cite that are not names of the
+/// harness's: headers, an API key, an SVG attribute. A new one goes here
+/// only if it is not a name the code registers.
+const GUIDE_NOT_NAMES: [&str; 4] = ["x-api-key", "key-a", "retry-after", "data-n"];
+
+/// The black-box checks, by the names their reports print.
+const BLACK_BOX_CHECKS: [BlackBoxCheck; 9] = [
+    BlackBoxCheck::OneChargePerKey,
+    BlackBoxCheck::OneKeyPerJob,
+    BlackBoxCheck::AttemptBound,
+    BlackBoxCheck::EarlyRetry,
+    BlackBoxCheck::AfterTerminal,
+    BlackBoxCheck::Deadline,
+    BlackBoxCheck::UnkeyedReplay,
+    BlackBoxCheck::NoSecrets,
+    BlackBoxCheck::ClientPanicked,
+];
+
+/// Whether a path the README or the guide cites exists: in the repository,
+/// or, for the files of "Testing your own client"'s crate (`tests/client.rs`,
+/// `src/lib.rs`, its snapshots), in `tests/external-user/`, a `.snap.new`
+/// as the `.snap` it becomes.
+fn guide_path_exists(word: &str) -> bool {
+    let external = format!("tests/external-user/{}", word.strip_suffix(".new").unwrap_or(word));
+    path_exists(word) || path_exists(&external)
+}
+
+#[test]
+fn the_readme_and_the_guide_cite_only_what_exists() {
+    let mut known = registered_names();
+    known.extend(compare::HABITS.iter().map(|(h, _)| h.to_string()));
+    known.extend(BLACK_BOX_CHECKS.iter().map(|c| c.to_string()));
+    known.extend(crate::integrations::audit::ROWS.iter().map(|r| r.to_string()));
+    let mut problems = Vec::new();
+    let (mut paths, mut names) = (0, 0);
+    for (page, text) in crate::readme::PAGES {
+        for span in code_spans(text) {
+            for pair in span.windows(2) {
+                if pair[0] == "--scenario" && pair[1] != "NAME" && !scenario::NAMES.contains(&pair[1].as_str()) {
+                    problems.push(format!("{page}: `--scenario {}`: {} is not a named scenario", pair[1], pair[1]));
+                }
+            }
+            for word in &span {
+                if is_path(word) {
+                    paths += 1;
+                    if !guide_path_exists(word) {
+                        problems.push(format!("{page}: `{word}` is not a path in the repository"));
+                    }
+                } else if is_kebab(word)
+                    && !NOT_NAMES.contains(&word.as_str())
+                    && !GUIDE_NOT_NAMES.contains(&word.as_str())
+                {
+                    names += 1;
+                    if !known.contains(word) {
+                        problems.push(format!(
+                            "{page}: `{word}` {UNREGISTERED}, a habit, a black-box check or an audit row"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "the README and the guide cite what does not exist:\n{}", problems.join("\n"));
+    assert!(paths >= 60 && names >= 60, "only {paths} paths and {names} names found in the README and the guide");
+}
+
+/// The anchor GitHub gives a heading: lower case, spaces to hyphens, other
+/// punctuation dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of a page's headings (`#` lines outside fenced blocks).
+fn headings(text: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced && line.starts_with('#') {
+            out.push(anchor(line.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
+/// Every Markdown link target `](...)` outside fenced blocks and code spans.
+fn link_targets(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        let prose: String = line.split('`').step_by(2).collect::<Vec<_>>().join("");
+        for rest in prose.split("](").skip(1) {
+            if let Some((target, _)) = rest.split_once(')') {
+                out.push(target.to_owned());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_of_the_documentation_resolves() {
+    let mut pages: Vec<(String, String)> =
+        crate::readme::PAGES.iter().map(|(name, text)| (name.to_string(), text.to_string())).collect();
+    pages.push((DOC.to_owned(), read(&root().join(DOC))));
+    let mut problems = Vec::new();
+    let mut links = 0;
+    for (page, text) in &pages {
+        let dir = Path::new(page).parent().unwrap_or(Path::new(""));
+        for target in link_targets(text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            links += 1;
+            let (file, fragment) = target.split_once('#').unwrap_or((&target, ""));
+            // Resolve `..` by hand: the path need not exist for a clear message.
+            let mut resolved = PathBuf::new();
+            let joined = if file.is_empty() { PathBuf::from(page) } else { dir.join(file) };
+            for part in joined.components() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        resolved.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    other => resolved.push(other),
+                }
+            }
+            if !root().join(&resolved).exists() {
+                problems.push(format!("{page}: ({target}) leads to {}, which does not exist", resolved.display()));
+                continue;
+            }
+            if !fragment.is_empty() {
+                let anchors = headings(&read(&root().join(&resolved)));
+                if !anchors.iter().any(|a| a == fragment) {
+                    problems.push(format!("{page}: ({target}): {} has no heading #{fragment}", resolved.display()));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "broken links:\n{}", problems.join("\n"));
+    assert!(links >= 60, "only {links} relative links found: the search is broken");
 }

@@ -434,7 +434,7 @@ fn negative_control_a_background_worker_with_a_fresh_key_is_caught() {
     assert!(double_charged, "fresh keys after lost answers charge a job twice, and the checker sees it");
 }
 
-/// The README's Berlin table ("Fleet controls"): medians over seeds 1..=5 of
+/// The Berlin table of `docs/guide/fleet-controls.md`: medians over seeds 1..=5 of
 /// `retrysim run --scenario NAME --seed N`, regenerated here. On a mismatch
 /// the message holds the table to paste.
 #[test]
@@ -471,7 +471,7 @@ fn the_readme_berlin_table_is_the_scenarios_medians() {
             m(|r| r.virtual_ms as f64) / 1000.0,
         ));
     }
-    let section = crate::readme::section("Fleet controls");
-    assert!(section.contains("`retrysim run --scenario NAME --seed N`"), "the README must name the command");
-    assert!(section.contains(&table), "README's Berlin table is stale; measured now:\n\n{table}");
+    let (page, section) = crate::readme::page_and_section("Fleet controls");
+    assert!(section.contains("`retrysim run --scenario NAME --seed N`"), "{page} must name the command");
+    assert!(section.contains(&table), "{page}'s Berlin table is stale; measured now:\n\n{table}");
 }

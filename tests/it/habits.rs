@@ -269,7 +269,7 @@ fn every_habit_gives_the_ideal_row_the_same_schedule() {
     assert!(compare::with_habit("nope").is_none());
 }
 
-/// The README's "Real servers' habits" table, from the `habits` preset's
+/// The "Real servers' habits" table (`docs/guide/real-servers-habits.md`), from the `habits` preset's
 /// medians over seeds 1..=5 (what `retrysim compare --preset habits` prints,
 /// laid out habit by policy). On a mismatch the message holds the table to
 /// paste.
@@ -297,12 +297,12 @@ fn the_readme_habits_table_is_the_presets_medians() {
             .collect();
         table.push_str(&format!("| {habit} | {} |\n", cells.join(" | ")));
     }
-    let section = crate::readme::section("Real servers' habits");
+    let (page, section) = crate::readme::page_and_section("Real servers' habits");
     assert!(
         section.contains("`cargo run --release -- compare --preset habits`, medians of seeds 1..=5, each"),
-        "the README must name the command beside the table"
+        "{page} must name the command beside the table"
     );
-    assert!(section.contains(&table), "README's habits table is stale; measured now:\n\n{table}");
+    assert!(section.contains(&table), "{page}'s habits table is stale; measured now:\n\n{table}");
 }
 
 /// The calibration's simulated twins (`tests/conformance/sim/*.toml`) are

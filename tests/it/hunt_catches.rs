@@ -1,6 +1,6 @@
 //! The hunt with its default seed count catches every deliberate defect
-//! (`retrysim hunt --sabotage`), and README's table of how soon and how
-//! often is what the hunt measures now.
+//! (`retrysim hunt --sabotage`), and the table of how soon and how often
+//! (`docs/guide/hunting.md`) is what the hunt measures now.
 
 use retrysim::sim::checks::hunt::{self, Catch, DeterminismSample, HuntConfig, Kind, Target};
 use retrysim::sim::run::defects;
@@ -10,8 +10,8 @@ const START: u64 = 1;
 const SEEDS: u64 = 500;
 
 /// The fewest failing seeds of 500 each defect must show: every class is
-/// caught within the default count, on many seeds, not one (README's table
-/// says how many, and this test keeps it current).
+/// caught within the default count, on many seeds, not one (the guide's
+/// table says how many, and this test keeps it current).
 const AT_LEAST: u64 = 10;
 
 fn threads() -> usize {
@@ -55,10 +55,10 @@ fn the_default_hunt_catches_every_defect_and_the_readme_table_is_current() {
     for c in &catches {
         assert!(c.caught >= AT_LEAST, "--sabotage {} fails only {} of {SEEDS} seeds:\n{measured}", c.defect, c.caught);
     }
-    let section = crate::readme::section("Properties and regression hunting");
+    let (page, section) = crate::readme::page_and_section("Properties and regression hunting");
     assert!(
         section.contains("`cargo run --release -- hunt --sabotage DEFECT` (seeds 1..=500, the default)"),
-        "the README must name the command beside the table"
+        "{page} must name the command beside the table"
     );
-    assert!(section.contains(&measured), "README's sabotage table is stale; measured now:\n\n{measured}");
+    assert!(section.contains(&measured), "{page}'s sabotage table is stale; measured now:\n\n{measured}");
 }

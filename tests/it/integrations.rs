@@ -5,7 +5,7 @@
 
 #[allow(dead_code)]
 #[path = "../../examples/audit.rs"]
-mod audit;
+pub(crate) mod audit;
 #[allow(dead_code)]
 #[path = "../../examples/hand_loop.rs"]
 mod hand_loop;
@@ -141,7 +141,7 @@ fn the_audit_rejects_unknown_scenarios_and_rows_clearly() {
     assert!(e.contains("no row named \"no-such-row\"") && e.contains("backon-default"), "{e}");
 }
 
-/// The README's "What people use today" tables are what
+/// The "What people use today" tables (`docs/guide/what-people-use.md`) are what
 /// `cargo run --release --example audit` prints, byte for byte; on a
 /// mismatch the message holds the output to paste. The findings its prose
 /// states are asserted on the same figures.
@@ -170,12 +170,10 @@ fn the_readme_audit_tables_are_the_audit_examples_output() {
     assert!(on_every_seed("berlin-40-workers", "backon-retry-after", BlackBoxCheck::AttemptBound));
 
     let table = audit::markdown(&result);
-    let (readme, heading) = (crate::readme::README, "## What people use today (tower, backon)");
-    let section = crate::readme::section("What people use today (tower, backon)");
-    assert!(
-        readme.contains(&format!("{heading}{section}\n## Fleet controls")),
-        "the section stands right before '## Fleet controls'"
-    );
-    assert!(section.contains("`cargo run --release --example audit`"), "the README names the command beside the table");
-    assert!(section.contains(&table), "README's audit tables are stale; measured now:\n\n{table}");
+    let heading = "## What people use today (tower, backon)";
+    let (page, section) = crate::readme::page_and_section("What people use today (tower, backon)");
+    let text = crate::readme::PAGES.iter().find(|(name, _)| *name == page).map(|(_, text)| *text).unwrap_or("");
+    assert!(text.ends_with(&format!("{heading}{section}")), "the section ends its page, {page}, whole");
+    assert!(section.contains("`cargo run --release --example audit`"), "{page} names the command beside the table");
+    assert!(section.contains(&table), "{page}'s audit tables are stale; measured now:\n\n{table}");
 }

@@ -42,3 +42,56 @@ fn without_default_features_no_harness_crate_is_compiled() {
         assert!(full.iter().any(|n| n == c), "{c} not in the default build: {full:?}");
     }
 }
+
+/// The lines `cargo tree ARGS | sed 's/ (\*)$//' | sort -u | wc -l` counts:
+/// every crate of the tree once, retrysim included.
+fn crates_in_the_tree(args: &[&str]) -> usize {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let out = Command::new(cargo)
+        .args(["tree", "--offline", "--manifest-path", manifest])
+        .args(args)
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: std::collections::BTreeSet<&str> = text.lines().map(|l| l.strip_suffix(" (*)").unwrap_or(l)).collect();
+    lines.len()
+}
+
+#[test]
+fn the_lean_build_table_counts_the_crates_the_commands_count() {
+    // Each row of the table, the `cargo tree` arguments its page writes
+    // beside it.
+    const ROWS: [(&str, &[&str]); 2] = [
+        ("`default-features = false`", &["--no-default-features", "-e", "normal", "--prefix", "none"]),
+        ("default features", &["-e", "normal", "--prefix", "none"]),
+    ];
+    let (page, section) = crate::readme::page_and_section("A lean production build");
+    let table: Vec<Vec<&str>> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| build | crates in the tree |"))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(
+        table.iter().map(|r| r[0]).collect::<Vec<_>>(),
+        ROWS.map(|(build, _)| build),
+        "{page}: the table's rows"
+    );
+    let mut stale = Vec::new();
+    for ((build, args), row) in ROWS.iter().zip(&table) {
+        let command = format!("cargo tree {} | sed 's/ (\\*)$//' | sort -u | wc -l", args.join(" "));
+        assert!(section.contains(&command), "{page} must write `{command}` beside the table");
+        let counted = crates_in_the_tree(args);
+        if row[1] != counted.to_string() {
+            stale.push(format!(
+                "the row {build} says {} crates in the tree; `{command}` (at the repository root) prints {counted} now: \
+                 write {counted} in that row's \"crates in the tree\" cell of {page}",
+                row[1]
+            ));
+        }
+    }
+    assert!(stale.is_empty(), "{page}'s lean build table is stale:\n{}", stale.join("\n"));
+}

@@ -224,7 +224,11 @@ fn the_readme_tick_table_is_the_bench_runs_ticks() {
     let expected = [f, c, f - c, b];
     assert_eq!(rows.len(), expected.len(), "{rows:?}");
     for (row, ticks) in rows.iter().zip(expected) {
-        assert_eq!(row[1], ticks.to_string(), "README row {row:?}: run `cargo bench --bench ticks` and copy its table");
+        assert_eq!(
+            row[1],
+            ticks.to_string(),
+            "docs/guide/speed.md row {row:?}: run `cargo bench --bench ticks` and copy its table"
+        );
     }
 }
 
@@ -244,7 +248,11 @@ fn the_readme_memory_table_is_the_bench_runs_figures() {
         assert_eq!(shown.len(), 2, "{jobs}: a row with no traces kept and one with all: {rows:?}");
         for row in shown {
             let figures = [r.requests.to_string(), format!("{:.0}", r.virtual_ms as f64 / 1000.0)];
-            assert_eq!(row[2..4], figures, "README row {row:?}: run `cargo bench --bench memory` and copy its table");
+            assert_eq!(
+                row[2..4],
+                figures,
+                "docs/guide/speed.md row {row:?}: run `cargo bench --bench memory` and copy its table"
+            );
         }
     }
 }

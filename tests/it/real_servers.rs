@@ -200,8 +200,7 @@ fn code_lines(text: &str) -> Vec<String> {
 
 #[test]
 fn the_readme_example_is_this_code() {
-    let readme = include_str!("../../README.md");
-    let section = readme.split("## Using the driver").nth(1).expect("README has a 'Using the driver' section");
+    let section = crate::readme::section("Using the driver");
     let block = section.split("```rust,no_run\n").nth(1).and_then(|b| b.split("```").next()).expect("a rust block");
     let readme_code = code_lines(&block.replace("\"http://localhost:8080/v1/jobs\"", "url"));
     let this = include_str!("real_servers.rs");

@@ -94,8 +94,8 @@ fn holds(r: &ServeReport, check: BlackBoxCheck) -> bool {
     r.check(check).unwrap().holds
 }
 
-/// The tolerance of the real-time figures against the simulator's (README
-/// "Test a client in any language"): the same policy, jobs and limiter (its
+/// The tolerance of the real-time figures against the simulator's
+/// (`docs/guide/any-language.md`): the same policy, jobs and limiter (its
 /// window starts at the first hit, so the wall clock's phase does not
 /// matter), but real round trips and timers that fire late on a loaded
 /// machine instead of 1–3 ms messages and exact timers. Charges may not move
@@ -138,33 +138,40 @@ async fn the_drivers_120_jobs_against_serve_match_the_simulator_within_the_toler
         virtual_time.saturating_sub(early) <= wall && wall <= virtual_time + late,
         "wall {wall:?}, virtual {virtual_time:?}"
     );
-    // The README's table: the simulator's row exactly, the served row
+    // The guide's table: the simulator's row exactly, the served row
     // within the same tolerance of this run.
     let rows = readme_rows("Test a client in any language", "| simulator", "| served");
-    assert_eq!(rows[0], [sim.requests, sim.limited, sim.charged, sim.virtual_ms], "README simulator row");
+    assert_eq!(
+        rows[0],
+        [sim.requests, sim.limited, sim.charged, sim.virtual_ms],
+        "docs/guide/any-language.md simulator row"
+    );
     let [requests_r, limited_r, charged_r, ms_r] = rows[1];
     assert!(
         near(requests_r, r.requests, requests) && near(limited_r, r.limited, limited),
-        "README served row {rows:?}"
+        "docs/guide/any-language.md served row {rows:?}"
     );
-    assert_eq!(charged_r, r.charged, "README served row");
+    assert_eq!(charged_r, r.charged, "docs/guide/any-language.md served row");
     let ms = wall.as_millis() as u64;
-    assert!(ms_r + ms_of(early) >= ms && ms_r <= ms + ms_of(late), "README says {ms_r} ms, this run {ms} ms");
+    assert!(
+        ms_r + ms_of(early) >= ms && ms_r <= ms + ms_of(late),
+        "docs/guide/any-language.md says {ms_r} ms, this run {ms} ms"
+    );
 }
 
 fn ms_of(d: Duration) -> u64 {
     d.as_millis() as u64
 }
 
-/// The four numbers of each README table row starting with one of `starts`, in that order.
+/// The four numbers of each documentation table row starting with one of `starts`, in that order.
 fn readme_rows(section: &str, first: &str, second: &str) -> Vec<[u64; 4]> {
-    let text = crate::readme::section(section);
+    let (page, text) = crate::readme::page_and_section(section);
     [first, second]
         .iter()
         .map(|start| {
-            let line = text.lines().find(|l| l.starts_with(start)).unwrap_or_else(|| panic!("no README row {start}"));
+            let line = text.lines().find(|l| l.starts_with(start)).unwrap_or_else(|| panic!("no {page} row {start}"));
             let cells: Vec<u64> = line.split('|').filter_map(|c| c.trim().parse().ok()).collect();
-            cells.try_into().unwrap_or_else(|c| panic!("README row {line:?}: {c:?}"))
+            cells.try_into().unwrap_or_else(|c| panic!("{page} row {line:?}: {c:?}"))
         })
         .collect()
 }

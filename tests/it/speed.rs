@@ -46,7 +46,11 @@ fn the_readme_baseline_table_is_the_bench_runs_counts() {
     ];
     assert_eq!(rows.len(), expected.len(), "{rows:?}");
     for (row, figures) in rows.iter().zip(expected) {
-        assert_eq!(row[1..5], figures, "README row {row:?}: run `cargo bench --bench baseline` and copy its table");
+        assert_eq!(
+            row[1..5],
+            figures,
+            "docs/guide/speed.md row {row:?}: run `cargo bench --bench baseline` and copy its table"
+        );
     }
 }
 
@@ -166,7 +170,11 @@ fn the_readme_scenarios_table_is_the_bench_runs_virtual_times() {
     let (total, named) = rows.split_last().expect("rows");
     assert_eq!(total[0], "all named scenarios");
     let names: Vec<&str> = named.iter().map(|r| r[0].as_str()).collect();
-    assert_eq!(names, scenario::NAMES, "README rows: run `cargo bench --bench scenarios` and copy its table");
+    assert_eq!(
+        names,
+        scenario::NAMES,
+        "docs/guide/speed.md rows: run `cargo bench --bench scenarios` and copy its table"
+    );
     // The bench's virtual time: the median over seeds 0..15. The three
     // 42-host scenarios take most of a second each a run, so they are left
     // to the bench.
@@ -175,7 +183,7 @@ fn the_readme_scenarios_table_is_the_bench_runs_virtual_times() {
         let mut virtuals: Vec<u64> =
             (0..15).map(|seed| runner::run_keeping(&s, seed, Traces::None).expect("finishes").virtual_ms).collect();
         virtuals.sort_unstable();
-        assert_eq!(row[1], virtuals[virtuals.len() / 2].to_string(), "README row {row:?}");
+        assert_eq!(row[1], virtuals[virtuals.len() / 2].to_string(), "docs/guide/speed.md row {row:?}");
     }
 }
 
@@ -382,14 +390,14 @@ fn the_readme_hunt_bench_table_has_the_benchs_rows_and_the_hunts_verdict() {
     let failing = retrysim::sim::checks::hunt::hunt(&honest, &|_, _| {});
     let failing = failing.iter().filter(|r| !r.findings.is_empty()).count();
     for row in &rows[..2] {
-        assert_eq!(row[1], failing.to_string(), "README's hunt bench table: {row:?}");
+        assert_eq!(row[1], failing.to_string(), "docs/guide/speed.md's hunt bench table: {row:?}");
     }
     let ratio: f64 = rows[2][2].trim_end_matches('x').parse().expect("a ratio");
     let (plain, skip): (f64, f64) = (rows[0][2].parse().expect("a figure"), rows[1][2].parse().expect("a figure"));
     assert!((skip / plain - ratio).abs() < 0.05, "the ratio row is the two rows' ratio: {rows:?}");
 }
 
-/// The `cargo bench --bench compare` summary in README: each preset's total
+/// The `cargo bench --bench compare` summary in `docs/guide/speed.md`: each preset's total
 /// virtual time and requests over seeds 1..=5, and each fleet size's
 /// requests, are what the runs give (the wall times are the machine's).
 #[test]
@@ -421,12 +429,12 @@ fn the_readme_compare_bench_tables_count_what_the_runs_do() {
         let whole: u64 = whole.parse().expect("a whole number of seconds");
         let expected = [format!("{}.{tenths}", thousands(whole)), thousands(requests)];
         let of_preset: Vec<_> = rows.iter().filter(|r| r[0] == name).collect();
-        assert_eq!(of_preset.len(), 2, "README: one row per thread count for {name}");
+        assert_eq!(of_preset.len(), 2, "docs/guide/speed.md: one row per thread count for {name}");
         for row in of_preset {
             assert_eq!(
                 [&row[3], &row[5]],
                 [&expected[0], &expected[1]],
-                "README row {row:?}: run `cargo bench --bench compare` and copy its summary"
+                "docs/guide/speed.md row {row:?}: run `cargo bench --bench compare` and copy its summary"
             );
         }
     }
@@ -438,6 +446,6 @@ fn the_readme_compare_bench_tables_count_what_the_runs_do() {
         (s.fleet.workers, s.fleet.jobs) = (workers, jobs);
         s.time_limit = std::time::Duration::from_secs(24 * 3600);
         let r = runner::run_keeping(&s, 1, Traces::None).expect("finishes");
-        assert_eq!(row[1], thousands(r.requests), "README row {row:?}: {workers} workers, {jobs} jobs");
+        assert_eq!(row[1], thousands(r.requests), "docs/guide/speed.md row {row:?}: {workers} workers, {jobs} jobs");
     }
 }

@@ -130,12 +130,12 @@ fn retrysim(args: &[&str]) {
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// README "Timelines": the 12,000-job picture's size is what the command
+/// `docs/guide/timelines.md`: the 12,000-job picture's size is what the command
 /// writes, its lanes are grouped, and its marks are still the figures.
 #[test]
 fn a_12000_job_run_draws_a_small_picture() {
     let text = std::fs::read_to_string("docs/fleet-12000.toml").expect("docs/fleet-12000.toml");
-    let s = Scenario::from_toml(&text).expect("the README's config parses");
+    let s = Scenario::from_toml(&text).expect("the guide's config parses");
     assert_eq!(s.fleet.jobs, 12_000);
     let r = run(&s, 7);
     let t = Timeline::of_report(&r);
@@ -151,20 +151,21 @@ fn a_12000_job_run_draws_a_small_picture() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(written, svg, "run --svg writes the library's picture");
     let kb = format!("{} KB", svg.len().div_ceil(1000));
-    let section = crate::readme::section("Timelines");
-    assert!(section.contains(&kb), "README's Timelines section must give the picture's size; measured now: {kb}");
+    let (page, section) = crate::readme::page_and_section("Timelines");
+    assert!(section.contains(&kb), "{page}'s Timelines section must give the picture's size; measured now: {kb}");
     let (thousands, rest) = (r.requests / 1000, r.requests % 1000);
     let drawn = format!("draws {thousands},{rest:03} requests in {}\nlanes", t.lanes.len());
-    assert!(section.contains(&drawn), "README's Timelines section is stale; measured now: {drawn:?}");
+    assert!(section.contains(&drawn), "{page}'s Timelines section is stale; measured now: {drawn:?}");
 }
 
-/// README's picture is what the command beside it writes.
+/// The guide's picture (`docs/guide/timelines.md`) is what the command
+/// beside it writes.
 #[test]
 fn the_readme_picture_is_the_command_s() {
-    let section = crate::readme::section("Timelines");
+    let (page, section) = crate::readme::page_and_section("Timelines");
     let command = "retrysim compare --preset blinkimg-1s --seeds 1 --svg docs/compare-blinkimg-1s.svg";
-    assert!(section.contains(command), "README must show the command beside the picture");
-    assert!(section.contains("(docs/compare-blinkimg-1s.svg)"), "README must show the picture");
+    assert!(section.contains(command), "{page} must show the command beside the picture");
+    assert!(section.contains("(../compare-blinkimg-1s.svg)"), "{page} must show docs/compare-blinkimg-1s.svg");
     let dir = std::env::temp_dir().join(format!("retrysim-compare-svg-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("compare.svg");

@@ -7,8 +7,8 @@
 # what we expect (100 jobs on 4 workers: more than three 30-request windows
 # can take at loopback speed, so some are refused whatever the phase of the
 # clock; 10% of answers lost in the lost-answers scenarios): 0 when every ledger-only check holds, 1 and the named
-# check BROKEN when the client breaks it (a real finding: README "Test a
-# client in any language" says what each client did, and its table must
+# check BROKEN when the client breaks it (a real finding:
+# docs/guide/any-language.md says what each client did, and its table must
 # match: the verdict exactly, the figures within a quarter or 2). Python clients are
 # installed pinned (tests/conformance/serve/requirements.txt) into
 # target/serve-clients-venv; Node's fetch is built in. A missing interpreter
@@ -92,14 +92,14 @@ case_() {
     readme_row "$name" "$done $figures" "${verdict:-holds}"
 }
 
-# The README's row for a case ("Test a client in any language"): the verdict
+# The guide's row for a case (docs/guide/any-language.md): the verdict
 # exactly, each figure within a quarter of it (or 2).
 readme_row() {
     local name=$1 have=$2 verdict=$3
     local row
-    row=$(grep -F "| $name |" README.md || true)
+    row=$(grep -F "| $name |" docs/guide/any-language.md || true)
     if [ -z "$row" ]; then
-        echo "serve-clients: $name: README has no row for this case" && FAILED=1 && return
+        echo "serve-clients: $name: docs/guide/any-language.md has no row for this case" && FAILED=1 && return
     fi
     local want want_verdict
     want=$(awk -F'|' '{print $3, $4, $5, $6, $7}' <<<"$row")
@@ -110,11 +110,11 @@ readme_row() {
     for i in 0 1 2 3 4; do
         local d=$((h[i] - w[i])) slack=$((w[i] / 4 > 2 ? w[i] / 4 : 2))
         if [ "${d#-}" -gt "$slack" ]; then
-            echo "serve-clients: $name: README says $want, this run $have" && FAILED=1 && return
+            echo "serve-clients: $name: docs/guide/any-language.md says $want, this run $have" && FAILED=1 && return
         fi
     done
     if [ "$want_verdict" != "$verdict" ]; then
-        echo "serve-clients: $name: README says $want_verdict, the server $verdict" && FAILED=1
+        echo "serve-clients: $name: docs/guide/any-language.md says $want_verdict, the server $verdict" && FAILED=1
     fi
 }
 
