@@ -3,6 +3,25 @@
 //! Retries on HTTP 429 that are correct by construction, and a deterministic
 //! simulator that proves it.
 //!
+//! # Where to start
+//!
+//! - **You have a retry client and want to test it** (in your own
+//!   `cargo test`, on virtual time, against a simulated rate-limited API):
+//!   start at [`testing`](testing/index.html) (feature `sim`, on by default):
+//!   [`Harness`](testing/struct.Harness.html), the
+//!   [`Subject`](testing/trait.Subject.html) your client implements, the
+//!   snapshot text and the hunt over seeds. Put retrysim in
+//!   `[dev-dependencies]`.
+//! - **You want retrysim to do the retrying** in a service: start at
+//!   [`client::RetryClient`] with a [`Policy`] preset and an
+//!   [`env::Transport`] ([`env::HyperTransport`] for plain HTTP); the quick
+//!   start below. `default-features = false` compiles no harness.
+//! - **You want one decision** (your own loop, another runtime): [`core`],
+//!   whose [`decide`](core::policy::decide) is pure.
+//!
+//! The guide (`docs/guide/` in the repository, linked from its README) has a
+//! page per topic; `docs/DESIGN.md` says why things are as they are.
+//!
 //! **The contract.** The decision core ([`core`]) is sans-IO and
 //! deterministic: it performs no IO, reads no clock and draws no random
 //! number of its own. Every instant and every random draw is an argument, so
@@ -77,19 +96,22 @@
 //! ```
 //!
 //! # Cargo features
-//! - `sim` (default): the simulation harness (module `sim`: turmoil, TOML scenario
-//!   files, the simulated API's server).
-//! - `cli` (default, implies `sim`): the `retrysim` binary (clap).
+//! - `sim`: the simulation harness (modules `testing` and `sim`: retrysim's
+//!   turmoil fork, TOML scenario files, the simulated API's server).
+//! - `cli` (default, implies `sim`): the `retrysim` binary (clap, mimalloc).
+//! - `proptest` (default, implies `sim`): the scenario and fault strategies
+//!   for your own properties.
 //!
 //! With `default-features = false` you get [`core`], [`env`](mod@env),
-//! [`client`], [`gate`] and [`trace`], and compile neither turmoil, clap nor
-//! toml.
+//! [`client`], [`gate`] and [`trace`], and compile neither turmoil, clap,
+//! toml nor proptest.
 //!
 //! # Layout
 //! - [`core`]: Retry-After, classification, backoff, the policy and
 //!   [`decide`](core::policy::decide), budgets. Pure.
 //! - [`env`](mod@env): the injected `Clock`, `Rng`, `Transport`, and real ones.
 //! - [`client`]: the async driver. [`trace`]: what it did, rendered.
+//! - `testing` (feature `sim`): the front door to the harness for your tests.
 //! - `sim` (feature `sim`): the simulated API, network, scenarios, runner and checkers.
 
 #![warn(missing_docs)]

@@ -32,7 +32,7 @@ pub enum CompareFormat {
     Json,
     /// A header line and one line per row.
     Csv,
-    /// The medians as a Markdown table (the README's comparison tables).
+    /// The medians as a Markdown table (the comparison tables in docs/guide/).
     Markdown,
 }
 

@@ -140,9 +140,9 @@ fn short(d: Duration) -> String {
     }
 }
 
-/// Ticks above which a scenario earns a warning: at the idle-tick cost the
-/// README states (about 4 µs with two hosts), 100 million ticks are several
-/// minutes of wall time even when nothing happens.
+/// Ticks above which a scenario earns a warning: at the idle-tick cost
+/// docs/guide/speed.md states (about 4 µs with two hosts), 100 million ticks
+/// are several minutes of wall time even when nothing happens.
 pub const LONG_TICKS: u128 = 100_000_000;
 
 /// A warning on standard error for a scenario that may simulate so many

@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-const HARNESS_ONLY: [&str; 5] = ["turmoil", "clap", "toml", "proptest", "mimalloc"];
+const HARNESS_ONLY: [&str; 5] = ["retrysim-turmoil", "clap", "toml", "proptest", "mimalloc"];
 
 /// The crates `cargo tree` lists as normal dependencies, deduplicated.
 fn normal_dependencies(features: &[&str]) -> Vec<String> {

@@ -114,7 +114,9 @@ struct BarrierRepo {
 
 impl BarrierRepo {
     fn new() -> Self {
-        Self { barriers: RefCell::new(vec![]) }
+        Self {
+            barriers: RefCell::new(vec![]),
+        }
     }
 
     fn insert(&self, barrier: BarrierState) {
@@ -180,7 +182,9 @@ pub fn trigger_noop<T: Any + Send>(t: T) {
     };
 
     if let Reaction::Suspend = reaction {
-        panic!("trigger_noop() cannot be used with Reaction::Suspend barriers; use trigger() instead");
+        panic!(
+            "trigger_noop() cannot be used with Reaction::Suspend barriers; use trigger() instead"
+        );
     }
 
     if let Reaction::Panic = reaction {
@@ -245,9 +249,18 @@ impl<T: Any + Send> Barrier<T> {
 
         let (tx, rx) = mpsc::unbounded_channel();
         let id = Uuid::new_v4();
-        let state = BarrierState { id, condition, reaction, to_test: tx };
+        let state = BarrierState {
+            id,
+            condition,
+            reaction,
+            to_test: tx,
+        };
         BARRIERS.with(|barriers| barriers.insert(state));
-        Self { id, from_src: rx, _t: PhantomData }
+        Self {
+            id,
+            from_src: rx,
+            _t: PhantomData,
+        }
     }
 
     /// Wait for the barrier to be triggered.

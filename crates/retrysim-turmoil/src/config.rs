@@ -139,6 +139,9 @@ impl Default for Latency {
 
 impl Default for MessageLoss {
     fn default() -> MessageLoss {
-        MessageLoss { fail_rate: 0.0, repair_rate: 1.0 }
+        MessageLoss {
+            fail_rate: 0.0,
+            repair_rate: 1.0,
+        }
     }
 }

@@ -36,7 +36,10 @@ pub trait ToSocketAddrs: sealed::Sealed {
 
 impl Dns {
     pub(crate) fn new(addrs: IpVersionAddrIter) -> Dns {
-        Dns { addrs, names: IndexMap::new() }
+        Dns {
+            addrs,
+            names: IndexMap::new(),
+        }
     }
 
     pub(crate) fn lookup(&mut self, addr: impl ToIpAddr) -> IpAddr {
@@ -48,7 +51,10 @@ impl Dns {
     }
 
     pub(crate) fn reverse(&self, addr: IpAddr) -> Option<&str> {
-        self.names.iter().find(|(_, a)| **a == addr).map(|(name, _)| name.as_str())
+        self.names
+            .iter()
+            .find(|(_, a)| **a == addr)
+            .map(|(name, _)| name.as_str())
     }
 }
 
@@ -64,7 +70,9 @@ impl ToIpAddr for &str {
             return ipaddr;
         }
 
-        *dns.names.entry(self.to_string()).or_insert_with(|| dns.addrs.next())
+        *dns.names
+            .entry(self.to_string())
+            .or_insert_with(|| dns.addrs.next())
     }
 }
 
@@ -100,7 +108,10 @@ impl ToIpAddrs for Regex {
     fn to_ip_addrs(&self, dns: &mut Dns) -> Vec<IpAddr> {
         #[allow(clippy::needless_collect)]
         let hosts = dns.names.keys().cloned().collect::<Vec<_>>();
-        hosts.into_iter().filter_map(|h| self.is_match(&h).then(|| h.to_ip_addr(dns))).collect::<Vec<_>>()
+        hosts
+            .into_iter()
+            .filter_map(|h| self.is_match(&h).then(|| h.to_ip_addr(dns)))
+            .collect::<Vec<_>>()
     }
 }
 
@@ -120,9 +131,10 @@ impl ToSocketAddrs for (&str, u16) {
 
         match dns.names.get(self.0) {
             Some(ip) => Ok((*ip, self.1).into()),
-            None => {
-                Err(io::Error::new(io::ErrorKind::NotFound, format!("no ip address found for a hostname: {}", self.0)))
-            }
+            None => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no ip address found for a hostname: {}", self.0),
+            )),
         }
     }
 }
@@ -223,9 +235,18 @@ mod tests {
         let ipv4_port = "127.0.0.1:5000";
         let ipv6_port = "[::1]:5000";
 
-        assert_eq!(hostname_port.to_socket_addr(&dns).unwrap(), format!("{generated_addr}:5000").parse().unwrap());
-        assert_eq!(ipv4_port.to_socket_addr(&dns).unwrap(), ipv4_port.parse().unwrap());
-        assert_eq!(ipv6_port.to_socket_addr(&dns).unwrap(), ipv6_port.parse().unwrap());
+        assert_eq!(
+            hostname_port.to_socket_addr(&dns).unwrap(),
+            format!("{generated_addr}:5000").parse().unwrap()
+        );
+        assert_eq!(
+            ipv4_port.to_socket_addr(&dns).unwrap(),
+            ipv4_port.parse().unwrap()
+        );
+        assert_eq!(
+            ipv6_port.to_socket_addr(&dns).unwrap(),
+            ipv6_port.parse().unwrap()
+        );
     }
 
     #[test]

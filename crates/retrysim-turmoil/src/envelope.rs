@@ -65,7 +65,11 @@ impl Display for Segment {
     }
 }
 
-pub(crate) fn hex(protocol: &str, bytes: &Bytes, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+pub(crate) fn hex(
+    protocol: &str,
+    bytes: &Bytes,
+    f: &mut std::fmt::Formatter<'_>,
+) -> std::fmt::Result {
     write!(f, "{protocol} [")?;
 
     for (i, &b) in bytes.iter().enumerate() {

@@ -165,7 +165,12 @@ pub(crate) struct HostTimer {
 
 impl HostTimer {
     pub(crate) fn new(start_offset: Duration, since_epoch: Duration) -> Self {
-        Self { elapsed: Duration::ZERO, now: None, start_offset, since_epoch }
+        Self {
+            elapsed: Duration::ZERO,
+            now: None,
+            start_offset,
+            since_epoch,
+        }
     }
 
     pub(crate) fn tick(&mut self, duration: Duration) {
@@ -224,7 +229,10 @@ struct UdpBind {
 
 impl Udp {
     fn new(capacity: usize) -> Self {
-        Self { binds: IndexMap::new(), capacity }
+        Self {
+            binds: IndexMap::new(),
+            capacity,
+        }
     }
 
     pub(crate) fn is_port_assigned(&self, port: u16) -> bool {
@@ -232,19 +240,29 @@ impl Udp {
     }
 
     pub(crate) fn is_broadcast_enabled(&self, port: u16) -> bool {
-        self.binds.get(&port).map(|bind| bind.broadcast).unwrap_or(DEFAULT_BROADCAST)
+        self.binds
+            .get(&port)
+            .map(|bind| bind.broadcast)
+            .unwrap_or(DEFAULT_BROADCAST)
     }
 
     pub(crate) fn is_multicast_loop_enabled(&self, port: u16) -> bool {
-        self.binds.get(&port).map(|bind| bind.multicast_loop).unwrap_or(DEFAULT_MULTICAST_LOOP)
+        self.binds
+            .get(&port)
+            .map(|bind| bind.multicast_loop)
+            .unwrap_or(DEFAULT_MULTICAST_LOOP)
     }
 
     pub(crate) fn set_broadcast(&mut self, port: u16, on: bool) {
-        self.binds.entry(port).and_modify(|bind| bind.broadcast = on);
+        self.binds
+            .entry(port)
+            .and_modify(|bind| bind.broadcast = on);
     }
 
     pub(crate) fn set_multicast_loop(&mut self, port: u16, on: bool) {
-        self.binds.entry(port).and_modify(|bind| bind.multicast_loop = on);
+        self.binds
+            .entry(port)
+            .and_modify(|bind| bind.multicast_loop = on);
     }
 
     pub(crate) fn bind(&mut self, addr: SocketAddr) -> io::Result<UdpSocket> {
@@ -431,7 +449,11 @@ impl Tcp {
 
     pub(crate) fn bind(&mut self, addr: SocketAddr) -> io::Result<TcpListener> {
         let notify = Arc::new(Notify::new());
-        let sock = ServerSocket { bind_addr: addr, notify: notify.clone(), deque: VecDeque::new() };
+        let sock = ServerSocket {
+            bind_addr: addr,
+            notify: notify.clone(),
+            deque: VecDeque::new(),
+        };
 
         match self.binds.entry(addr.port()) {
             indexmap::map::Entry::Occupied(_) => {
@@ -445,7 +467,10 @@ impl Tcp {
         Ok(TcpListener::new(addr, notify))
     }
 
-    pub(crate) fn new_stream(&mut self, pair: SocketPair) -> (mpsc::Receiver<SequencedSegment>, BidiFlowControl) {
+    pub(crate) fn new_stream(
+        &mut self,
+        pair: SocketPair,
+    ) -> (mpsc::Receiver<SequencedSegment>, BidiFlowControl) {
         let (sock, rx, bidi) = StreamSocket::new(self.socket_capacity);
 
         let exists = self.sockets.insert(pair, sock);
@@ -456,7 +481,11 @@ impl Tcp {
     }
 
     pub(crate) fn flow_control(&self, pair: SocketPair) -> BidiFlowControl {
-        self.sockets.get(&pair).expect("missing stream socket").flow_control.clone()
+        self.sockets
+            .get(&pair)
+            .expect("missing stream socket")
+            .flow_control
+            .clone()
     }
 
     pub(crate) fn stream_count(&self) -> usize {
@@ -474,7 +503,12 @@ impl Tcp {
         Some(sock.assign_seq())
     }
 
-    fn receive_from_network(&mut self, src: SocketAddr, dst: SocketAddr, segment: Segment) -> Result<(), Protocol> {
+    fn receive_from_network(
+        &mut self,
+        src: SocketAddr,
+        dst: SocketAddr,
+        segment: Segment,
+    ) -> Result<(), Protocol> {
         match segment {
             Segment::Syn(syn) => {
                 // If bound, queue the syn; else we drop the syn triggering
@@ -500,7 +534,9 @@ impl Tcp {
             },
             Segment::Rst => {
                 if self.sockets.get(&SocketPair::new(dst, src)).is_some() {
-                    self.sockets.swap_remove(&SocketPair::new(dst, src)).unwrap();
+                    self.sockets
+                        .swap_remove(&SocketPair::new(dst, src))
+                        .unwrap();
                 }
             }
         };
@@ -514,7 +550,11 @@ impl Tcp {
     pub(crate) fn has_buffered_data(&self, pair: SocketPair) -> bool {
         self.sockets
             .get(&pair)
-            .map(|s| s.buf.values().any(|seg| matches!(seg, SequencedSegment::Data(_))))
+            .map(|s| {
+                s.buf
+                    .values()
+                    .any(|seg| matches!(seg, SequencedSegment::Data(_)))
+            })
             .unwrap_or(false)
     }
 

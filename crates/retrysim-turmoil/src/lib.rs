@@ -259,7 +259,14 @@ pub fn elapsed() -> Duration {
 /// Will return None if the duration is not available, typically because
 /// there is no currently executing host or world.
 pub fn sim_elapsed() -> Option<Duration> {
-    World::try_current(|world| world.try_current_host().map(|host| host.timer.sim_elapsed()).ok()).ok().flatten()
+    World::try_current(|world| {
+        world
+            .try_current_host()
+            .map(|host| host.timer.sim_elapsed())
+            .ok()
+    })
+    .ok()
+    .flatten()
 }
 
 /// The address of the host whose software runs now; `None` outside a
@@ -278,7 +285,14 @@ pub fn current_host_addr() -> Option<IpAddr> {
 /// Will return None if the duration is not available, typically because
 /// there is no currently executing host or world.
 pub fn since_epoch() -> Option<Duration> {
-    World::try_current(|world| world.try_current_host().map(|host| host.timer.since_epoch()).ok()).ok().flatten()
+    World::try_current(|world| {
+        world
+            .try_current_host()
+            .map(|host| host.timer.since_epoch())
+            .ok()
+    })
+    .ok()
+    .flatten()
 }
 
 /// Lookup an IP address by host name.

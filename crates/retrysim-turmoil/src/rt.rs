@@ -438,7 +438,9 @@ impl<'a> Rt<'a> {
         self.cancel_tasks();
 
         if let Kind::Host { software } = &self.kind {
-            let handle = with(&self.tokio, &self.local, || tokio::task::spawn_local(software()));
+            let handle = with(&self.tokio, &self.local, || {
+                tokio::task::spawn_local(software())
+            });
             self.handle.replace(handle);
         };
     }
@@ -492,7 +494,11 @@ fn init(config: &mut Config) -> (Runtime, LocalSet, Arc<ParkLog>) {
         tokio_builder.rng_seed(seed);
     }
 
-    let tokio = tokio_builder.enable_time().start_paused(true).build().unwrap();
+    let tokio = tokio_builder
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
 
     let parks = Arc::new(ParkLog {
         origin: tokio.block_on(async { Instant::now() }),

@@ -107,7 +107,12 @@ impl<'a> Iterator for LinksIter<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         let (pair, link) = self.iter.next()?;
 
-        Some(LinkIter { a: pair.0, b: pair.1, now: link.now, iter: link.sent.iter_mut() })
+        Some(LinkIter {
+            a: pair.0,
+            b: pair.1,
+            now: link.now,
+            iter: link.sent.iter_mut(),
+        })
     }
 }
 
@@ -117,7 +122,12 @@ impl<'a> Iterator for LinkIter<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         let sent = self.iter.next()?;
 
-        Some(SentRef { src: sent.src, dst: sent.dst, now: self.now, sent })
+        Some(SentRef {
+            src: sent.src,
+            dst: sent.dst,
+            now: self.now,
+            sent,
+        })
     }
 }
 
@@ -164,7 +174,11 @@ enum State {
 
 impl Topology {
     pub(crate) fn new(config: config::Link) -> Topology {
-        Topology { config, links: FastMap::default(), rt: Rt::no_software() }
+        Topology {
+            config,
+            links: FastMap::default(),
+            rt: Rt::no_software(),
+        }
     }
 
     /// Register a link between two hosts
@@ -227,7 +241,10 @@ impl Topology {
         if let Some(link) = self.links.get_mut(&Pair::new(src.ip(), dst.ip())) {
             link.enqueue_message(&self.config, rand, src, dst, message)
         } else {
-            Err(Error::new(ErrorKind::ConnectionRefused, "Connection refused"))
+            Err(Error::new(
+                ErrorKind::ConnectionRefused,
+                "Connection refused",
+            ))
         }
     }
 
@@ -311,12 +328,16 @@ impl Topology {
     }
 
     pub(crate) fn iter_mut(&mut self) -> LinksIter<'_> {
-        LinksIter { iter: self.links.iter_mut() }
+        LinksIter {
+            iter: self.links.iter_mut(),
+        }
     }
 
     #[inline]
     fn get_link_mut(&mut self, pair: &Pair) -> &mut Link {
-        self.links.get_mut(pair).unwrap_or_else(|| panic!("unable to find link between {pair:?}"))
+        self.links
+            .get_mut(pair)
+            .unwrap_or_else(|| panic!("unable to find link between {pair:?}"))
     }
 }
 
@@ -412,7 +433,12 @@ impl Link {
             }
         };
 
-        let sent = Sent { src, dst, status, protocol: message };
+        let sent = Sent {
+            src,
+            dst,
+            status,
+            protocol: message,
+        };
 
         self.sent.push_back(sent);
         Ok(())
@@ -433,8 +459,15 @@ impl Link {
             if let DeliveryStatus::DeliverAfter(time) = sent.status {
                 if time <= self.now {
                     let sent = self.sent.remove(index).unwrap();
-                    let envelope = Envelope { src: sent.src, dst: sent.dst, message: sent.protocol };
-                    self.deliverable.entry(sent.dst.ip()).or_default().push_back(envelope);
+                    let envelope = Envelope {
+                        src: sent.src,
+                        dst: sent.dst,
+                        message: sent.protocol,
+                    };
+                    self.deliverable
+                        .entry(sent.dst.ip())
+                        .or_default()
+                        .push_back(envelope);
                     deliverable += 1;
                 }
             }
@@ -444,8 +477,18 @@ impl Link {
     // FIXME: This implementation does not respect message delivery order. If
     // host A and host B are ordered (by addr), and B sends before A, then this
     // method will deliver A's message before B's.
-    fn deliver_messages(&mut self, global_config: &config::Link, rand: &mut dyn RngCore, host: &mut Host) {
-        let deliverable = self.deliverable.entry(host.addr).or_default().drain(..).collect::<Vec<Envelope>>();
+    fn deliver_messages(
+        &mut self,
+        global_config: &config::Link,
+        rand: &mut dyn RngCore,
+        host: &mut Host,
+    ) {
+        let deliverable = self
+            .deliverable
+            .entry(host.addr)
+            .or_default()
+            .drain(..)
+            .collect::<Vec<Envelope>>();
 
         for message in deliverable {
             let (src, dst) = (message.src, message.dst);
@@ -553,7 +596,9 @@ impl Link {
     }
 
     fn message_loss(&mut self, global: &config::MessageLoss) -> &mut config::MessageLoss {
-        self.config.message_loss.get_or_insert_with(|| global.clone())
+        self.config
+            .message_loss
+            .get_or_insert_with(|| global.clone())
     }
 }
 

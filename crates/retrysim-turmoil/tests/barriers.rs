@@ -71,7 +71,9 @@ async fn suspend_holds_execution() {
         trigger(TestTrigger::Third(1738)).await;
     });
 
-    let mut barrier = Barrier::build(Reaction::Suspend, |t: &TestTrigger| t == &TestTrigger::Third(1738));
+    let mut barrier = Barrier::build(Reaction::Suspend, |t: &TestTrigger| {
+        t == &TestTrigger::Third(1738)
+    });
     let triggered = barrier.wait().await.unwrap();
     assert_eq!(triggered.deref(), &TestTrigger::Third(1738));
 
@@ -113,7 +115,8 @@ async fn barrier_matches_condition() {
     });
 
     // This barrier should only match Third(200)
-    let mut barrier = Barrier::new(|t: &TestTrigger| matches!(t, TestTrigger::Third(n) if *n > 150));
+    let mut barrier =
+        Barrier::new(|t: &TestTrigger| matches!(t, TestTrigger::Third(n) if *n > 150));
 
     let triggered = barrier.wait().await.unwrap();
     assert_eq!(triggered.deref(), &TestTrigger::Third(200));
@@ -154,7 +157,9 @@ async fn panic_reaction() {
 #[test]
 #[should_panic(expected = "trigger_noop() cannot be used with Reaction::Suspend")]
 fn trigger_noop_panics_with_suspend() {
-    let _barrier = Barrier::build(Reaction::Suspend, |t: &TestTrigger| t == &TestTrigger::First);
+    let _barrier = Barrier::build(Reaction::Suspend, |t: &TestTrigger| {
+        t == &TestTrigger::First
+    });
     trigger_noop(TestTrigger::First);
 }
 

@@ -744,8 +744,9 @@ impl Comparison {
         serde_json::to_string_pretty(self).expect("comparisons serialise")
     }
 
-    /// The medians as a Markdown table, one line per row: what the README's
-    /// comparison tables hold (a test keeps them in step).
+    /// The medians as a Markdown table, one line per row: what the guide's
+    /// comparison tables hold (docs/guide/comparing-policies.md; a test keeps
+    /// them in step).
     pub fn to_markdown(&self) -> String {
         let mut out = String::from(
             "| policy | time s | requests | limited | charged | gave up |\n|---|---:|---:|---:|---:|---:|\n",

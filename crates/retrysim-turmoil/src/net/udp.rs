@@ -27,7 +27,9 @@ pub struct UdpSocket {
 
 impl std::fmt::Debug for UdpSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UdpSocket").field("local_addr", &self.local_addr).finish()
+        f.debug_struct("UdpSocket")
+            .field("local_addr", &self.local_addr)
+            .finish()
     }
 }
 
@@ -40,7 +42,10 @@ impl MulticastGroups {
     }
 
     fn contains_destination_address(&self, group: IpAddr, member: SocketAddr) -> bool {
-        self.0.get(&SocketAddr::new(group, member.port())).and_then(|members| members.get(&member)).is_some()
+        self.0
+            .get(&SocketAddr::new(group, member.port()))
+            .and_then(|members| members.get(&member))
+            .is_some()
     }
 
     fn join(&mut self, group: IpAddr, member: SocketAddr) {
@@ -63,7 +68,12 @@ impl MulticastGroups {
             })
             .index();
 
-        if self.0.get_index(index).map(|(_, members)| members.is_empty()).unwrap_or(false) {
+        if self
+            .0
+            .get_index(index)
+            .map(|(_, members)| members.is_empty())
+            .unwrap_or(false)
+        {
             self.0.swap_remove_index(index);
         }
     }
@@ -92,9 +102,9 @@ impl Rx {
         let (datagram, origin) = if let Some(datagram) = self.buffer.take() {
             datagram
         } else {
-            self.recv
-                .try_recv()
-                .map_err(|_| io::Error::new(io::ErrorKind::WouldBlock, "socket receive queue is empty"))?
+            self.recv.try_recv().map_err(|_| {
+                io::Error::new(io::ErrorKind::WouldBlock, "socket receive queue is empty")
+            })?
         };
 
         let bytes = &datagram.0;
@@ -124,7 +134,11 @@ impl Rx {
             return Ok(());
         }
 
-        let datagram = self.recv.recv().await.expect("sender should never be dropped");
+        let datagram = self
+            .recv
+            .recv()
+            .await
+            .expect("sender should never be dropped");
 
         self.buffer = Some(datagram);
 
@@ -134,7 +148,13 @@ impl Rx {
 
 impl UdpSocket {
     pub(crate) fn new(local_addr: SocketAddr, rx: mpsc::Receiver<(Datagram, SocketAddr)>) -> Self {
-        Self { local_addr, rx: Mutex::new(Rx { recv: rx, buffer: None }) }
+        Self {
+            local_addr,
+            rx: Mutex::new(Rx {
+                recv: rx,
+                buffer: None,
+            }),
+        }
     }
     pub async fn connect<A: ToSocketAddrs>(&self, addr: A) -> Result<()> {
         World::current(|world| {
@@ -247,7 +267,9 @@ impl UdpSocket {
         let mut rx = self.rx.lock().await;
         rx.readable().await?;
 
-        let (limit, datagram, origin) = rx.try_recv_from(buf).expect("queue should be ready after readable yields");
+        let (limit, datagram, origin) = rx
+            .try_recv_from(buf)
+            .expect("queue should be ready after readable yields");
 
         tracing::trace!(target: TRACING_TARGET, src = ?origin, dst = ?self.local_addr, protocol = %datagram, "Recv");
 
@@ -264,14 +286,16 @@ impl UdpSocket {
     /// When there is no pending data, `Err(io::ErrorKind::WouldBlock)` is
     /// returned. This function is usually paired with `readable()`.
     pub fn try_recv_from(&self, buf: &mut [u8]) -> Result<(usize, SocketAddr)> {
-        let mut rx = self
-            .rx
-            .try_lock()
-            .map_err(|_| io::Error::new(io::ErrorKind::WouldBlock, "socket is being read by another task"))?;
+        let mut rx = self.rx.try_lock().map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "socket is being read by another task",
+            )
+        })?;
 
-        let (limit, datagram, origin) = rx
-            .try_recv_from(buf)
-            .map_err(|_| io::Error::new(io::ErrorKind::WouldBlock, "socket receive queue is empty"))?;
+        let (limit, datagram, origin) = rx.try_recv_from(buf).map_err(|_| {
+            io::Error::new(io::ErrorKind::WouldBlock, "socket receive queue is empty")
+        })?;
 
         tracing::trace!(target: TRACING_TARGET, src = ?origin, dst = ?self.local_addr, protocol = %datagram, "Recv");
 
@@ -359,11 +383,17 @@ impl UdpSocket {
                             }
                             dst => world.send_message(src, dst, Protocol::Udp(packet.clone())),
                         }),
-                    false => Err(Error::new(ErrorKind::PermissionDenied, "Broadcast is not enabled")),
+                    false => Err(Error::new(
+                        ErrorKind::PermissionDenied,
+                        "Broadcast is not enabled",
+                    )),
                 }
             }
-            dst if dst.ip().is_multicast() => {
-                world.multicast_groups.destination_addresses(dst).into_iter().try_for_each(|dst| match dst {
+            dst if dst.ip().is_multicast() => world
+                .multicast_groups
+                .destination_addresses(dst)
+                .into_iter()
+                .try_for_each(|dst| match dst {
                     dst if src.ip() == dst.ip() => {
                         let host = world.current_host();
                         if host.udp.is_multicast_loop_enabled(dst.port()) {
@@ -372,8 +402,7 @@ impl UdpSocket {
                         Ok(())
                     }
                     dst => world.send_message(src, dst, Protocol::Udp(packet.clone())),
-                })
-            }
+                }),
             dst if is_same(src, dst) => {
                 send_loopback(src, dst, Protocol::Udp(packet));
                 Ok(())
@@ -414,7 +443,12 @@ impl UdpSocket {
     /// [`set_multicast_loop_v4`]: method@Self::set_multicast_loop_v4
     pub fn multicast_loop_v4(&self) -> io::Result<bool> {
         let local_port = self.local_addr.port();
-        World::current(|world| Ok(world.current_host().udp.is_multicast_loop_enabled(local_port)))
+        World::current(|world| {
+            Ok(world
+                .current_host()
+                .udp
+                .is_multicast_loop_enabled(local_port))
+        })
     }
 
     /// Sets the value of the `IP_MULTICAST_LOOP` option for this socket.
@@ -430,7 +464,10 @@ impl UdpSocket {
             _ => return Ok(()),
         };
         World::current(|world| {
-            world.current_host_mut().udp.set_multicast_loop(local_port, on);
+            world
+                .current_host_mut()
+                .udp
+                .set_multicast_loop(local_port, on);
             Ok(())
         })
     }
@@ -442,7 +479,12 @@ impl UdpSocket {
     /// [`set_multicast_loop_v6`]: method@Self::set_multicast_loop_v6
     pub fn multicast_loop_v6(&self) -> io::Result<bool> {
         let local_port = self.local_addr.port();
-        World::current(|world| Ok(world.current_host().udp.is_multicast_loop_enabled(local_port)))
+        World::current(|world| {
+            Ok(world
+                .current_host()
+                .udp
+                .is_multicast_loop_enabled(local_port))
+        })
     }
 
     /// Sets the value of the `IPV6_MULTICAST_LOOP` option for this socket.
@@ -458,7 +500,10 @@ impl UdpSocket {
             _ => return Ok(()),
         };
         World::current(|world| {
-            world.current_host_mut().udp.set_multicast_loop(local_port, on);
+            world
+                .current_host_mut()
+                .udp
+                .set_multicast_loop(local_port, on);
             Ok(())
         })
     }
@@ -474,7 +519,10 @@ impl UdpSocket {
     /// Currently, the `interface` argument only supports `127.0.0.1` and `0.0.0.0`.
     pub fn join_multicast_v4(&self, multiaddr: Ipv4Addr, interface: Ipv4Addr) -> Result<()> {
         if !multiaddr.is_multicast() {
-            return Err(Error::new(ErrorKind::InvalidInput, "Invalid multicast address"));
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "Invalid multicast address",
+            ));
         }
 
         World::current(|world| {
@@ -497,7 +545,10 @@ impl UdpSocket {
     pub fn join_multicast_v6(&self, multiaddr: &Ipv6Addr, interface: u32) -> Result<()> {
         verify_ipv6_bind_interface(interface)?;
         if !multiaddr.is_multicast() {
-            return Err(Error::new(ErrorKind::InvalidInput, "Invalid multicast address"));
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "Invalid multicast address",
+            ));
         }
 
         World::current(|world| {
@@ -516,14 +567,20 @@ impl UdpSocket {
     /// [`join_multicast_v4`]: method@Self::join_multicast_v4
     pub fn leave_multicast_v4(&self, multiaddr: Ipv4Addr, interface: Ipv4Addr) -> io::Result<()> {
         if !multiaddr.is_multicast() {
-            return Err(Error::new(ErrorKind::InvalidInput, "Invalid multicast address"));
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "Invalid multicast address",
+            ));
         }
 
         World::current(|world| {
             let dst = destination_address(world, self);
             verify_ipv4_bind_interface(interface, dst.ip())?;
 
-            if !world.multicast_groups.contains_destination_address(IpAddr::V4(multiaddr), dst) {
+            if !world
+                .multicast_groups
+                .contains_destination_address(IpAddr::V4(multiaddr), dst)
+            {
                 return Err(Error::new(
                     ErrorKind::AddrNotAvailable,
                     "Leaving a multicast group that has not been previously joined",
@@ -544,13 +601,19 @@ impl UdpSocket {
     pub fn leave_multicast_v6(&self, multiaddr: &Ipv6Addr, interface: u32) -> io::Result<()> {
         verify_ipv6_bind_interface(interface)?;
         if !multiaddr.is_multicast() {
-            return Err(Error::new(ErrorKind::InvalidInput, "Invalid multicast address"));
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "Invalid multicast address",
+            ));
         }
 
         World::current(|world| {
             let dst = destination_address(world, self);
 
-            if !world.multicast_groups.contains_destination_address(IpAddr::V6(*multiaddr), dst) {
+            if !world
+                .multicast_groups
+                .contains_destination_address(IpAddr::V6(*multiaddr), dst)
+            {
                 return Err(Error::new(
                     ErrorKind::AddrNotAvailable,
                     "Leaving a multicast group that has not been previously joined",
@@ -588,7 +651,10 @@ where
     let interface = interface.into();
 
     if !interface.is_unspecified() && !interface.is_loopback() {
-        return Err(Error::new(ErrorKind::AddrNotAvailable, format!("{interface} is not supported")));
+        return Err(Error::new(
+            ErrorKind::AddrNotAvailable,
+            format!("{interface} is not supported"),
+        ));
     }
 
     if interface.is_ipv4() != addr.is_ipv4() {
@@ -600,14 +666,20 @@ where
 
 fn verify_ipv6_bind_interface(interface: u32) -> Result<()> {
     if interface != 0 {
-        return Err(Error::new(ErrorKind::AddrNotAvailable, format!("interface {interface} is not supported")));
+        return Err(Error::new(
+            ErrorKind::AddrNotAvailable,
+            format!("interface {interface} is not supported"),
+        ));
     }
 
     Ok(())
 }
 
 fn destination_address(world: &World, socket: &UdpSocket) -> SocketAddr {
-    let local_port = socket.local_addr().expect("local_addr is always present in simulation").port();
+    let local_port = socket
+        .local_addr()
+        .expect("local_addr is always present in simulation")
+        .port();
     let host_addr = world.current_host().addr;
     SocketAddr::from((host_addr, local_port))
 }
@@ -615,7 +687,9 @@ fn destination_address(world: &World, socket: &UdpSocket) -> SocketAddr {
 impl Drop for UdpSocket {
     fn drop(&mut self) {
         World::current_if_set(|world| {
-            world.multicast_groups.leave_all(destination_address(world, self));
+            world
+                .multicast_groups
+                .leave_all(destination_address(world, self));
             world.current_host_mut().udp.unbind(self.local_addr);
         });
     }

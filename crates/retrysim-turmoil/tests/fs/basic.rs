@@ -1,7 +1,9 @@
 //! Basic file operation tests.
 
 use std::os::unix::fs::FileExt;
-use turmoil::fs::shim::std::fs::{copy, create_dir, create_dir_all, read, read_to_string, write, OpenOptions};
+use turmoil::fs::shim::std::fs::{
+    copy, create_dir, create_dir_all, read, read_to_string, write, OpenOptions,
+};
 use turmoil::{Builder, Result};
 
 const TEST_PATH: &str = "/test/data.db";
@@ -11,7 +13,11 @@ fn basic_read_write() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir_all("/test")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open(TEST_PATH)?;
         file.write_all_at(b"hello world", 0)?;
         let mut buf = [0u8; 11];
         let n = file.read_at(&mut buf, 0)?;
@@ -27,7 +33,11 @@ fn write_at_offset() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir_all("/test")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open(TEST_PATH)?;
         file.write_all_at(b"at offset", 100)?;
         let mut buf = [0u8; 9];
         file.read_at(&mut buf, 100)?;
@@ -42,7 +52,11 @@ fn set_len_truncate() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir_all("/test")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open(TEST_PATH)?;
         file.write_all_at(b"0123456789", 0)?;
         file.sync_all()?;
         file.set_len(5)?;
@@ -56,8 +70,16 @@ fn set_len_truncate() -> Result {
 fn multiple_files() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
-        let f1 = OpenOptions::new().read(true).write(true).create(true).open("/file1")?;
-        let f2 = OpenOptions::new().read(true).write(true).create(true).open("/file2")?;
+        let f1 = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/file1")?;
+        let f2 = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/file2")?;
         f1.write_all_at(b"file one", 0)?;
         f2.write_all_at(b"file two", 0)?;
         let mut b1 = [0u8; 8];
@@ -103,7 +125,11 @@ fn set_len_extend() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir_all("/test")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open("/test/data.db")?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/test/data.db")?;
         file.set_len(100)?;
         assert_eq!(file.metadata()?.len(), 100);
         let mut buf = [0xffu8; 100];
@@ -119,8 +145,16 @@ fn open_options_create_new() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir_all("/test")?;
-        let _file = OpenOptions::new().read(true).write(true).create_new(true).open(TEST_PATH)?;
-        let result = OpenOptions::new().read(true).write(true).create_new(true).open(TEST_PATH);
+        let _file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(TEST_PATH)?;
+        let result = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(TEST_PATH);
         assert!(result.is_err());
         Ok(())
     });
@@ -132,11 +166,18 @@ fn open_options_truncate() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir_all("/test")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open(TEST_PATH)?;
         file.write_all_at(b"existing data", 0)?;
         file.sync_all()?;
         drop(file);
-        let file = OpenOptions::new().write(true).truncate(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(TEST_PATH)?;
         assert_eq!(file.metadata()?.len(), 0);
         Ok(())
     });
@@ -148,7 +189,11 @@ fn read_exact_at() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir_all("/test")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open(TEST_PATH)?;
         file.write_all_at(b"exact read test", 0)?;
         let mut buf = [0u8; 15];
         file.read_exact_at(&mut buf, 0)?;
@@ -165,7 +210,11 @@ fn overlapping_writes() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir_all("/test")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open(TEST_PATH)?;
         file.write_all_at(&[b'A'; 10], 0)?;
         file.write_all_at(&[b'B'; 3], 3)?;
         let mut buf = [0u8; 10];
@@ -182,7 +231,11 @@ fn cursor_based_io() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir("/data")?;
-        let mut file = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/data/file.txt")?;
         file.write_all(b"hello world")?;
         file.seek(SeekFrom::Start(0))?;
         let mut buf = [0u8; 11];
@@ -203,7 +256,10 @@ fn append_mode() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir("/data")?;
-        let file = OpenOptions::new().write(true).create(true).open("/data/log.txt")?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .open("/data/log.txt")?;
         file.write_all_at(b"line1\n", 0)?;
         file.sync_all()?;
         drop(file);
@@ -224,7 +280,11 @@ fn file_try_clone() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir("/data")?;
-        let file1 = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+        let file1 = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/data/file.txt")?;
         file1.write_all_at(b"hello world", 0)?;
         let file2 = file1.try_clone()?;
         let mut buf = [0u8; 5];

@@ -27,11 +27,17 @@ fn aligned_read_succeeds_default_512() -> Result {
         create_dir_all("/test")?;
 
         // Pre-create file with data
-        let setup = OpenOptions::new().write(true).create(true).open(TEST_PATH)?;
+        let setup = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .open(TEST_PATH)?;
         setup.write_all_at(&[0xAB; 8192], 0)?;
         drop(setup);
 
-        let file = OpenOptions::new().read(true).direct_io(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .direct_io(true)
+            .open(TEST_PATH)?;
 
         unsafe {
             let (ptr, layout) = aligned_buf(512, 512);
@@ -49,7 +55,11 @@ fn aligned_write_succeeds_default_512() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir_all("/test")?;
-        let file = OpenOptions::new().write(true).create(true).direct_io(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .direct_io(true)
+            .open(TEST_PATH)?;
 
         unsafe {
             let (ptr, layout) = aligned_buf(512, 512);
@@ -72,11 +82,18 @@ fn aligned_io_succeeds_4096() -> Result {
         create_dir_all("/test")?;
 
         // Pre-create file
-        let setup = OpenOptions::new().write(true).create(true).open(TEST_PATH)?;
+        let setup = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .open(TEST_PATH)?;
         setup.write_all_at(&[0xAB; 8192], 0)?;
         drop(setup);
 
-        let file = OpenOptions::new().read(true).write(true).direct_io(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .direct_io(true)
+            .open(TEST_PATH)?;
 
         unsafe {
             let (ptr, layout) = aligned_buf(4096, 4096);
@@ -100,7 +117,11 @@ fn misaligned_write_length_fails() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir_all("/test")?;
-        let file = OpenOptions::new().write(true).create(true).direct_io(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .direct_io(true)
+            .open(TEST_PATH)?;
 
         // 100 bytes is not a multiple of 512
         unsafe {
@@ -121,11 +142,17 @@ fn misaligned_read_length_fails() -> Result {
     sim.client("test", async {
         create_dir_all("/test")?;
 
-        let setup = OpenOptions::new().write(true).create(true).open(TEST_PATH)?;
+        let setup = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .open(TEST_PATH)?;
         setup.write_all_at(&[0xAB; 8192], 0)?;
         drop(setup);
 
-        let file = OpenOptions::new().read(true).direct_io(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .direct_io(true)
+            .open(TEST_PATH)?;
 
         unsafe {
             let (ptr, layout) = aligned_buf(512, 512);
@@ -148,7 +175,11 @@ fn misaligned_write_offset_fails() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir_all("/test")?;
-        let file = OpenOptions::new().write(true).create(true).direct_io(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .direct_io(true)
+            .open(TEST_PATH)?;
 
         unsafe {
             let (ptr, layout) = aligned_buf(512, 512);
@@ -168,11 +199,17 @@ fn misaligned_read_offset_fails() -> Result {
     sim.client("test", async {
         create_dir_all("/test")?;
 
-        let setup = OpenOptions::new().write(true).create(true).open(TEST_PATH)?;
+        let setup = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .open(TEST_PATH)?;
         setup.write_all_at(&[0xAB; 8192], 0)?;
         drop(setup);
 
-        let file = OpenOptions::new().read(true).direct_io(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .direct_io(true)
+            .open(TEST_PATH)?;
 
         unsafe {
             let (ptr, layout) = aligned_buf(512, 512);
@@ -195,7 +232,11 @@ fn misaligned_buffer_pointer_fails() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir_all("/test")?;
-        let file = OpenOptions::new().write(true).create(true).direct_io(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .direct_io(true)
+            .open(TEST_PATH)?;
 
         unsafe {
             // Allocate 1024 bytes aligned to 512, then offset pointer by 1 byte
@@ -204,7 +245,10 @@ fn misaligned_buffer_pointer_fails() -> Result {
             let buf = std::slice::from_raw_parts(misaligned_ptr, 512);
             let res = file.write_all_at(buf, 0);
             dealloc(ptr, layout);
-            assert!(res.is_err(), "expected EINVAL for misaligned buffer pointer");
+            assert!(
+                res.is_err(),
+                "expected EINVAL for misaligned buffer pointer"
+            );
         }
         Ok(())
     });
@@ -220,7 +264,11 @@ fn non_direct_io_unaligned_succeeds() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir_all("/test")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open(TEST_PATH)?;
 
         // Unaligned length and offset — should succeed without direct_io.
         file.write_all_at(b"hello", 3)?;
@@ -244,7 +292,11 @@ fn custom_alignment_rejects_512_buffer() -> Result {
 
     sim.client("test", async {
         create_dir_all("/test")?;
-        let file = OpenOptions::new().write(true).create(true).direct_io(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .direct_io(true)
+            .open(TEST_PATH)?;
 
         // 512 is aligned to 512 but not to 4096
         unsafe {
@@ -252,7 +304,10 @@ fn custom_alignment_rejects_512_buffer() -> Result {
             let buf = std::slice::from_raw_parts(ptr, 512); // length not aligned to 4096
             let res = file.write_all_at(buf, 0);
             dealloc(ptr, layout);
-            assert!(res.is_err(), "expected EINVAL: 512-byte buffer with 4096 alignment");
+            assert!(
+                res.is_err(),
+                "expected EINVAL: 512-byte buffer with 4096 alignment"
+            );
         }
         Ok(())
     });
@@ -267,14 +322,21 @@ fn custom_alignment_rejects_misaligned_offset() -> Result {
 
     sim.client("test", async {
         create_dir_all("/test")?;
-        let file = OpenOptions::new().write(true).create(true).direct_io(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .direct_io(true)
+            .open(TEST_PATH)?;
 
         unsafe {
             let (ptr, layout) = aligned_buf(4096, 4096);
             let buf = std::slice::from_raw_parts(ptr, 4096);
             let res = file.write_all_at(buf, 512); // 512 not aligned to 4096
             dealloc(ptr, layout);
-            assert!(res.is_err(), "expected EINVAL: offset 512 with 4096 alignment");
+            assert!(
+                res.is_err(),
+                "expected EINVAL: offset 512 with 4096 alignment"
+            );
         }
         Ok(())
     });

@@ -2,7 +2,8 @@
 
 use std::os::unix::fs::FileExt;
 use turmoil::fs::shim::std::fs::{
-    create_dir, create_dir_all, metadata, read_dir, remove_dir, remove_dir_all, remove_file, rename, write, OpenOptions,
+    create_dir, create_dir_all, metadata, read_dir, remove_dir, remove_dir_all, remove_file,
+    rename, write, OpenOptions,
 };
 use turmoil::{Builder, Result};
 
@@ -11,7 +12,11 @@ fn mkdir_rmdir() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir("/mydir")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open("/mydir/file.txt")?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/mydir/file.txt")?;
         file.write_all_at(b"hello", 0)?;
         assert!(remove_dir("/mydir").is_err()); // not empty
         drop(file);
@@ -40,7 +45,11 @@ fn create_dir_all_works() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir_all("/a/b/c/d")?;
-        let _file = OpenOptions::new().read(true).write(true).create(true).open("/a/b/c/d/file.txt")?;
+        let _file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/a/b/c/d/file.txt")?;
         Ok(())
     });
     sim.run()
@@ -53,7 +62,10 @@ fn remove_file_basic() -> Result {
         create_dir("/data")?;
         write("/data/file.txt", b"hello")?;
         remove_file("/data/file.txt")?;
-        assert!(OpenOptions::new().read(true).open("/data/file.txt").is_err());
+        assert!(OpenOptions::new()
+            .read(true)
+            .open("/data/file.txt")
+            .is_err());
         assert!(remove_file("/data/file.txt").is_err());
         Ok(())
     });
@@ -70,8 +82,13 @@ fn read_dir_basic() -> Result {
         write("/data/file2.txt", b"content2")?;
         let entries: Vec<_> = read_dir("/data")?.collect::<std::io::Result<Vec<_>>>()?;
         assert_eq!(entries.len(), 3);
-        let names: HashSet<_> = entries.iter().map(|e| e.file_name().to_string_lossy().to_string()).collect();
-        assert!(names.contains("subdir") && names.contains("file1.txt") && names.contains("file2.txt"));
+        let names: HashSet<_> = entries
+            .iter()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .collect();
+        assert!(
+            names.contains("subdir") && names.contains("file1.txt") && names.contains("file2.txt")
+        );
         Ok(())
     });
     sim.run()
@@ -127,7 +144,10 @@ fn rename_atomic_replace() -> Result {
         rename("/data/file2.txt", "/data/file1.txt")?;
         use turmoil::fs::shim::std::fs::read;
         assert_eq!(read("/data/file1.txt")?, b"replacement");
-        assert!(OpenOptions::new().read(true).open("/data/file2.txt").is_err());
+        assert!(OpenOptions::new()
+            .read(true)
+            .open("/data/file2.txt")
+            .is_err());
         Ok(())
     });
     sim.run()

@@ -24,7 +24,11 @@ fn durability_with_sync() -> Result {
             if !phase.load(Ordering::SeqCst) {
                 create_dir_all("/test")?;
                 sync_dir("/")?;
-                let file = OpenOptions::new().read(true).write(true).create(true).open(TEST_PATH)?;
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .open(TEST_PATH)?;
                 file.write_all_at(b"synced data", 0)?;
                 file.sync_all()?;
                 sync_dir("/test")?;
@@ -71,12 +75,19 @@ fn data_loss_without_sync() -> Result {
         async move {
             if !phase.load(Ordering::SeqCst) {
                 create_dir_all("/test")?;
-                let file = OpenOptions::new().read(true).write(true).create(true).open(TEST_PATH)?;
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .open(TEST_PATH)?;
                 file.write_all_at(b"unsynced data", 0)?;
             } else {
                 create_dir_all("/test")?;
                 let result = OpenOptions::new().read(true).open(TEST_PATH);
-                assert!(result.is_err(), "file should not exist after crash without sync");
+                assert!(
+                    result.is_err(),
+                    "file should not exist after crash without sync"
+                );
             }
             notify.notify_one();
             std::future::pending::<()>().await;
@@ -122,7 +133,11 @@ fn random_sync_100_percent() -> Result {
                 // Sync directory entries so file survives crash
                 sync_dir("/")?;
                 sync_dir("/test")?;
-                let file = OpenOptions::new().read(true).write(true).create(true).open(TEST_PATH)?;
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .open(TEST_PATH)?;
                 // Sync the file's directory entry
                 sync_dir("/test")?;
                 // Write data - will be auto-synced due to 100% sync_probability
@@ -172,13 +187,20 @@ fn sync_data_vs_sync_all() -> Result {
             match phase.load(Ordering::SeqCst) {
                 0 => {
                     create_dir_all("/data")?;
-                    let file = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+                    let file = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .open("/data/file.txt")?;
                     file.write_all_at(b"test data", 0)?;
                     file.sync_data()?;
                 }
                 _ => {
                     create_dir_all("/data")?;
-                    assert!(OpenOptions::new().read(true).open("/data/file.txt").is_err());
+                    assert!(OpenOptions::new()
+                        .read(true)
+                        .open("/data/file.txt")
+                        .is_err());
                 }
             }
             notify.notify_one();
@@ -220,13 +242,20 @@ fn sync_dir_durability() -> Result {
                     use turmoil::fs::shim::std::fs::sync_dir;
                     create_dir("/data")?;
                     sync_dir("/")?;
-                    let file = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+                    let file = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .open("/data/file.txt")?;
                     file.write_all_at(b"durable", 0)?;
                     file.sync_all()?;
                     sync_dir("/data")?;
                 }
                 _ => {
-                    let file = OpenOptions::new().read(true).open("/data/file.txt").expect("should survive");
+                    let file = OpenOptions::new()
+                        .read(true)
+                        .open("/data/file.txt")
+                        .expect("should survive");
                     let mut buf = [0u8; 7];
                     file.read_exact_at(&mut buf, 0)?;
                     assert_eq!(&buf, b"durable");
@@ -271,13 +300,20 @@ fn file_lost_without_dir_sync() -> Result {
                     use turmoil::fs::shim::std::fs::sync_dir;
                     create_dir("/data")?;
                     sync_dir("/")?;
-                    let file = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+                    let file = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .open("/data/file.txt")?;
                     file.write_all_at(b"data", 0)?;
                     file.sync_all()?;
                     // No sync_dir("/data") - entry not durable!
                 }
                 _ => {
-                    assert!(OpenOptions::new().read(true).open("/data/file.txt").is_err());
+                    assert!(OpenOptions::new()
+                        .read(true)
+                        .open("/data/file.txt")
+                        .is_err());
                 }
             }
             notify.notify_one();
@@ -309,7 +345,11 @@ fn disk_capacity_enospc() -> Result {
     let mut sim = builder.build();
     sim.client("test", async {
         create_dir_all("/test")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open(TEST_PATH)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open(TEST_PATH)?;
         file.write_all_at(&[b'A'; 50], 0)?;
         file.write_all_at(&[b'B'; 50], 50)?;
         assert!(file.write_all_at(&[b'C'; 1], 100).is_err());
@@ -324,8 +364,16 @@ fn disk_capacity_multiple_files() -> Result {
     builder.fs().capacity(100);
     let mut sim = builder.build();
     sim.client("test", async {
-        let f1 = OpenOptions::new().read(true).write(true).create(true).open("/file1")?;
-        let f2 = OpenOptions::new().read(true).write(true).create(true).open("/file2")?;
+        let f1 = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/file1")?;
+        let f2 = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/file2")?;
         f1.write_all_at(&[b'A'; 60], 0)?;
         f2.write_all_at(&[b'B'; 40], 0)?;
         assert!(f1.write_all_at(&[b'C'; 1], 60).is_err());
@@ -351,7 +399,11 @@ fn io_error_probability_statistical(error_prob: f64, expected_rate: f64, toleran
         let r = result.clone();
         sim.client("test", async move {
             create_dir("/data")?;
-            let file = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .open("/data/file.txt")?;
             let write_result = file.write_all_at(b"test", 0);
             *r.lock().unwrap() = Some(write_result.is_err());
             Ok(())
@@ -384,7 +436,11 @@ fn unsynced_writes_lost_on_crash() -> Result {
                     // Create file and sync it (empty)
                     create_dir("/data")?;
                     sync_dir("/")?;
-                    let file = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+                    let file = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .open("/data/file.txt")?;
                     file.sync_all()?;
                     sync_dir("/data")?;
 
@@ -431,7 +487,11 @@ fn corruption_100_percent() -> Result {
     let mut sim = builder.build();
     sim.client("test", async {
         create_dir("/data")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/data/file.txt")?;
         file.write_all_at(b"original data", 0)?;
         let mut buf = [0u8; 13];
         file.read_at(&mut buf, 0)?;
@@ -457,7 +517,11 @@ fn corruption_probability_statistical(prob: f64, expected_rate: f64, tolerance: 
         let r = result.clone();
         sim.client("test", async move {
             create_dir("/data")?;
-            let file = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .open("/data/file.txt")?;
             // Write known data
             file.write_all_at(b"test data", 0)?;
             // Read it back
@@ -512,7 +576,11 @@ fn torn_write_partial_data_survives() -> Result {
                     create_dir_all("/test")?;
                     sync_dir("/")?;
                     sync_dir("/test")?;
-                    let file = OpenOptions::new().read(true).write(true).create(true).open(TEST_PATH)?;
+                    let file = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .open(TEST_PATH)?;
                     // Sync empty file and directory entry
                     file.sync_all()?;
                     sync_dir("/test")?;
@@ -587,7 +655,11 @@ fn no_torn_writes_without_block_size() -> Result {
                 create_dir_all("/test")?;
                 sync_dir("/")?;
                 sync_dir("/test")?;
-                let file = OpenOptions::new().read(true).write(true).create(true).open(TEST_PATH)?;
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .open(TEST_PATH)?;
                 file.sync_all()?;
                 sync_dir("/test")?;
                 // Write without sync - should be completely lost
@@ -654,7 +726,11 @@ fn torn_write_respects_block_boundaries() -> Result {
                     create_dir_all("/test")?;
                     sync_dir("/")?;
                     sync_dir("/test")?;
-                    let file = OpenOptions::new().read(true).write(true).create(true).open(TEST_PATH)?;
+                    let file = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .open(TEST_PATH)?;
                     file.sync_all()?;
                     sync_dir("/test")?;
                     file.write_all_at(b"AAAAAAAABBBBBBBB", 0)?;
@@ -692,7 +768,10 @@ fn torn_write_respects_block_boundaries() -> Result {
 
     // All observed sizes should be multiples of block_size (0, 8, or 16)
     for size in &valid_sizes {
-        assert!(*size == 0 || *size == 8 || *size == 16, "Torn write produced non-block-aligned size: {size}");
+        assert!(
+            *size == 0 || *size == 8 || *size == 16,
+            "Torn write produced non-block-aligned size: {size}"
+        );
     }
     Ok(())
 }
@@ -718,8 +797,12 @@ fn sync_new_file_with_truncate() -> Result {
                     sync_dir("/")?;
 
                     // Create file with truncate (common pattern)
-                    let file =
-                        OpenOptions::new().read(true).write(true).create(true).truncate(true).open("/data/file.txt")?;
+                    let file = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .open("/data/file.txt")?;
 
                     // Write some data
                     file.write_all_at(b"test data", 0)?;
@@ -767,7 +850,11 @@ fn sync_data_new_file() -> Result {
         create_dir("/data")?;
 
         // Create file
-        let file = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/data/file.txt")?;
 
         // Write data
         file.write_all_at(b"hello", 0)?;

@@ -1,6 +1,8 @@
 //! Symlink and hard link tests.
 
-use turmoil::fs::shim::std::fs::{canonicalize, create_dir, hard_link, metadata, read, symlink, write};
+use turmoil::fs::shim::std::fs::{
+    canonicalize, create_dir, hard_link, metadata, read, symlink, write,
+};
 use turmoil::{Builder, Result};
 
 #[test]
@@ -9,8 +11,14 @@ fn canonicalize_normalizes_path() -> Result {
     sim.client("test", async {
         create_dir("/data")?;
         write("/data/file.txt", b"hello")?;
-        assert_eq!(canonicalize("/data/./file.txt")?, std::path::PathBuf::from("/data/file.txt"));
-        assert_eq!(canonicalize("/data/../data/file.txt")?, std::path::PathBuf::from("/data/file.txt"));
+        assert_eq!(
+            canonicalize("/data/./file.txt")?,
+            std::path::PathBuf::from("/data/file.txt")
+        );
+        assert_eq!(
+            canonicalize("/data/../data/file.txt")?,
+            std::path::PathBuf::from("/data/file.txt")
+        );
         Ok(())
     });
     sim.run()
@@ -23,7 +31,10 @@ fn canonicalize_resolves_symlinks() -> Result {
         create_dir("/data")?;
         write("/data/real_file.txt", b"hello")?;
         symlink("/data/real_file.txt", "/link_to_file")?;
-        assert_eq!(canonicalize("/link_to_file")?, std::path::PathBuf::from("/data/real_file.txt"));
+        assert_eq!(
+            canonicalize("/link_to_file")?,
+            std::path::PathBuf::from("/data/real_file.txt")
+        );
         Ok(())
     });
     sim.run()
@@ -52,7 +63,10 @@ fn rename_file_not_dir_or_symlink() -> Result {
         write("/src.txt", b"data")?;
         rename("/src.txt", "/dst.txt")?;
         remove_file("/dst.txt")?;
-        assert!(metadata("/dst.txt").is_err(), "file should not exist after remove");
+        assert!(
+            metadata("/dst.txt").is_err(),
+            "file should not exist after remove"
+        );
         Ok(())
     });
     sim.run()
@@ -141,7 +155,10 @@ fn symlinks_in_read_dir() -> Result {
 
         // Read directory entries
         let entries: Vec<_> = read_dir("/data")?.collect::<std::io::Result<Vec<_>>>()?;
-        let names: HashSet<_> = entries.iter().map(|e| e.file_name().to_string_lossy().to_string()).collect();
+        let names: HashSet<_> = entries
+            .iter()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .collect();
 
         // Both file and symlink should appear
         assert!(names.contains("file.txt"), "file.txt should be in listing");

@@ -4,7 +4,8 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::time::{Duration, UNIX_EPOCH};
 use tokio::time::sleep;
 use turmoil::fs::shim::std::fs::{
-    create_dir, create_dir_all, exists, metadata, remove_file, symlink, symlink_metadata, write, OpenOptions,
+    create_dir, create_dir_all, exists, metadata, remove_file, symlink, symlink_metadata, write,
+    OpenOptions,
 };
 use turmoil::{Builder, Result};
 
@@ -13,7 +14,11 @@ fn metadata_is_file_is_dir() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir_all("/data")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/data/file.txt")?;
         let meta = file.metadata()?;
         assert!(meta.is_file());
         assert!(!meta.is_dir());
@@ -46,7 +51,11 @@ fn timestamp_on_creation() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir("/data")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/data/file.txt")?;
         let meta = file.metadata()?;
         let created = meta.created()?;
         let modified = meta.modified()?;
@@ -62,7 +71,11 @@ fn mtime_updates_on_write() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir("/data")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/data/file.txt")?;
         let initial = file.metadata()?.modified()?;
         sleep(Duration::from_secs(1)).await;
         file.write_all_at(b"hello", 0)?;
@@ -78,7 +91,11 @@ fn mtime_updates_on_truncate() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir("/data")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/data/file.txt")?;
         file.write_all_at(b"hello world", 0)?;
         file.sync_all()?;
         let before = file.metadata()?.modified()?;
@@ -96,7 +113,11 @@ fn noatime_behavior() -> Result {
     let mut sim = Builder::new().build();
     sim.client("test", async {
         create_dir("/data")?;
-        let file = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/data/file.txt")?;
         file.write_all_at(b"hello", 0)?;
         let before = file.metadata()?.accessed()?;
         sleep(Duration::from_secs(1)).await;
@@ -152,12 +173,21 @@ fn permissions_from_metadata() -> Result {
         create_dir("/data")?;
 
         // Test default file permissions (0o644)
-        let file = OpenOptions::new().read(true).write(true).create(true).open("/data/default.txt")?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/data/default.txt")?;
         let perms = file.metadata()?.permissions();
         assert_eq!(perms.mode() & 0o777, 0o644);
 
         // Test custom file permissions via OpenOptionsExt
-        let file2 = OpenOptions::new().read(true).write(true).create(true).mode(0o600).open("/data/custom.txt")?;
+        let file2 = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .mode(0o600)
+            .open("/data/custom.txt")?;
         let perms2 = file2.metadata()?.permissions();
         assert_eq!(perms2.mode() & 0o777, 0o600);
 

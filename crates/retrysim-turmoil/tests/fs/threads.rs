@@ -49,7 +49,11 @@ fn worker_thread_file_handle() -> Result {
             let _guard = handle.enter();
 
             // Use OpenOptions and FileExt trait
-            let file = OpenOptions::new().read(true).write(true).create(true).open("/data/file.txt")?;
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .open("/data/file.txt")?;
 
             file.write_all_at(b"positioned write", 0)?;
             file.sync_all()?;
@@ -153,7 +157,11 @@ fn worker_thread_with_sync() -> Result {
         let worker = std::thread::spawn(move || {
             let _guard = handle.enter();
 
-            let file = OpenOptions::new().read(true).write(true).create(true).open("/data/durable.txt")?;
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .open("/data/durable.txt")?;
 
             file.write_all_at(b"durable data", 0)?;
             file.sync_all()?;

@@ -15,7 +15,12 @@ fn tokio_basic_operations() -> Result {
         let contents = tokio_fs::read("/data/file.txt").await?;
         assert_eq!(contents, b"hello world");
 
-        let mut file = tokio_fs::OpenOptions::new().read(true).write(true).create(true).open("/data/rw.txt").await?;
+        let mut file = tokio_fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/data/rw.txt")
+            .await?;
         file.write_all(b"async test").await?;
         file.sync_all().await?;
         Ok(())
@@ -72,7 +77,11 @@ fn tokio_copy_rename_remove() -> Result {
 fn tokio_io_latency() -> Result {
     let mut builder = Builder::new();
     // Configure fixed latency for predictable testing
-    builder.fs().io_latency().min_latency(Duration::from_millis(10)).max_latency(Duration::from_millis(10));
+    builder
+        .fs()
+        .io_latency()
+        .min_latency(Duration::from_millis(10))
+        .max_latency(Duration::from_millis(10));
 
     let mut sim = builder.build();
     sim.client("test", async {
@@ -84,12 +93,20 @@ fn tokio_io_latency() -> Result {
         // Write has latency
         tokio_fs::write("/data/file.txt", b"hello").await?;
         let after_write = start.elapsed();
-        assert!(after_write >= Duration::from_millis(10), "write should have 10ms latency, got {:?}", after_write);
+        assert!(
+            after_write >= Duration::from_millis(10),
+            "write should have 10ms latency, got {:?}",
+            after_write
+        );
 
         // Read has latency
         let _ = tokio_fs::read("/data/file.txt").await?;
         let after_read = start.elapsed();
-        assert!(after_read >= Duration::from_millis(20), "read should add another 10ms, total {:?}", after_read);
+        assert!(
+            after_read >= Duration::from_millis(20),
+            "read should add another 10ms, total {:?}",
+            after_read
+        );
 
         Ok(())
     });
@@ -100,14 +117,23 @@ fn tokio_io_latency() -> Result {
 #[test]
 fn tokio_file_io_latency() -> Result {
     let mut builder = Builder::new();
-    builder.fs().io_latency().min_latency(Duration::from_millis(5)).max_latency(Duration::from_millis(5));
+    builder
+        .fs()
+        .io_latency()
+        .min_latency(Duration::from_millis(5))
+        .max_latency(Duration::from_millis(5));
 
     let mut sim = builder.build();
     sim.client("test", async {
         tokio_fs::create_dir("/data").await?;
 
         // Open with read+write access
-        let file = tokio_fs::OpenOptions::new().read(true).write(true).create(true).open("/data/test.txt").await?;
+        let file = tokio_fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open("/data/test.txt")
+            .await?;
 
         let start = tokio::time::Instant::now();
 

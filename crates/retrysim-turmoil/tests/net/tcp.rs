@@ -50,12 +50,19 @@ fn network_partitions_during_connect() -> Result {
     sim.client("client", async {
         turmoil::partition("client", "server");
 
-        assert_error_kind(TcpStream::connect(("server", PORT)).await, io::ErrorKind::ConnectionRefused);
+        assert_error_kind(
+            TcpStream::connect(("server", PORT)).await,
+            io::ErrorKind::ConnectionRefused,
+        );
 
         turmoil::repair("client", "server");
         turmoil::hold("client", "server");
 
-        assert!(timeout(Duration::from_secs(1), TcpStream::connect(("server", PORT))).await.is_err());
+        assert!(
+            timeout(Duration::from_secs(1), TcpStream::connect(("server", PORT)))
+                .await
+                .is_err()
+        );
 
         Ok(())
     });
@@ -165,7 +172,11 @@ fn client_hangup_on_connect() -> Result {
     sim.client("server", async move {
         let listener = bind().await?;
 
-        assert!(timeout(Duration::from_secs(timeout_secs * 2), listener.accept()).await.is_err());
+        assert!(
+            timeout(Duration::from_secs(timeout_secs * 2), listener.accept())
+                .await
+                .is_err()
+        );
 
         Ok(())
     });
@@ -173,7 +184,12 @@ fn client_hangup_on_connect() -> Result {
     sim.client("client", async move {
         turmoil::hold("client", "server");
 
-        assert!(timeout(Duration::from_secs(timeout_secs), TcpStream::connect(("server", PORT))).await.is_err());
+        assert!(timeout(
+            Duration::from_secs(timeout_secs),
+            TcpStream::connect(("server", PORT))
+        )
+        .await
+        .is_err());
 
         turmoil::release("client", "server");
 
@@ -272,7 +288,11 @@ fn accept_front_of_line_blocking() -> Result {
     sim.client("A", async move {
         turmoil::hold("A", "B");
 
-        assert!(timeout(Duration::from_secs(1), TcpStream::connect(("B", PORT))).await.is_err());
+        assert!(
+            timeout(Duration::from_secs(1), TcpStream::connect(("B", PORT)))
+                .await
+                .is_err()
+        );
         notify.notify_one();
 
         Ok(())
@@ -296,7 +316,10 @@ fn accept_front_of_line_dropped() -> Result {
     let wait = Rc::new(Notify::new());
     let notify = wait.clone();
 
-    let mut sim = Builder::new().min_message_latency(Duration::ZERO).max_message_latency(Duration::ZERO).build();
+    let mut sim = Builder::new()
+        .min_message_latency(Duration::ZERO)
+        .max_message_latency(Duration::ZERO)
+        .build();
 
     sim.host("server", move || {
         let wait = Rc::clone(&wait);
@@ -482,7 +505,10 @@ fn drop_listener() -> Result {
             }
         }
 
-        assert_error_kind(TcpStream::connect(("server", 1738)).await, io::ErrorKind::ConnectionRefused);
+        assert_error_kind(
+            TcpStream::connect(("server", 1738)).await,
+            io::ErrorKind::ConnectionRefused,
+        );
 
         Ok(())
     });
@@ -515,7 +541,9 @@ fn drop_listener_with_non_empty_queue() -> Result {
         let mut conns = vec![];
 
         for _ in 0..how_many_conns {
-            conns.push(tokio::task::spawn_local(TcpStream::connect(("server", PORT))));
+            conns.push(tokio::task::spawn_local(TcpStream::connect((
+                "server", PORT,
+            ))));
         }
 
         // sleep for one iteration to land syns in the listener
@@ -973,7 +1001,9 @@ fn non_zero_bind() -> Result {
     sim.client("client", async move {
         let sock = TcpListener::bind("1.1.1.1:1").await;
 
-        let Err(err) = sock else { panic!("bind should have failed") };
+        let Err(err) = sock else {
+            panic!("bind should have failed")
+        };
         assert_eq!(err.to_string(), "1.1.1.1:1 is not supported");
         Ok(())
     });
@@ -1023,7 +1053,9 @@ fn bind_addr_in_use() -> Result {
 
 #[test]
 fn loopback_delivery() -> Result {
-    let mut sim = Builder::new().tick_duration(Duration::from_millis(100)).build();
+    let mut sim = Builder::new()
+        .tick_duration(Duration::from_millis(100))
+        .build();
 
     sim.client("host", async {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 1738)).await?;
@@ -1051,8 +1083,15 @@ fn loopback_delivery() -> Result {
     Ok(())
 }
 
-fn run_localhost_test(ip_version: IpVersion, bind_addr: SocketAddr, connect_addr: SocketAddr) -> Result {
-    let mut sim = Builder::new().tick_duration(Duration::from_millis(100)).ip_version(ip_version).build();
+fn run_localhost_test(
+    ip_version: IpVersion,
+    bind_addr: SocketAddr,
+    connect_addr: SocketAddr,
+) -> Result {
+    let mut sim = Builder::new()
+        .tick_duration(Duration::from_millis(100))
+        .ip_version(ip_version)
+        .build();
     let expected = [0, 1, 7, 3, 8];
     sim.client("client", async move {
         let listener = TcpListener::bind(bind_addr).await?;
@@ -1289,7 +1328,10 @@ fn socket_to_nonexistent_node() -> Result {
     sim.client("client", async move {
         assert_eq!(lookup("client"), Ipv4Addr::new(192, 168, 0, 1));
         let sock = TcpStream::connect("192.168.0.2:80").await;
-        assert!(sock.is_err(), "Send operation should have failed, since node does not exist");
+        assert!(
+            sock.is_err(),
+            "Send operation should have failed, since node does not exist"
+        );
 
         let err = sock.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::ConnectionRefused);
@@ -1307,7 +1349,10 @@ fn socket_to_nonexistent_node() -> Result {
     ignore = "needs --cfg tokio_unstable: the panic is in the client's task, and only tokio's unhandled_panic makes it the test's; without it Sim::run returns it as an error"
 )]
 fn exhaust_ephemeral_ports() {
-    let mut sim = Builder::new().tick_duration(Duration::from_millis(1)).ephemeral_ports(49152..=49162).build();
+    let mut sim = Builder::new()
+        .tick_duration(Duration::from_millis(1))
+        .ephemeral_ports(49152..=49162)
+        .build();
 
     sim.client("localhost", async {
         let l = TcpListener::bind("127.0.0.1:1738").await?;
@@ -1405,7 +1450,9 @@ fn network_partition_oneway_drops_inflight_messages() {
 
 #[test]
 fn network_hold_holds_inflight_messages() {
-    let mut sim = Builder::new().min_message_latency(Duration::from_millis(10)).build();
+    let mut sim = Builder::new()
+        .min_message_latency(Duration::from_millis(10))
+        .build();
 
     sim.host("server", || async {
         let listener = bind().await?;

@@ -105,7 +105,9 @@ fn udp_ipv4_broadcast() -> Result {
         let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, non_broadcast_port)).await?;
 
         let mut buf = [0; 1];
-        let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf)).await.is_err();
+        let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf))
+            .await
+            .is_err();
         assert!(is_timed_out);
 
         Ok(())
@@ -146,7 +148,10 @@ fn udp_ipv4_broadcast() -> Result {
 
 #[test]
 fn udp_ipv4_multicast() -> Result {
-    let mut sim = Builder::new().tick_duration(Duration::from_millis(50)).ip_version(IpVersion::V4).build();
+    let mut sim = Builder::new()
+        .tick_duration(Duration::from_millis(50))
+        .ip_version(IpVersion::V4)
+        .build();
 
     let non_multicast_port = 8000;
     let multicast_port = 9000;
@@ -156,7 +161,9 @@ fn udp_ipv4_multicast() -> Result {
         socket.join_multicast_v4(multicast_addr, Ipv4Addr::UNSPECIFIED)?;
 
         let mut buf = [0; 1];
-        let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf)).await.is_err();
+        let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf))
+            .await
+            .is_err();
         assert!(is_timed_out);
 
         Ok(())
@@ -172,7 +179,9 @@ fn udp_ipv4_multicast() -> Result {
 
             socket.leave_multicast_v4(multicast_addr, Ipv4Addr::UNSPECIFIED)?;
 
-            let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf)).await.is_err();
+            let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf))
+                .await
+                .is_err();
             assert!(is_timed_out);
 
             Ok(())
@@ -197,7 +206,10 @@ fn udp_ipv4_multicast() -> Result {
 
 #[test]
 fn udp_ipv6_multicast() -> Result {
-    let mut sim = Builder::new().tick_duration(Duration::from_millis(50)).ip_version(IpVersion::V6).build();
+    let mut sim = Builder::new()
+        .tick_duration(Duration::from_millis(50))
+        .ip_version(IpVersion::V6)
+        .build();
 
     let non_multicast_port = 8000;
     let multicast_port = 9000;
@@ -207,7 +219,9 @@ fn udp_ipv6_multicast() -> Result {
         socket.join_multicast_v6(&multicast_addr, 0)?;
 
         let mut buf = [0; 1];
-        let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf)).await.is_err();
+        let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf))
+            .await
+            .is_err();
         assert!(is_timed_out);
 
         Ok(())
@@ -223,7 +237,9 @@ fn udp_ipv6_multicast() -> Result {
 
             socket.leave_multicast_v6(&multicast_addr, 0)?;
 
-            let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf)).await.is_err();
+            let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf))
+                .await
+                .is_err();
             assert!(is_timed_out);
 
             Ok(())
@@ -277,7 +293,9 @@ fn udp_ipv4_multicast_loop() -> Result {
         socket.set_multicast_loop_v4(false)?;
 
         let _ = socket.send_to(&[3], dst).await?;
-        let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf)).await.is_err();
+        let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf))
+            .await
+            .is_err();
         assert!(is_timed_out);
 
         // Enable multicast loop, but leave the multicast group.
@@ -285,7 +303,9 @@ fn udp_ipv4_multicast_loop() -> Result {
         socket.leave_multicast_v4(multicast_addr, Ipv4Addr::UNSPECIFIED)?;
 
         let _ = socket.send_to(&[4], dst).await?;
-        let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf)).await.is_err();
+        let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf))
+            .await
+            .is_err();
         assert!(is_timed_out);
 
         Ok(())
@@ -325,7 +345,9 @@ fn udp_ipv6_multicast_loop() -> Result {
         socket.set_multicast_loop_v6(false)?;
 
         let _ = socket.send_to(&[3], dst).await?;
-        let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf)).await.is_err();
+        let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf))
+            .await
+            .is_err();
         assert!(is_timed_out);
 
         // Enable multicast loop, but leave the multicast group.
@@ -333,7 +355,9 @@ fn udp_ipv6_multicast_loop() -> Result {
         socket.leave_multicast_v6(&multicast_addr, 0)?;
 
         let _ = socket.send_to(&[4], dst).await?;
-        let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf)).await.is_err();
+        let is_timed_out = timeout(Duration::from_secs(1), socket.recv_from(&mut buf))
+            .await
+            .is_err();
         assert!(is_timed_out);
 
         Ok(())
@@ -489,7 +513,9 @@ fn network_partition() -> Result {
         let sock = bind().await?;
         send_ping(&sock).await?;
 
-        assert!(timeout(Duration::from_secs(1), recv_pong(&sock)).await.is_err());
+        assert!(timeout(Duration::from_secs(1), recv_pong(&sock))
+            .await
+            .is_err());
 
         Ok(())
     });
@@ -554,7 +580,11 @@ fn bulk_transfer() -> Result {
     let send_batch_size = queue_size * 2;
 
     // make the test deterministic
-    let mut sim = Builder::new().fail_rate(0.0).min_message_latency(latency).max_message_latency(latency).build();
+    let mut sim = Builder::new()
+        .fail_rate(0.0)
+        .min_message_latency(latency)
+        .max_message_latency(latency)
+        .build();
 
     sim.client("server", async move {
         let sock = bind_to_v4(123).await?;
@@ -646,7 +676,9 @@ fn non_zero_ipv4_bind() -> Result {
     sim.client("client", async move {
         let sock = UdpSocket::bind("1.1.1.1:1").await;
 
-        let Err(err) = sock else { panic!("socket creation should have failed") };
+        let Err(err) = sock else {
+            panic!("socket creation should have failed")
+        };
         assert_eq!(err.to_string(), "1.1.1.1 is not supported");
         Ok(())
     });
@@ -699,7 +731,9 @@ fn bind_addr_in_use() -> Result {
 
 #[test]
 fn loopback_delivery() -> Result {
-    let mut sim = Builder::new().tick_duration(Duration::from_millis(100)).build();
+    let mut sim = Builder::new()
+        .tick_duration(Duration::from_millis(100))
+        .build();
 
     sim.client("host", async {
         let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).await?;
@@ -707,7 +741,9 @@ fn loopback_delivery() -> Result {
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(50)).await;
 
-            _ = socket.send_to(&[1, 7, 3, 8], SocketAddr::from((Ipv4Addr::LOCALHOST, 1738))).await;
+            _ = socket
+                .send_to(&[1, 7, 3, 8], SocketAddr::from((Ipv4Addr::LOCALHOST, 1738)))
+                .await;
         });
 
         let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 1738)).await?;
@@ -726,7 +762,11 @@ fn loopback_delivery() -> Result {
     Ok(())
 }
 
-fn run_localhost_test(ip_version: IpVersion, bind_addr: SocketAddr, connect_addr: SocketAddr) -> Result {
+fn run_localhost_test(
+    ip_version: IpVersion,
+    bind_addr: SocketAddr,
+    connect_addr: SocketAddr,
+) -> Result {
     let mut sim = Builder::new().ip_version(ip_version).build();
     let expected = [0, 1, 7, 3, 8];
     sim.client("client", async move {
@@ -927,7 +967,9 @@ fn socket_capacity() -> Result {
 
         _ = rx.await;
         recv_ping(&s).await?;
-        assert!(timeout(Duration::from_secs(1), recv_ping(&s)).await.is_err());
+        assert!(timeout(Duration::from_secs(1), recv_ping(&s))
+            .await
+            .is_err());
 
         Ok(())
     });
@@ -952,7 +994,10 @@ fn socket_to_nonexistent_node() -> Result {
         assert_eq!(lookup("client"), Ipv4Addr::new(192, 168, 0, 1));
         let sock = UdpSocket::bind("0.0.0.0:0").await?;
         let send = sock.send_to(b"Hello world!", "192.168.0.2:80").await;
-        assert!(send.is_err(), "Send operation should have failed, since node does not exist");
+        assert!(
+            send.is_err(),
+            "Send operation should have failed, since node does not exist"
+        );
 
         let err = send.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::ConnectionRefused);
@@ -1037,7 +1082,9 @@ fn try_recv_connected_wrong_host() -> Result {
         sock.connect(("server3", 6781)).await?;
 
         // Datagram from server2 is filtered so sock never becomes readable.
-        tokio::time::timeout(Duration::from_secs(5), sock.readable()).await.unwrap_err();
+        tokio::time::timeout(Duration::from_secs(5), sock.readable())
+            .await
+            .unwrap_err();
 
         Ok(())
     });

@@ -40,7 +40,10 @@ impl TcpListener {
             let host = world.current_host_mut();
 
             if !addr.ip().is_unspecified() && !addr.ip().is_loopback() {
-                return Err(Error::new(ErrorKind::AddrNotAvailable, format!("{addr} is not supported")));
+                return Err(Error::new(
+                    ErrorKind::AddrNotAvailable,
+                    format!("{addr} is not supported"),
+                ));
             }
 
             if addr.is_ipv4() != host.addr.is_ipv4() {
@@ -99,10 +102,18 @@ impl TcpListener {
                 (pair, rx)
             };
 
-            let client_ip =
-                if origin.ip().is_loopback() { world.current.expect("current host missing") } else { origin.ip() };
+            let client_ip = if origin.ip().is_loopback() {
+                world.current.expect("current host missing")
+            } else {
+                origin.ip()
+            };
             let client_pair = SocketPair::new(origin, pair.local);
-            let bidi = world.hosts.get(&client_ip).expect("client host missing").tcp.flow_control(client_pair);
+            let bidi = world
+                .hosts
+                .get(&client_ip)
+                .expect("client host missing")
+                .tcp
+                .flow_control(client_pair);
             TcpStream::new(pair, rx, bidi.invert())
         });
 
