@@ -738,7 +738,9 @@ impl File {
                 {
                     return Err(Error::new(
                         ErrorKind::InvalidInput,
-                        format!("direct I/O: buffer pointer, offset, and length must be aligned to {alignment} bytes"),
+                        format!(
+                            "direct I/O: buffer pointer, offset, and length must be aligned to {alignment} bytes"
+                        ),
                     ));
                 }
             }
@@ -799,7 +801,9 @@ impl File {
                 {
                     return Err(Error::new(
                         ErrorKind::InvalidInput,
-                        format!("direct I/O: buffer pointer, offset, and length must be aligned to {alignment} bytes"),
+                        format!(
+                            "direct I/O: buffer pointer, offset, and length must be aligned to {alignment} bytes"
+                        ),
                     ));
                 }
             }
