@@ -5,11 +5,15 @@
 //! ```sh
 //! cargo run --release --example calibrate -- \
 //!     --url http://127.0.0.1:PORT/fixed/v1/jobs --policy pacing [--format json]
+//! # or against `retrysim serve --scenario blinkimg-1s` (its first line is the URL):
+//! cargo run --release --example calibrate -- \
+//!     --server serve --url http://127.0.0.1:PORT/v1/jobs --policy retry-after-jitter
 //! ```
 //!
 //! `tests/conformance/run.sh` runs it against Flask-Limiter and sets the
 //! figures beside the simulator's. It prints the requests and 429s the
-//! fleet saw, the charges the server's ledger recorded (`GET /__stats`),
+//! fleet saw, the charges the server's ledger recorded (`GET /__stats`, or
+//! `GET /__retrysim/report` of `retrysim serve`),
 //! the jobs lost, the wall time, and the ideal time for the limit: the
 //! windows the jobs need, plus the round trips of the last window's burst
 //! (each worker sends its share of the limit one after another).
@@ -65,6 +69,45 @@ enum Uncoded429 {
     Unclear,
 }
 
+/// The server behind `--url`, which says where its ledger is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Server {
+    /// tests/conformance's Flask-Limiter server: `POST /__reset`, `GET /__stats`.
+    Flask,
+    /// `retrysim serve`: `POST /__retrysim/reset`, `GET /__retrysim/report`.
+    Serve,
+}
+
+impl Server {
+    fn reset_path(self) -> &'static str {
+        match self {
+            Server::Flask => "/__reset",
+            Server::Serve => "/__retrysim/reset",
+        }
+    }
+
+    fn ledger_path(self) -> &'static str {
+        match self {
+            Server::Flask => "/__stats",
+            Server::Serve => "/__retrysim/report",
+        }
+    }
+
+    /// Charges, and keys charged more than once, from the ledger's JSON.
+    fn charges(self, ledger: &serde_json::Value) -> (u64, u64) {
+        let number = |k: &str| ledger.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        match self {
+            Server::Flask => (number("charges"), number("keys_charged_twice")),
+            Server::Serve => {
+                let twice = ledger.get("charges").and_then(serde_json::Value::as_object).map_or(0, |m| {
+                    m.iter().filter(|(k, n)| k.as_str() != "(no key)" && n.as_u64().unwrap_or(0) > 1).count()
+                });
+                (number("charged"), twice as u64)
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Format {
     Text,
@@ -91,8 +134,15 @@ struct Args {
     /// The server's window (for the ideal time only).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     window: Duration,
-    /// Do not reset the server's ledger and limiters (`POST /__reset` on the
-    /// URL's host) before the run.
+    /// Which server `--url` is on: where its ledger and reset are.
+    #[arg(long, value_enum, default_value = "flask")]
+    server: Server,
+    /// Sent as `x-api-key` on every job (`retrysim serve`'s scenarios have
+    /// the account `key-a`; Flask-Limiter's server ignores it).
+    #[arg(long, default_value = "key-a")]
+    api_key: String,
+    /// Do not reset the server's ledger and limiters (`POST /__reset`, or
+    /// `/__retrysim/reset`, on the URL's host) before the run.
     #[arg(long)]
     no_reset: bool,
     /// Cancel the fleet after this long (its unfinished jobs are lost).
@@ -188,7 +238,7 @@ struct Report {
 #[derive(Debug)]
 struct Failure(String);
 
-/// Calls the conformance server's ledger (`/__stats`, `/__reset`) on the jobs URL's host.
+/// Calls the server's ledger or reset (`Server`'s paths) on the jobs URL's host.
 async fn ledger(url: &Uri, method: http::Method, path: &str) -> Result<serde_json::Value, Failure> {
     let authority = url.authority().cloned().ok_or_else(|| Failure(format!("--url {url} has no host")))?;
     let uri = Uri::builder()
@@ -225,7 +275,7 @@ async fn run(args: &Args, seed: u64) -> Result<(Report, Vec<Sent>), Failure> {
         return Err(Failure(format!("--url {}: give a plain http:// URL with a host and port", args.url)));
     }
     if !args.no_reset {
-        ledger(&args.url, http::Method::POST, "/__reset").await?;
+        ledger(&args.url, http::Method::POST, args.server.reset_path()).await?;
     }
     let transport =
         Arc::new(Metered { inner: HyperTransport::new(), origin: Instant::now(), sent: Mutex::new(Vec::new()) });
@@ -248,8 +298,8 @@ async fn run(args: &Args, seed: u64) -> Result<(Report, Vec<Sent>), Failure> {
     let started = Instant::now();
     let mut workers = tokio::task::JoinSet::new();
     for w in 0..args.workers {
-        let (client, next, cancel, url, jobs) =
-            (client.clone(), next.clone(), cancel.clone(), args.url.clone(), args.jobs);
+        let (client, next, cancel, url, jobs, api_key) =
+            (client.clone(), next.clone(), cancel.clone(), args.url.clone(), args.jobs, args.api_key.clone());
         // Each worker its own stream: keys differ across workers and runs.
         let mut rng = seeded_rng(seed.wrapping_add(u64::from(w).wrapping_mul(0x9E37_79B9_7F4A_7C15)));
         workers.spawn(async move {
@@ -259,8 +309,12 @@ async fn run(args: &Args, seed: u64) -> Result<(Report, Vec<Sent>), Failure> {
                 if job >= jobs {
                     break;
                 }
-                let body = Bytes::from(format!("{{\"job\":{job}}}"));
-                let req = Request::post(url.clone()).header("content-type", "application/json").body(body);
+                // The job body of the simulated API (Flask-Limiter's server ignores it).
+                let body = Bytes::from(format!("{{\"uploadId\":\"u{job}\",\"options\":{{\"op\":\"compress\"}}}}"));
+                let req = Request::post(url.clone())
+                    .header("content-type", "application/json")
+                    .header("x-api-key", api_key.as_str())
+                    .body(body);
                 let req = req.expect("a valid request");
                 let mut trace = Trace::new(format!("w{w} job-{job}"));
                 let outcome = client.execute_traced(req, &mut rng, &cancel, &mut trace).await;
@@ -294,7 +348,7 @@ async fn run(args: &Args, seed: u64) -> Result<(Report, Vec<Sent>), Failure> {
         }
     }
     let wall = started.elapsed();
-    let server = ledger(&args.url, http::Method::GET, "/__stats").await?;
+    let server = ledger(&args.url, http::Method::GET, args.server.ledger_path()).await?;
     let sent = std::mem::take(&mut *transport.sent.lock().unwrap_or_else(|e| e.into_inner()));
     let mut give_ups = BTreeMap::new();
     for reason in outcomes.iter().filter_map(|o| o.as_ref().err()) {
@@ -307,7 +361,7 @@ async fn run(args: &Args, seed: u64) -> Result<(Report, Vec<Sent>), Failure> {
     let windows = args.jobs.div_ceil(args.limit);
     let burst = args.limit.min(args.jobs).div_ceil(args.workers);
     let ideal = args.window * windows.saturating_sub(1) + rtt * burst;
-    let number = |k: &str| server.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    let (charges, keys_charged_twice) = args.server.charges(&server);
     let report = Report {
         url: args.url.to_string(),
         policy: args.policy,
@@ -317,8 +371,8 @@ async fn run(args: &Args, seed: u64) -> Result<(Report, Vec<Sent>), Failure> {
         limited: sent.iter().filter(|s| s.status == Some(429)).count() as u64,
         lost: args.jobs - succeeded,
         give_ups,
-        charges: number("charges"),
-        keys_charged_twice: number("keys_charged_twice"),
+        charges,
+        keys_charged_twice,
         server,
         wall_s: wall.as_secs_f64(),
         rtt_ms: rtt.as_secs_f64() * 1e3,

@@ -195,6 +195,62 @@ async fn serve_catches_an_unkeyed_replay_after_a_lost_answer_and_passes_the_driv
     assert!(!driver.broken, "{}", driver.render_text());
 }
 
+/// `workers` workers each send their share of `jobs` jobs of `s` with no
+/// header of retrysim's (no `x-retrysim-client` label, no key), each up to
+/// `tries` times on any failure; how many succeeded.
+async fn unmodified(s: &Scenario, url: &str, workers: u32, jobs: u32, tries: u32) -> u32 {
+    let mut ok = 0;
+    let mut set = tokio::task::JoinSet::new();
+    for w in 0..workers {
+        let (s, url) = (s.clone(), url.to_owned());
+        set.spawn(async move {
+            let transport = HyperTransport::new();
+            let mut ok = 0;
+            for job in (w..jobs).step_by(workers as usize) {
+                let mut req = request(&s, &url, job, w);
+                req.headers_mut().remove("x-retrysim-client");
+                req.headers_mut().remove("idempotency-key");
+                for _ in 0..tries {
+                    if let Ok(res) = transport.send(req.clone()).await
+                        && res.status().is_success()
+                    {
+                        ok += 1;
+                        break;
+                    }
+                }
+            }
+            ok
+        });
+    }
+    let all = async {
+        while let Some(r) = set.join_next().await {
+            ok += r.unwrap();
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), all).await.expect("the clients finish within 60 s");
+    ok
+}
+
+#[tokio::test]
+async fn a_client_that_adds_no_header_is_judged_by_what_it_asks_for() {
+    let s = scenario::named("lost-answers-no-key").unwrap();
+    // Resending the same request after a lost answer: the same operation
+    // sent again, so an unkeyed replay (before, unjudged: "holds").
+    let server = Served::start(&s).await.unwrap();
+    let ok = unmodified(&s, &server.url(), 2, 30, 3).await;
+    let r = server.stop().await;
+    assert!(r.lost_answers > 0 && r.charged > u64::from(ok), "{}", r.render_text());
+    let replay = r.check(BlackBoxCheck::UnkeyedReplay).unwrap();
+    assert!(!replay.holds && r.broken, "{}", r.render_text());
+    assert!(replay.violations[0].contains("POST /v1/jobs from "), "named by what it asks: {:?}", replay.violations);
+    // The same client trying once: answers lost, nothing sent again, holds.
+    let server = Served::start(&s).await.unwrap();
+    unmodified(&s, &server.url(), 2, 30, 1).await;
+    let r = server.stop().await;
+    assert!(r.lost_answers > 0, "{}", r.render_text());
+    assert!(!r.broken, "{}", r.render_text());
+}
+
 #[tokio::test]
 async fn the_control_requests_read_the_ledger_and_reset_the_round() {
     let s = scenario::blinkimg_1s();
@@ -441,6 +497,9 @@ async fn a_full_ledger_answers_503_until_a_reset() {
     let ended = server.reset();
     assert_eq!((ended.requests, ended.requests_rejected), (3, 2));
     assert_eq!(t.send(request(&s, &server.url(), 5, 0)).await.unwrap().status(), 201);
+    // The counters are the round's: the new round rejected nothing yet.
+    let now = server.report();
+    assert_eq!((now.round, now.requests, now.requests_rejected), (2, 1, 0), "{}", now.render_text());
 }
 
 #[tokio::test]

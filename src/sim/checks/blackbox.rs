@@ -763,6 +763,7 @@ mod tests {
             retry_after: None,
             answered_at: Some(at(ms)),
             lost: false,
+            body_digest: 0,
         }
     }
 

@@ -42,8 +42,11 @@
 //! The checks need to know which requests belong together. A request's
 //! operation is its `x-retrysim-client` header when it has one (e.g.
 //! `job-17`, or one name per client that sends one request at a time), else
-//! its `Idempotency-Key`; a request with neither is judged only by the key
-//! checks. Requests of one operation must be sent one at a time.
+//! its `Idempotency-Key`, else what it asks for: its account (API key),
+//! method, path and body, so an unmodified client that sends the same
+//! request again is judged as one operation. Requests of one operation must
+//! be sent one at a time (a client that sends identical bodies for
+//! different jobs at once labels them).
 //!
 //! # Bounds
 //!
@@ -176,10 +179,12 @@ struct Round {
     origin: Instant,
     /// Scheduled losses not yet reached (indices into `Shared::schedule`).
     next_loss: usize,
+    /// The front door's counts when the round began: a report counts from here.
+    door_at_start: [u64; 3],
 }
 
 impl Round {
-    fn new(number: u32, s: &Scenario, seed: u64) -> Round {
+    fn new(number: u32, s: &Scenario, seed: u64, door_at_start: [u64; 3]) -> Round {
         // The virtual clock starts at the whole second the round began in,
         // so the server's `Date` is the real clock (plus the scenario's skew).
         let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -192,6 +197,7 @@ impl Round {
             faults: ServerFaults::new(s.faults.lost_answers_per_mille, derive(seed, "server", 0)),
             origin: Instant::now().checked_sub(into_second).unwrap_or_else(Instant::now),
             next_loss: 0,
+            door_at_start,
         }
     }
 
@@ -212,6 +218,13 @@ struct Door {
     accepted: AtomicU64,
     refused: AtomicU64,
     rejected: AtomicU64,
+}
+
+impl Door {
+    /// Accepted, refused, rejected, since the server started.
+    fn counts(&self) -> [u64; 3] {
+        [&self.accepted, &self.refused, &self.rejected].map(|c| c.load(Ordering::Relaxed))
+    }
 }
 
 struct Shared {
@@ -292,7 +305,7 @@ impl Served {
         }
         schedule.sort_by_key(|f| f.at);
         let shared = Arc::new(Shared {
-            round: Mutex::new(Arc::new(Mutex::new(Round::new(1, s, options.seed)))),
+            round: Mutex::new(Arc::new(Mutex::new(Round::new(1, s, options.seed, [0; 3])))),
             scenario: s.clone(),
             seed: options.seed,
             limits: options.limits.clone(),
@@ -360,7 +373,7 @@ fn reset(shared: &Shared) -> ServeReport {
     let old = slot.clone();
     let old = lock(&old);
     let report = shared.report(&old);
-    *slot = Arc::new(Mutex::new(Round::new(old.number + 1, &shared.scenario, shared.seed)));
+    *slot = Arc::new(Mutex::new(Round::new(old.number + 1, &shared.scenario, shared.seed, shared.door.counts())));
     report
 }
 
@@ -602,11 +615,11 @@ pub struct ServeReport {
     pub lost_answers: u64,
     /// Charges per idempotency key (shortened: keys are secrets), `(no key)` for unkeyed ones.
     pub charges: BTreeMap<String, u32>,
-    /// Connections accepted since the server started.
+    /// Connections accepted in this round.
     pub connections_accepted: u64,
-    /// Connections refused (over [`Limits::max_connections`]) since the server started.
+    /// Connections refused (over [`Limits::max_connections`]) in this round.
     pub connections_refused: u64,
-    /// Requests turned away before the model (body too large or too slow, ledger full) since the server started.
+    /// Requests turned away before the model (body too large or too slow, ledger full) in this round.
     pub requests_rejected: u64,
     /// Scheduled faults of the scenario that need the simulated network.
     pub faults_not_served: Vec<String>,
@@ -618,12 +631,19 @@ pub struct ServeReport {
     pub drained: bool,
 }
 
-/// The operation a request belongs to: its client label, else its key.
+/// The operation a request belongs to: its client label, else its key,
+/// else what it asks for (account, method, path and body): a client that
+/// adds no header of its own is judged too, and the same request sent again
+/// is the same operation.
 fn operation(a: &Arrival) -> Option<String> {
     if a.client != "(unknown)" {
         return Some(a.client.clone());
     }
-    a.idempotency_key.as_deref().map(|k| format!("key {}", crate::trace::short_key(k)))
+    if let Some(k) = &a.idempotency_key {
+        return Some(format!("key {}", crate::trace::short_key(k)));
+    }
+    let account = a.account.as_deref().unwrap_or("(no account)");
+    Some(format!("{} {} from {account}, body {:08x}", a.method, a.path, a.body_digest >> 32))
 }
 
 /// The scenario the checks judge a real socket by: loopback needs no
@@ -640,6 +660,7 @@ fn as_served(shared: &Shared) -> Scenario {
 impl ServeReport {
     fn of(shared: &Shared, round: &Round) -> ServeReport {
         let ledger = round.api.ledger();
+        let door = shared.door.counts();
         let found = check_ledger(ledger, &as_served(shared), &operation);
         let checks: Vec<CheckVerdict> = CHECKS
             .iter()
@@ -664,9 +685,9 @@ impl ServeReport {
             charged: ledger.charged,
             lost_answers: ledger.arrivals.iter().filter(|a| a.lost).count() as u64,
             charges,
-            connections_accepted: shared.door.accepted.load(Ordering::Relaxed),
-            connections_refused: shared.door.refused.load(Ordering::Relaxed),
-            requests_rejected: shared.door.rejected.load(Ordering::Relaxed),
+            connections_accepted: door[0] - round.door_at_start[0],
+            connections_refused: door[1] - round.door_at_start[1],
+            requests_rejected: door[2] - round.door_at_start[2],
             faults_not_served: shared.not_served.clone(),
             broken: checks.iter().any(|c| !c.holds),
             checks,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real clients nobody here wrote, in front of `retrysim serve` (issue 14).
+# Real clients nobody here wrote, in front of `retrysim serve`.
 #
 # For each case: start `retrysim serve` on 127.0.0.1 (port 0, the URL is
 # its first line), run the client against it (bounded by `timeout`), stop
@@ -130,6 +130,12 @@ if [ -n "$PYTHON" ]; then
     case_ lost-answers-no-key/urllib3-defaults lost-answers-no-key holds "$PYTHON" "$PY" --client urllib3-defaults --no-keys --url
     case_ lost-answers-no-key/requests-adapter lost-answers-no-key unkeyed-replay "$PYTHON" "$PY" --client requests-adapter --no-keys --url
     case_ lost-answers-with-key/urllib3-429 lost-answers-with-key holds "$PYTHON" "$PY" --client urllib3-429 --url
+    # Unmodified clients: no label, no key; the server groups by what they ask for.
+    case_ lost-answers-no-key/stdlib-loop-unlabelled lost-answers-no-key unkeyed-replay \
+        "$PYTHON" "$PY" --client stdlib-loop --no-keys --no-label --url
+    case_ lost-answers-no-key/requests-adapter-unlabelled lost-answers-no-key unkeyed-replay \
+        "$PYTHON" "$PY" --client requests-adapter --no-keys --no-label --url
+    case_ blinkimg-1s/stdlib-loop-unlabelled blinkimg-1s holds "$PYTHON" "$PY" --client stdlib-loop --no-keys --no-label --url
     # One job answered 429 QUOTA_EXCEEDED with a 30-day Retry-After.
     CLIENT_TIMEOUT=3 case_ quota-30-days/urllib3-429 "$QUOTA" holds \
         "$PYTHON" "$PY" --client urllib3-429 --jobs 1 --workers 1 --url
@@ -142,6 +148,27 @@ if [ -n "$NODE" ]; then
     case_ lost-answers-no-key/node-fetch lost-answers-no-key unkeyed-replay "$NODE" "$JS" --no-keys --url
     case_ lost-answers-with-key/node-fetch lost-answers-with-key holds "$NODE" "$JS" --url
     case_ quota-30-days/node-fetch "$QUOTA" early-retry,after-terminal "$NODE" "$JS" --jobs 1 --workers 1 --url
+fi
+# The production driver's calibration example against `retrysim serve`
+# (`--server serve`: the ledger is /__retrysim/report): 60 jobs, 4 workers,
+# every job done, each charged once.
+cargo build --release --quiet --example calibrate
+"$RETRYSIM" serve --scenario blinkimg-1s --for 60s >"$OUT/calibrate.server" 2>"$OUT/calibrate.server-err" &
+SERVER=$!
+for _ in $(seq 1 100); do
+    [ -s "$OUT/calibrate.server" ] && break
+    sleep 0.1
+done
+url=$(head -n 1 "$OUT/calibrate.server")
+calibrate=$(timeout 60 target/release/examples/calibrate --server serve --url "$url/v1/jobs" \
+    --policy retry-after-jitter --workers 4 --jobs 60 --seed 1 --format json 2>&1) || true
+kill -TERM "$SERVER" 2>/dev/null || true
+wait "$SERVER" || true
+SERVER=""
+echo "serve-clients: calibrate --server serve: $calibrate"
+if ! grep -q '"lost":0,' <<<"$calibrate" || ! grep -q '"charges":60,"keys_charged_twice":0' <<<"$calibrate"; then
+    echo "serve-clients: calibrate --server serve: expected 60 jobs done, 60 charges, no key charged twice"
+    FAILED=1
 fi
 if [ "$FAILED" != 0 ]; then
     echo "serve-clients: FAILED: a server verdict differs from the expected one (reports above)"

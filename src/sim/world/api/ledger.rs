@@ -62,6 +62,17 @@ pub struct Arrival {
     pub answered_at: Option<Duration>,
     /// The network lost the answer after the server produced it.
     pub lost: bool,
+    /// The request body's [`body_digest`]: `retrysim serve` groups requests
+    /// with neither a client label nor a key into operations by it. Not in
+    /// the JSON ledger.
+    #[serde(skip)]
+    pub body_digest: u64,
+}
+
+/// A request body's 64-bit FNV-1a digest: the same bytes, the same digest,
+/// on every machine and build (std's hasher promises neither).
+pub fn body_digest(body: &[u8]) -> u64 {
+    body.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// What the server did with a request.
@@ -154,6 +165,14 @@ fn ms_map<S: Serializer>(m: &BTreeMap<String, Duration>, s: S) -> Result<S::Ok, 
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_body_digest_is_fnv_1a() {
+        // The published FNV-1a 64 test vectors.
+        assert_eq!(body_digest(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(body_digest(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(body_digest(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
     fn arrival(client: &str, at: u64) -> Arrival {
         Arrival {
             at: Duration::from_millis(at),
@@ -168,6 +187,7 @@ mod tests {
             retry_after: None,
             answered_at: None,
             lost: false,
+            body_digest: 0,
         }
     }
 

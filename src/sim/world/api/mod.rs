@@ -53,7 +53,7 @@ pub use ledger::{Arrival, ArrivalOutcome, Ledger, NO_KEY};
 use account::{Account, HourlyCap};
 use endpoint::{BudgetKind, Endpoint};
 use idempotency::{IdempotencyStore, StoredAnswer};
-use ledger::Settled;
+use ledger::{Settled, body_digest};
 use response::Answer;
 use wallclock::WallClock;
 
@@ -222,6 +222,7 @@ impl Api {
             retry_after: None,
             answered_at: None,
             lost: false,
+            body_digest: body_digest(req.body()),
         });
         match self.admit(req, arrival, now) {
             Ok(run) => {
