@@ -25,13 +25,14 @@ use tokio_util::sync::CancellationToken;
 use crate::client::{Replayable, RetryClient};
 use crate::core::backoff::{Backoff, Jitter};
 use crate::core::policy::Policy;
-use crate::env::{TokioClock, Transport};
+use crate::env::Transport;
 use crate::sim::run::defects::{Defects, FirstRetryAfter, FreshKeys};
 use crate::sim::run::job::JobOutcome;
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, Subject};
 use crate::sim::world::net::SimTransport;
+use crate::sim::world::timers::SimClock;
 
 /// Which built-in client runs a scenario's jobs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,7 +98,7 @@ impl ClientConfig {
 
 /// retrysim's driver as a [`Subject`].
 pub struct Retrysim<T = SimTransport> {
-    client: RetryClient<TokioClock, T>,
+    client: RetryClient<SimClock, T>,
     declared: Promises,
     /// Vouch for every request as replayable (seed 002's naive client).
     replayable: bool,
@@ -108,7 +109,7 @@ pub struct Retrysim<T = SimTransport> {
 
 impl<T: Transport> Retrysim<T> {
     /// Drives jobs through `client`, promising what `declared` says.
-    pub fn new(client: RetryClient<TokioClock, T>, declared: Promises) -> Retrysim<T> {
+    pub fn new(client: RetryClient<SimClock, T>, declared: Promises) -> Retrysim<T> {
         Retrysim { client, declared, replayable: false, own_token: false }
     }
 }
@@ -164,7 +165,7 @@ pub fn builtin(kind: Builtin, defects: Defects, policy: &Policy, host: Host<'_>,
     let running = defects.running_policy(&kind.policy(policy));
     let replayable = kind == Builtin::NoKeyNaive || defects.replay_unsafe;
     fn finish<T: Transport + 'static>(
-        mut client: RetryClient<TokioClock, T>,
+        mut client: RetryClient<SimClock, T>,
         host: Host<'_>,
         defects: Defects,
         declared: Promises,

@@ -16,11 +16,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::NoIdempotencyKey;
 use crate::core::classify::Operation;
-use crate::env::{Clock, Rng, TokioClock};
+use crate::env::{Clock, Rng};
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{BoxFuture, Job, JobEnd, SimNet, Subject};
 use crate::sim::world::net::API_HOST;
+use crate::sim::world::timers::SimClock;
 use crate::trace::{Trace, ms};
 
 /// Secrets planted in every request, so the checks can prove none leaks.
@@ -159,7 +160,7 @@ pub fn request(s: &Scenario, kind: JobKind, job: u32, worker: u32) -> Request<By
 /// One run of a job through the client under test.
 pub(crate) struct Run<'a> {
     pub subject: &'a dyn Subject,
-    pub clock: &'a TokioClock,
+    pub clock: &'a SimClock,
     pub request: Request<Bytes>,
     pub kind: JobKind,
     pub job: u32,
@@ -175,7 +176,7 @@ pub(crate) struct Run<'a> {
 /// cancellable by its caller with `cancel`.
 pub(crate) async fn run_job(
     subject: &dyn Subject,
-    clock: &TokioClock,
+    clock: &SimClock,
     s: &Scenario,
     seed: u64,
     (job, cancel): (u32, CancellationToken),

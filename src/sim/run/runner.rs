@@ -29,6 +29,7 @@ use crate::sim::world::fleet::{FleetFacts, Hooks, Shared, fleet_hosts};
 use crate::sim::world::limiter_service::LIMITER_HOST;
 use crate::sim::world::net::{API_HOST, Fault, Server, ServerFaults, serve};
 use crate::sim::world::timers;
+use crate::sim::world::timers::SimClock;
 use crate::trace::{Event, EventKind};
 
 /// turmoil's per-host TCP capacity: the listener backlog and each stream's
@@ -504,11 +505,12 @@ fn count_unreported_attempts(records: &mut [JobRecord], ledger: &Ledger) {
 
 /// The fleet's gate, built inside the simulation (it reads tokio's clock).
 pub(crate) fn build_gate(s: &Scenario) -> Option<Arc<dyn Gate>> {
+    let clock = SimClock::from_epoch(epoch(s));
     match s.fleet.gate {
         GateConfig::None => None,
-        GateConfig::Ideal => Some(Arc::new(IdealGate::new(IdealSchedule::new(&s.api)))),
-        GateConfig::Pacing(c) => Some(Arc::new(Pacing::new(PacingState::new(c)))),
-        GateConfig::Aimd(c) => Some(Arc::new(Aimd::new(c))),
+        GateConfig::Ideal => Some(Arc::new(IdealGate::with_clock(IdealSchedule::new(&s.api), clock))),
+        GateConfig::Pacing(c) => Some(Arc::new(Pacing::with_clock(PacingState::new(c), clock))),
+        GateConfig::Aimd(c) => Some(Arc::new(Aimd::with_clock(c, clock))),
     }
 }
 

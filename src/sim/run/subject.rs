@@ -58,14 +58,14 @@ use http::Request;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::budget::RetryBudget;
-use crate::env::{Rng, TokioClock};
+use crate::env::Rng;
 use crate::gate::Gate;
 pub use crate::sim::checks::blackbox::Promises;
 use crate::sim::run::job::JobOutcome;
 use crate::sim::run::scenario::Scenario;
 use crate::sim::world::connector::SimConnector;
 use crate::sim::world::net::SimTransport;
-use crate::sim::world::timers::SimTimer;
+use crate::sim::world::timers::{SimClock, SimTimer};
 use crate::trace::Trace;
 
 /// A boxed future that a [`Subject`] returns for a job.
@@ -119,7 +119,7 @@ pub struct Job<'a> {
     /// The worker's seeded generator: draw jitter and keys from it.
     pub rng: &'a mut dyn Rng,
     /// The clock on virtual time.
-    pub clock: &'a TokioClock,
+    pub clock: &'a SimClock,
     /// Cancelled when the job's caller gives up on it (a `cancel` fault):
     /// the client must then end the job within one clock step, whatever it
     /// waits on (invariant 12), e.g. with `select!` on `cancel.cancelled()`
@@ -216,7 +216,7 @@ pub struct Host<'a> {
     /// The scenario running.
     pub scenario: &'a Scenario,
     /// The host's clock on virtual time.
-    pub clock: TokioClock,
+    pub clock: SimClock,
     /// With per-worker hosts, the worker this host runs; `None` on the shared host.
     pub worker: Option<u32>,
     /// The fleet gate the scenario configures, if any (retrysim's client uses it).

@@ -26,7 +26,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::budget::RetryBudget;
-use crate::env::{TokioClock, seeded_rng};
+use crate::env::seeded_rng;
 use crate::gate::aimd::{Aimd, GateFact, GateLog};
 use crate::gate::{Admission, Feedback, Gate};
 use crate::sim::run::clients::{Builtin, builtin};
@@ -38,6 +38,7 @@ use crate::sim::run::subject::{Host, MakeSubject, Promises, Subject};
 use crate::sim::world::deferral::{self, DeferralQueue};
 use crate::sim::world::limiter_service::{LIMITER_HOST, RemoteGate, RouteFact, RouteLog, serve_limiter};
 use crate::sim::world::net::sim_now;
+use crate::sim::world::timers::SimClock;
 
 /// Wraps a retry budget (see [`Hooks`]).
 pub type WrapBudget = fn(Arc<dyn RetryBudget>) -> Arc<dyn RetryBudget>;
@@ -213,7 +214,7 @@ impl Shared {
 /// wrapped by the hook if there is one.
 fn gate_for(s: &Scenario, log: &GateLog, hooks: Hooks) -> Option<Arc<dyn Gate>> {
     let gate: Arc<dyn Gate> = match s.fleet.gate {
-        GateConfig::Aimd(c) => Arc::new(Aimd::new(c).with_log(log.clone())),
+        GateConfig::Aimd(c) => Arc::new(Aimd::with_clock(c, SimClock::from_epoch(epoch(s))).with_log(log.clone())),
         _ => build_gate(s)?,
     };
     // A deliberate defect of the scenario's client (`[client.defects]`).
@@ -263,7 +264,7 @@ fn spawn_shared(
 ) {
     let (scenario, shared, make) = (Arc::new(s.clone()), shared.clone(), make.clone());
     sim.client(FLEET_HOST, async move {
-        let clock = TokioClock::from_epoch(epoch(&scenario));
+        let clock = SimClock::from_epoch(epoch(&scenario));
         let gate = gate_for(&scenario, &shared.gate_log, hooks)
             .map(|inner| Arc::new(MeteredGate { inner, depth: shared.depth.clone() }) as Arc<dyn Gate>);
         let budget = budget_for(&scenario, hooks);
@@ -327,11 +328,11 @@ fn spawn_per_worker(
     for w in 0..s.fleet.workers {
         let (scenario, shared, make) = (scenario.clone(), shared.clone(), make.clone());
         sim.client(worker_host(w), async move {
-            let clock = TokioClock::from_epoch(epoch(&scenario));
+            let clock = SimClock::from_epoch(epoch(&scenario));
             let log = shared.local_logs[&w].clone();
             let gate: Option<Arc<dyn Gate>> = match scenario.fleet.coordinator {
                 Some(c) => {
-                    let fallback = Aimd::new(c.fallback).with_log(log);
+                    let fallback = Aimd::with_clock(c.fallback, SimClock::from_epoch(epoch(&scenario))).with_log(log);
                     let interval = Duration::from_micros(1_000_000_000 / c.fallback.max_rate_milli.max(1) as u64);
                     let stagger = interval * w / scenario.fleet.workers;
                     let remote = RemoteGate::start(w, c, fallback, stagger, shared.routes.clone());

@@ -48,7 +48,7 @@ use crate::gate::aimd::Aimd;
 use crate::gate::{Admission, Feedback, Gate};
 use crate::sim::run::scenario::CoordinatorConfig;
 use crate::sim::world::net::sim_now;
-use crate::sim::world::timers;
+use crate::sim::world::timers::{self, SimClock};
 
 /// The limiter service's host name.
 pub const LIMITER_HOST: &str = "limiter";
@@ -236,7 +236,7 @@ pub struct RemoteGate {
     commands: mpsc::UnboundedSender<Command>,
     /// Told when the connection to the service is (re)established.
     reconnected: Arc<Notify>,
-    fallback: Aimd,
+    fallback: Aimd<SimClock>,
     /// How long this worker holds its first fallback admission after losing
     /// the service, so the fleet does not fall back in one synchronized burst.
     stagger: Duration,
@@ -260,7 +260,7 @@ impl RemoteGate {
     pub fn start(
         worker: u32,
         config: CoordinatorConfig,
-        fallback: Aimd,
+        fallback: Aimd<SimClock>,
         stagger: Duration,
         routes: RouteLog,
     ) -> RemoteGate {
