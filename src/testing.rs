@@ -80,13 +80,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::sim::checks::check_report;
 use crate::sim::checks::hunt::{self, Kind};
 use crate::sim::checks::invariants::{self as check, Violation};
 use crate::sim::run::clients::ScenarioClient;
+use crate::sim::run::fleet::Hooks;
+use crate::sim::run::render::{Show, render_run};
 use crate::sim::run::runner;
 use crate::sim::run::scenario::{self, Scenario};
-use crate::sim::tools::render::{Show, render_run};
-use crate::sim::world::fleet::Hooks;
 
 pub use crate::sim::checks::invariants::Invariant;
 pub use crate::sim::run::runner::{Report, RunError};
@@ -224,7 +225,7 @@ impl Harness {
                 return checked;
             }
         };
-        checked.violations = check::check_report(&first);
+        checked.violations = check_report(&first);
         if self.determinism {
             match self.run(seed) {
                 Ok(second) => checked.violations.extend(check::check_determinism(&first, &second)),

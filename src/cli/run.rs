@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use retrysim::sim::run::render::{Show, render_run};
 use retrysim::sim::run::runner::{self, Progress, Report, Traces};
 use retrysim::sim::run::scenario::{self, Scenario};
-use retrysim::sim::tools::render::{Show, render_run};
 use retrysim::sim::tools::timeline::Timeline;
 
 use super::{Format, Outcome, ScenarioSource, UserError, WallArgs, policy_named, wall_stopped, warn_long, write_svg};
@@ -160,7 +160,7 @@ pub fn trace(args: TraceArgs) -> Outcome {
     let report = args.target.run("trace", &s, traces)?;
     let out = match args.format {
         Format::Text => render_run(&report, show).trim_end().to_owned(),
-        Format::Json => serde_json::to_string_pretty(&retrysim::sim::tools::render::trace_json(&report, show))
+        Format::Json => serde_json::to_string_pretty(&retrysim::sim::run::render::trace_json(&report, show))
             .expect("traces serialise"),
     };
     Ok((out, ExitCode::SUCCESS))

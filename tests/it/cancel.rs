@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use retrysim::sim::checks::invariants::{Invariant, Violation, check_report};
+use retrysim::sim::checks::check_report;
+use retrysim::sim::checks::invariants::{Invariant, Violation};
 use retrysim::sim::run::runner::{self, JobOutcome, Report};
 use retrysim::sim::run::scenario::{self, GateConfig, Scenario};
 use retrysim::sim::world::net::{Fault, ScheduledFault};

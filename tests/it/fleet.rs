@@ -18,10 +18,10 @@ use retrysim::sim::checks::fleet::{
     fallback_within_local_limit, gate_window,
 };
 use retrysim::sim::checks::invariants::check_run;
+use retrysim::sim::run::fleet::Hooks;
+use retrysim::sim::run::render::{Show, render_run};
 use retrysim::sim::run::runner::{JobOutcome, Report, run, run_with};
 use retrysim::sim::run::scenario::{BudgetConfig, GateConfig, Scenario, berlin, named};
-use retrysim::sim::tools::render::{Show, render_run};
-use retrysim::sim::world::fleet::Hooks;
 use retrysim::sim::world::limiter_service::Route;
 use retrysim::trace::EventKind;
 

@@ -13,6 +13,7 @@ use retrysim::core::classify::{Class, Classifier, DefaultTable, Outcome};
 use retrysim::gate::pacing::PacingConfig;
 use retrysim::sim::checks::invariants::check_run;
 use retrysim::sim::run::clients::Retrysim;
+use retrysim::sim::run::fleet::Hooks;
 use retrysim::sim::run::runner::{Report, run, run_subject};
 use retrysim::sim::run::scenario::{Fleet, GateConfig, Scenario, named};
 use retrysim::sim::run::subject::{Host, Promises, from_fn};
@@ -20,7 +21,6 @@ use retrysim::sim::tools::compare;
 use retrysim::sim::world::api::{
     AdviceForm, ApiConfig, ArrivalOutcome, LimiterKind, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding,
 };
-use retrysim::sim::world::fleet::Hooks;
 use retrysim::sim::world::net::SimTransport;
 
 const SEEDS: [u64; 3] = [1, 2, 3];

@@ -15,7 +15,7 @@ use std::time::Duration;
 use audit::backon_example::{self, Variant};
 use audit::tower_retry;
 use retrysim::sim::checks::blackbox::BlackBoxCheck;
-use retrysim::sim::checks::invariants::black_box;
+use retrysim::sim::checks::blackbox::black_box;
 use retrysim::sim::world::api::ArrivalOutcome;
 use retrysim::testing::{Harness, Report, trace_text};
 

@@ -8,9 +8,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
+use retrysim::sim::run::render::{Show, render_run, trace_json};
 use retrysim::sim::run::runner::{self, Report, Traces};
 use retrysim::sim::run::scenario::{self, Scenario};
-use retrysim::sim::tools::render::{Show, render_run, trace_json};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_retrysim"))

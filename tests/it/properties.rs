@@ -227,7 +227,7 @@ proptest! {
     fn p09_no_secrets(s in arb_scenario(), seed in arb_seed()) {
         let r = run_case("p09_no_secrets", &s, seed)?;
         expect_none("p09_no_secrets", &s, seed, &only(check_run(&r), Invariant::NoSecrets))?;
-        let json = serde_json::to_string(&retrysim::sim::tools::render::trace_json(&r, retrysim::sim::tools::render::Show::FirstJobs(usize::MAX)))
+        let json = serde_json::to_string(&retrysim::sim::run::render::trace_json(&r, retrysim::sim::run::render::Show::FirstJobs(usize::MAX)))
             .expect("traces serialise");
         for secret in retrysim::sim::run::runner::PLANTED_SECRETS {
             ensure(!json.contains(secret), "p09_no_secrets", &s, seed, || "a planted secret appears in `trace --format json`".into())?;

@@ -3,9 +3,9 @@
 
 use retrysim::core::policy::Policy;
 use retrysim::sim::checks::invariants::check_run;
+use retrysim::sim::run::render::{Show, render_run};
 use retrysim::sim::run::runner::{JobOutcome, Report, run};
 use retrysim::sim::run::scenario::{NAMES, named};
-use retrysim::sim::tools::render::{Show, render_run};
 use retrysim::sim::world::api::ArrivalOutcome;
 use retrysim::trace::EventKind;
 

@@ -5,9 +5,9 @@
 use std::process::Command;
 
 use retrysim::core::policy::Policy;
+use retrysim::sim::run::render::{DEFAULT_JOBS, Show, render_run, trace_json};
 use retrysim::sim::run::runner::{PLANTED_SECRETS, Report, run};
 use retrysim::sim::run::scenario::{NAMES, named};
-use retrysim::sim::tools::render::{DEFAULT_JOBS, Show, render_run, trace_json};
 use retrysim::trace::EventKind;
 
 const SEED: u64 = 7;

@@ -66,9 +66,9 @@ use retrysim::sim::run::advance::{
     with_plain_ticks,
 };
 use retrysim::sim::run::clients::ScenarioClient;
+use retrysim::sim::run::fleet::Hooks;
 use retrysim::sim::run::scenario::Scenario;
 use retrysim::sim::run::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, Subject};
-use retrysim::sim::world::fleet::Hooks;
 use std::sync::Arc;
 
 /// The whole report (its records, traces and the server's ledger included)

@@ -36,6 +36,7 @@ use serde::Serialize;
 use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
 use crate::core::policy::Policy;
 use crate::env::{Rng, seeded_rng};
+use crate::sim::checks::check_report;
 use crate::sim::checks::invariants::{self as check, Invariant, Violation};
 use crate::sim::run::defects::Defects;
 use crate::sim::run::runner;
@@ -615,7 +616,7 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
     result.virtual_ms = first.virtual_ms;
     // The trace-based checks, the black-box ones next to them, and liveness
     // where it applies.
-    let mut violations = check::check_report(&first);
+    let mut violations = check_report(&first);
     // The fleet controls' checks: budgets, gates, deferral, efficiency.
     let fleet = crate::sim::checks::fleet::check_fleet(&first);
     let mut fleet_by: std::collections::BTreeMap<&str, Vec<String>> = Default::default();

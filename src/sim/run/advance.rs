@@ -34,9 +34,9 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::sim::run::fleet::{Hooks, fleet_hosts};
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::subject::{Host, MakeSubject, Subject};
-use crate::sim::world::fleet::{Hooks, fleet_hosts};
 use crate::sim::world::timers::Timers;
 
 thread_local! {

@@ -22,7 +22,7 @@ use crate::core::classify::{Class, Classifier, DefaultTable, Outcome};
 use crate::core::policy::Policy;
 use crate::env::{Rng, Transport, TransportError, seeded_rng};
 use crate::gate::{Admission, Feedback, Gate};
-use crate::sim::run::job::CLIENT_LABEL;
+use crate::sim::world::api::CLIENT_HEADER;
 
 /// Which deliberate defects are on. All off by default, and absent from a
 /// scenario's TOML unless set (`[client.defects]`).
@@ -213,7 +213,7 @@ impl<T> FreshKeys<T> {
 impl<T: Transport> Transport for FreshKeys<T> {
     async fn send(&self, mut req: Request<Bytes>) -> Result<Response<Bytes>, TransportError> {
         if req.headers().contains_key(IDEMPOTENCY_KEY) {
-            let label = req.headers().get(CLIENT_LABEL).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+            let label = req.headers().get(CLIENT_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
             let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
             let (seen, rng) = &mut *guard;
             let n = seen.entry(label).or_insert(0);

@@ -3,43 +3,34 @@
 //! The API is one host, the fleet another (its workers are tasks: one host
 //! per worker would multiply turmoil's per-tick cost for no behaviour the
 //! checks need), unless `fleet.hosts = "per_worker"` asks for a host per
-//! worker to model separate processes (see [`fleet`](crate::sim::world::fleet)).
+//! worker to model separate processes (see [`fleet`](crate::sim::run::fleet)).
 //! The runner steps the simulation itself so it can switch scheduled faults
 //! on and off at exact virtual times.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
-use crate::gate::Gate;
-use crate::gate::aimd::Aimd;
-use crate::gate::pacing::{Pacing, PacingState};
 use crate::sim::run::advance::{Stepping, advance, knobs, last_run_lazy_ticks, record_lazy, set_knobs};
 use crate::sim::run::clients::ScenarioClient;
+use crate::sim::run::fleet::{FLEET_HOST, FleetFacts, Hooks, Shared, fleet_hosts};
 use crate::sim::run::job::job_of_label;
-use crate::sim::run::scenario::{BudgetConfig, GateConfig, Scenario};
+use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{MakeSubject, Promises};
-use crate::sim::tools::oracle::{IdealGate, IdealSchedule};
 use crate::sim::world::api::{Api, Ledger};
-use crate::sim::world::fleet::{FleetFacts, Hooks, Shared, fleet_hosts};
 use crate::sim::world::limiter_service::LIMITER_HOST;
 use crate::sim::world::net::{API_HOST, Fault, Server, ServerFaults, serve};
 use crate::sim::world::timers;
-use crate::sim::world::timers::SimClock;
-use crate::trace::{Event, EventKind};
+use crate::trace::EventKind;
 
 /// turmoil's per-host TCP capacity: the listener backlog and each stream's
 /// buffer, in messages (turmoil's default is 64; buffers grow lazily).
 pub const TCP_CAPACITY: usize = 1 << 16;
 
-/// The fleet's host name.
-pub const FLEET_HOST: &str = "fleet";
-
-pub use crate::sim::run::job::{JobKind, JobOutcome, JobRecord, PLANTED_SECRETS};
+pub use crate::sim::run::job::{JobKind, JobOutcome, JobRecord, PLANTED_SECRETS, Traces};
 
 /// What a run measured.
 #[derive(Debug, Clone, Serialize)]
@@ -196,53 +187,6 @@ pub fn watch() -> Watch {
     *WATCH.read().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Which jobs keep their whole trace. The others keep a compact one: the
-/// two things the report's figures read from a trace (the first answer, for
-/// `first_attempt_429_rate`, and the time queued at the gate), so every
-/// figure is the same; only what the checks and the trace view read is gone.
-/// A big run then holds its records and the server's ledger, not every event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Traces {
-    /// Every job (what the checks need; [`run`]'s default).
-    All,
-    /// No job (`retrysim run`, `retrysim compare`).
-    None,
-    /// Jobs `1..=n` (a single worker's trace view).
-    FirstJobs(u32),
-    /// The jobs this front-end worker ran (a fleet's trace view).
-    Worker(u32),
-}
-
-impl Traces {
-    /// Whether `record`'s trace is kept whole.
-    pub fn keeps(self, record: &JobRecord) -> bool {
-        match self {
-            Traces::All => true,
-            Traces::None => false,
-            Traces::FirstJobs(n) => record.job <= n,
-            Traces::Worker(w) => record.worker == w,
-        }
-    }
-}
-
-/// A record cut down to what the report's figures read (see [`Traces`]):
-/// of its trace, the first answer and the time queued; no attempt keys.
-pub(crate) fn compact(record: &mut JobRecord) {
-    record.attempt_keys = Vec::new();
-    let trace = &mut record.trace;
-    let first = trace.events.iter().find(|e| matches!(e.kind, EventKind::Answer { n: 1, .. })).cloned();
-    let admitted = trace.events.iter().find(|e| matches!(e.kind, EventKind::Admitted { .. })).map(|e| Event {
-        at_ms: e.at_ms,
-        kind: EventKind::Admitted { queued_ms: trace.events.iter().map(event_queued_ms).sum() },
-    });
-    trace.events = admitted.into_iter().chain(first).collect();
-}
-
-/// The simulation's fixed epoch: the scenario's API epoch.
-pub fn epoch(s: &Scenario) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(s.api.epoch_unix_s)
-}
-
 fn percentile(sorted: &[u64], p: u64) -> u64 {
     if sorted.is_empty() {
         return 0;
@@ -352,7 +296,7 @@ fn simulate_stepping(
     let stepping = Stepping::new(s, registry.timers.clone(), hooks, lazy);
     let make = stepping.watch_clients(make);
     let mut sim = turmoil::Builder::new()
-        .epoch(epoch(s))
+        .epoch(s.epoch())
         .rng_seed(derive(seed, "turmoil", 0))
         .tick_duration(s.net.tick)
         .min_message_latency(s.net.min_latency)
@@ -372,7 +316,7 @@ fn simulate_stepping(
     sim.host(API_HOST, move || serve(host_server.clone()));
 
     let shared = Arc::new(Shared::new(s, traces));
-    crate::sim::world::fleet::spawn(&mut sim, s, seed, hooks, &make, &shared);
+    crate::sim::run::fleet::spawn(&mut sim, s, seed, hooks, &make, &shared);
 
     let mut schedule: Vec<(Duration, usize, bool)> = Vec::new();
     for (i, f) in s.faults.schedule.iter().enumerate() {
@@ -503,29 +447,6 @@ fn count_unreported_attempts(records: &mut [JobRecord], ledger: &Ledger) {
     }
 }
 
-/// The fleet's gate, built inside the simulation (it reads tokio's clock).
-pub(crate) fn build_gate(s: &Scenario) -> Option<Arc<dyn Gate>> {
-    let clock = SimClock::from_epoch(epoch(s));
-    match s.fleet.gate {
-        GateConfig::None => None,
-        GateConfig::Ideal => Some(Arc::new(IdealGate::with_clock(IdealSchedule::new(&s.api), clock))),
-        GateConfig::Pacing(c) => Some(Arc::new(Pacing::with_clock(PacingState::new(c), clock))),
-        GateConfig::Aimd(c) => Some(Arc::new(Aimd::with_clock(c, clock))),
-    }
-}
-
-/// The fleet's retry budget, if the scenario has one.
-pub(crate) fn build_budget(s: &Scenario) -> Option<Arc<dyn RetryBudget>> {
-    match s.fleet.budget? {
-        BudgetConfig::TokenBucket { max_tokens, token_ratio_milli } => {
-            Some(Arc::new(TokenBucketBudget::new(max_tokens, token_ratio_milli)))
-        }
-        BudgetConfig::Percent { ttl, min_per_sec, per_mille } => {
-            Some(Arc::new(PercentBudget::new(ttl, min_per_sec, per_mille)))
-        }
-    }
-}
-
 fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, shared: &Shared, fault: &Fault, start: bool, s: &Scenario) {
     let fleet = fleet_hosts(s);
     match (fault, start) {
@@ -609,7 +530,7 @@ fn report(
         failure_rate: 0.0,
         max_queue_depth: 0,
         queue_depth: Vec::new(),
-        queued_ms: records.iter().map(queued_ms).sum(),
+        queued_ms: records.iter().map(JobRecord::queued_ms).sum(),
         max_in_flight: max_in_flight(&ledger),
         deferred: 0,
         completed_after_deferral: 0,
@@ -620,18 +541,6 @@ fn report(
         scenario_config: s.clone(),
         promises,
         traced: true,
-    }
-}
-
-/// Time a job's attempts waited at the gate.
-fn queued_ms(r: &JobRecord) -> u64 {
-    r.trace.events.iter().map(event_queued_ms).sum()
-}
-
-fn event_queued_ms(e: &Event) -> u64 {
-    match e.kind {
-        EventKind::Admitted { queued_ms } => queued_ms,
-        _ => 0,
     }
 }
 
@@ -693,7 +602,7 @@ impl Report {
             let background_attempts: u64 = deferred_records.iter().map(|d| d.attempts as u64).sum();
             self.retries += background_attempts;
             self.slept_ms += deferred_records.iter().map(|d| d.waited_ms).sum::<u64>();
-            self.queued_ms += deferred_records.iter().map(queued_ms).sum::<u64>();
+            self.queued_ms += deferred_records.iter().map(JobRecord::queued_ms).sum::<u64>();
             self.virtual_ms = self.virtual_ms.max(deferred_records.iter().map(|d| d.finished_ms).max().unwrap_or(0));
         }
         self.failure_rate = if self.jobs == 0 { 0.0 } else { self.gave_up_total as f64 / self.jobs as f64 };

@@ -2,7 +2,7 @@
 //! all in one value that a TOML file can describe. And the named scenarios
 //! taken from the seed documents.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -11,9 +11,9 @@ use crate::core::duration_text;
 use crate::core::policy::Policy;
 use crate::gate::aimd::AimdConfig;
 use crate::gate::pacing::PacingConfig;
-use crate::sim::run::clients::{Builtin, ClientConfig};
 use crate::sim::run::defects::Defects;
 use crate::sim::world::api::{AdviceForm, ApiConfig, Envelope, LimiterConfig, LimiterKind, ScriptStep};
+pub use crate::sim::world::limiter_service::CoordinatorConfig;
 use crate::sim::world::net::{Fault, ScheduledFault};
 
 /// Everything one simulation run needs except the seed.
@@ -92,60 +92,6 @@ impl Hosts {
     /// Whether this is the default.
     pub fn is_shared(&self) -> bool {
         *self == Hosts::Shared
-    }
-}
-
-/// The limiter service that coordinates per-worker hosts, and what a worker
-/// does when it cannot reach it.
-///
-/// **Partitioned away, a worker fails open with local limits**: it keeps
-/// working, but only through its own `fallback` gate (by default one attempt
-/// in flight and at most one every 10 s), until it reaches the service
-/// again. Failing closed would turn an outage of a helper service into an
-/// outage of the whole batch, while the API's own limiter still protects
-/// the API; failing open *without* limits would let every worker send at
-/// will at the moment the fleet has lost its coordination. Set the fallback
-/// so that `workers × fallback rate` stays under the API's limit (Envoy's
-/// global rate limit filter fails open by default for the same reason).
-///
-/// # Default
-/// `fallback = { initial_limit = 1, rate 0.1/s, fixed }`, `silence = 2s`,
-/// `heartbeat = 500ms`, `connect_timeout = 500ms`, `retry_after = 5s`,
-/// `lease = 60s`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct CoordinatorConfig {
-    /// Each worker's own limiter while the service is unreachable.
-    pub fallback: AimdConfig,
-    /// A worker that hears nothing from the service for this long while
-    /// waiting for a slot falls back (the service sends `WAIT` every `heartbeat`).
-    #[serde(with = "duration_text")]
-    pub silence: Duration,
-    /// How often the service tells a queued worker it is still there.
-    #[serde(with = "duration_text")]
-    pub heartbeat: Duration,
-    /// How long a connection attempt to the service may take.
-    #[serde(with = "duration_text")]
-    pub connect_timeout: Duration,
-    /// How long a worker stays on its fallback before trying the service again.
-    #[serde(with = "duration_text")]
-    pub retry_after: Duration,
-    /// The service reclaims a slot whose worker has not reported back for
-    /// this long (keep it above the policy's `attempt_timeout`).
-    #[serde(with = "duration_text")]
-    pub lease: Duration,
-}
-
-impl Default for CoordinatorConfig {
-    fn default() -> Self {
-        CoordinatorConfig {
-            fallback: AimdConfig::fixed(1, 100),
-            silence: Duration::from_secs(2),
-            heartbeat: Duration::from_millis(500),
-            connect_timeout: Duration::from_millis(500),
-            retry_after: Duration::from_secs(5),
-            lease: Duration::from_secs(60),
-        }
     }
 }
 
@@ -309,6 +255,68 @@ impl Default for Scenario {
     }
 }
 
+/// Which built-in client runs a scenario's jobs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Builtin {
+    /// retrysim's driver under the scenario's policy.
+    #[default]
+    Retrysim,
+    /// Seed 002's unkeyed client: no `Idempotency-Key`, and it resends a
+    /// POST after a network error as if nothing could have run ("retried
+    /// network errors like any other").
+    NoKeyNaive,
+    /// Retries at once, ignoring Retry-After (seed 002's first row).
+    RetryAtOnce,
+    /// Waits `min(8 s, 100 ms × 2^n)`, ignoring Retry-After.
+    ExponentialNoJitter,
+    /// Waits uniform `[0, min(8 s, 100 ms × 2^n)]`, ignoring Retry-After.
+    ExponentialFullJitter,
+}
+
+impl Builtin {
+    /// Every built-in client.
+    pub const ALL: [Builtin; 5] = [
+        Builtin::Retrysim,
+        Builtin::NoKeyNaive,
+        Builtin::RetryAtOnce,
+        Builtin::ExponentialNoJitter,
+        Builtin::ExponentialFullJitter,
+    ];
+
+    /// The policy this client really runs, from the scenario's: the
+    /// baselines read no advice and use seed 002's fixed backoffs.
+    pub fn policy(self, scenario: &Policy) -> Policy {
+        let ms = Duration::from_millis;
+        let ignoring = |backoff| Policy { use_advice: false, backoff, ..scenario.clone() };
+        match self {
+            Builtin::Retrysim => scenario.clone(),
+            Builtin::NoKeyNaive => Policy { idempotency_keys: false, ..scenario.clone() },
+            Builtin::RetryAtOnce => ignoring(Backoff { base: ms(0), cap: ms(0), jitter: Jitter::None }),
+            Builtin::ExponentialNoJitter => ignoring(Backoff { base: ms(100), cap: ms(8_000), jitter: Jitter::None }),
+            Builtin::ExponentialFullJitter => ignoring(Backoff { base: ms(100), cap: ms(8_000), jitter: Jitter::Full }),
+        }
+    }
+}
+
+/// A scenario's choice of client: a built-in one, and deliberate defects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientConfig {
+    /// The client.
+    pub kind: Builtin,
+    /// Deliberate defects (negative controls); all off by default.
+    #[serde(skip_serializing_if = "Defects::is_off")]
+    pub defects: Defects,
+}
+
+impl ClientConfig {
+    /// Whether this is retrysim's own client with no defect.
+    pub fn is_default(&self) -> bool {
+        *self == ClientConfig::default()
+    }
+}
+
 /// Why a scenario is not runnable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidScenario(pub String);
@@ -339,6 +347,11 @@ impl Scenario {
         let s: Scenario = toml::from_str(text).map_err(|e| InvalidScenario(e.to_string().trim_end().to_owned()))?;
         s.validate()?;
         Ok(s)
+    }
+
+    /// The simulation's fixed epoch: the API's `epoch_unix_s`.
+    pub fn epoch(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(self.api.epoch_unix_s)
     }
 
     /// The scenario as TOML, to copy and edit.

@@ -55,13 +55,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Request;
+use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::budget::RetryBudget;
+use crate::core::policy::Policy;
 use crate::env::Rng;
 use crate::gate::Gate;
-pub use crate::sim::checks::blackbox::Promises;
-use crate::sim::run::job::JobOutcome;
 use crate::sim::run::scenario::Scenario;
 use crate::sim::world::connector::SimConnector;
 use crate::sim::world::net::SimTransport;
@@ -98,6 +98,52 @@ impl SimNet {
     /// place of hyper-util's `TokioTimer` (see [`SimTimer`]).
     pub fn timer(&self) -> SimTimer {
         SimTimer
+    }
+}
+
+/// How one job ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobOutcome {
+    /// The final answer was a success with this status.
+    Succeeded {
+        /// The successful status.
+        status: u16,
+    },
+    /// The client gave up, for this reason.
+    GaveUp {
+        /// The give-up reason's short name, e.g. `advice_too_long`.
+        reason: String,
+    },
+}
+
+/// What a client under test promises; the black-box checks hold it to this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Promises {
+    /// Requests per run of a job, at most (`None`: no bound promised).
+    pub max_attempts: Option<u32>,
+    /// Every run of a job ends, and sends its last request, within this of its start.
+    pub deadline: Option<Duration>,
+    /// No request before the advice (`Retry-After`, a body hint) of the last
+    /// answer the job received has passed.
+    pub honours_retry_after: bool,
+}
+
+impl Promises {
+    /// What retrysim's own client promises under `policy`: `max_retries + 1`
+    /// attempts, the policy's deadline, and the advice if it reads it.
+    pub fn of_policy(policy: &Policy) -> Promises {
+        Promises {
+            max_attempts: Some(policy.max_retries.saturating_add(1)),
+            deadline: Some(policy.deadline),
+            honours_retry_after: policy.use_advice,
+        }
+    }
+
+    /// Nothing promised: only the checks every client owes (one charge per
+    /// key, nothing after a terminal answer, no unkeyed replay, no secrets).
+    pub fn nothing() -> Promises {
+        Promises { max_attempts: None, deadline: None, honours_retry_after: false }
     }
 }
 

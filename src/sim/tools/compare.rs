@@ -40,9 +40,8 @@ use serde::{Serialize, Serializer};
 
 use crate::core::policy::Policy;
 use crate::gate::pacing::PacingConfig;
-use crate::sim::run::clients::Builtin;
 use crate::sim::run::runner::{self, Report, Traces};
-use crate::sim::run::scenario::{self, GateConfig, Scenario};
+use crate::sim::run::scenario::{self, Builtin, GateConfig, Scenario};
 use crate::sim::world::api::{LimiterConfig, LimiterKind};
 
 /// The presets, in the order `retrysim compare` lists them.
