@@ -84,9 +84,8 @@ use crate::sim::checks::check_report;
 use crate::sim::checks::hunt::{self, Kind};
 use crate::sim::checks::invariants::{self as check, Violation};
 use crate::sim::run::clients::ScenarioClient;
-use crate::sim::run::fleet::Hooks;
 use crate::sim::run::render::{Show, render_run};
-use crate::sim::run::runner;
+use crate::sim::run::runner::RunOptions;
 use crate::sim::run::scenario::{self, Scenario};
 
 pub use crate::sim::checks::invariants::Invariant;
@@ -204,7 +203,7 @@ impl Harness {
     /// test too (the simulation then runs on a thread of its own).
     pub fn run(&self, seed: u64) -> Result<Report, RunError> {
         let s = self.scenario(seed);
-        runner::run_subject(&s, seed, Hooks::default(), self.client.clone())
+        RunOptions::default().run_subject(&s, seed, self.client.clone())
     }
 
     /// Runs seed `seed` and checks every invariant that applies: the

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use retrysim::sim::run::render::{Show, render_run};
-use retrysim::sim::run::runner::{self, Progress, Report, Traces};
+use retrysim::sim::run::runner::{Progress, Report, Traces};
 use retrysim::sim::run::scenario::{self, Scenario};
 use retrysim::sim::tools::timeline::Timeline;
 
@@ -70,8 +70,8 @@ impl Target {
     /// run for hours.
     pub fn run(&self, command: &str, s: &Scenario, traces: Traces) -> Result<Report, UserError> {
         warn_long(s);
-        self.wall.install(Some(run_progress));
-        let report = runner::run_keeping(s, self.seed, traces).map_err(|e| match e.wall_bound {
+        let options = self.wall.options(Some(run_progress)).traces(traces);
+        let report = options.run(s, self.seed).map_err(|e| match e.wall_bound {
             Some(_) => wall_stopped(&e, &self.replay(command)),
             // The CLI's own replay line: `--config FILE` where the run read one.
             None => UserError(format!(
@@ -96,7 +96,7 @@ impl Target {
     }
 }
 
-/// A long run's sign of life (see [`runner::Watch`]).
+/// A long run's sign of life (see [`RunOptions::progress`](retrysim::sim::run::runner::RunOptions::progress)).
 fn run_progress(p: &Progress<'_>) {
     eprintln!(
         "run: {} seed {}: {} s of virtual time (time_limit {}), {}/{} jobs ended, {} s wall",

@@ -20,7 +20,7 @@ use retrysim::sim::checks::fleet::{
 use retrysim::sim::checks::invariants::check_run;
 use retrysim::sim::run::fleet::Hooks;
 use retrysim::sim::run::render::{Show, render_run};
-use retrysim::sim::run::runner::{JobOutcome, Report, run, run_with};
+use retrysim::sim::run::runner::{JobOutcome, Report, RunOptions, run};
 use retrysim::sim::run::scenario::{BudgetConfig, GateConfig, Scenario, berlin, named};
 use retrysim::sim::world::limiter_service::Route;
 use retrysim::trace::EventKind;
@@ -34,7 +34,7 @@ fn replay(r: &Report) -> String {
 }
 
 fn run_hooked(s: &Scenario, seed: u64, hooks: Hooks) -> Report {
-    run_with(s, seed, hooks).unwrap_or_else(|e| panic!("{e}"))
+    RunOptions::new().hooks(hooks).run(s, seed).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn run_named(name: &str, seed: u64) -> Report {

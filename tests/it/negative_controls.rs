@@ -245,7 +245,7 @@ fn hunt_finds(defect: &str, expected: Invariant) -> u64 {
     let mut target = Target::of(Kind::All);
     assert!(target.sabotage.set(defect), "{defect}");
     for seed in 1..=300 {
-        let r = hunt::check_seed(seed, &target, false);
+        let r = hunt::check_seed(seed, &target, false, &Default::default());
         if r.findings.iter().any(|f| f.invariant == expected.to_string()) {
             assert!(r.findings.iter().all(|f| f.replay == target.replay(seed)));
             return seed;
@@ -266,7 +266,7 @@ fn the_hunt_catches_every_defect() {
     ] {
         let seed = hunt_finds(defect, expected);
         // The clean policy on the same seed is clean.
-        let clean = hunt::check_seed(seed, &Target::of(Kind::All), true);
+        let clean = hunt::check_seed(seed, &Target::of(Kind::All), true, &Default::default());
         assert!(clean.findings.is_empty(), "seed {seed} fails without sabotage: {:?}", clean.findings);
     }
 }

@@ -5,13 +5,13 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use retrysim::sim::run::runner::{self, Report, Traces};
+use retrysim::sim::run::runner::{Report, RunOptions, Traces};
 use retrysim::sim::run::scenario::{self, Scenario};
 use retrysim::sim::tools::compare;
 use retrysim::sim::tools::timeline::{MAX_LANES, Mark, Timeline};
 
 fn run(s: &Scenario, seed: u64) -> Report {
-    runner::run_keeping(s, seed, Traces::None).unwrap_or_else(|e| panic!("{e}"))
+    RunOptions::new().traces(Traces::None).run(s, seed).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn row(name: &str) -> Scenario {

@@ -39,7 +39,7 @@ use crate::env::{Rng, seeded_rng};
 use crate::sim::checks::check_report;
 use crate::sim::checks::invariants::{self as check, Invariant, Violation};
 use crate::sim::run::defects::Defects;
-use crate::sim::run::runner;
+use crate::sim::run::runner::RunOptions;
 use crate::sim::run::scenario::{BudgetConfig, DeferralConfig, GateConfig, OpMix, Scenario};
 use crate::sim::run::seed::derive;
 use crate::sim::world::api::{
@@ -564,10 +564,10 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default()
 }
 
-/// Runs one seed and checks every invariant: 1–7, 9 and 11 on the run (from
-/// the trace and, black-box, from the ledger), 8 when `determinism` is set
-/// (a second run), 10 when the scenario qualifies.
-pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
+/// Runs one seed under `options` and checks every invariant: 1–7, 9 and 11
+/// on the run (from the trace and, black-box, from the ledger), 8 when
+/// `determinism` is set (a second run), 10 when the scenario qualifies.
+pub fn check_seed(seed: u64, target: &Target, determinism: bool, options: &RunOptions) -> SeedResult {
     let s = target.scenario(seed);
     let replay = target.replay(seed);
     let ran = target.kind.resolve(seed);
@@ -583,7 +583,7 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
     };
     // A run the wall-time bound stopped says so, and its replay line raises the bound.
     let wall_bound = std::cell::Cell::new(None);
-    let run = |s: &Scenario| match catch_unwind(AssertUnwindSafe(|| runner::run(s, seed))) {
+    let run = |s: &Scenario| match catch_unwind(AssertUnwindSafe(|| options.run(s, seed))) {
         Ok(Ok(r)) => Ok(r),
         Ok(Err(e)) if e.wall_bound.is_some() => {
             wall_bound.set(e.wall_bound);
@@ -672,7 +672,8 @@ pub enum DeterminismSample {
 }
 
 impl DeterminismSample {
-    fn applies(self, seed: u64) -> bool {
+    /// Whether seed `seed` runs twice.
+    pub fn applies(self, seed: u64) -> bool {
         match self {
             DeterminismSample::Every => true,
             DeterminismSample::OneIn(n) => n > 0 && seed.is_multiple_of(n),
@@ -694,6 +695,8 @@ pub struct HuntConfig {
     pub threads: usize,
     /// Which seeds run twice to check the two runs agree.
     pub determinism: DeterminismSample,
+    /// How each run is stepped and watched (its wall-time bound, say).
+    pub options: RunOptions,
 }
 
 /// Runs `config.seeds` seeds from `config.start` on worker threads and
@@ -713,7 +716,7 @@ pub fn hunt(config: &HuntConfig, progress: &(dyn Fn(u64, u64) + Sync)) -> Vec<Se
                         break;
                     }
                     let seed = config.start + i;
-                    let r = check_seed(seed, &config.target, config.determinism.applies(seed));
+                    let r = check_seed(seed, &config.target, config.determinism.applies(seed), &config.options);
                     let f = found.fetch_add(r.findings.len() as u64, Ordering::Relaxed) + r.findings.len() as u64;
                     results.lock().unwrap_or_else(|e| e.into_inner()).push(r);
                     progress(done.fetch_add(1, Ordering::Relaxed) + 1, f);
@@ -874,7 +877,14 @@ pub struct Catch {
 pub fn catches(defect: &'static str, start: u64, seeds: u64, threads: usize) -> Catch {
     let mut target = Target::of(Kind::All);
     assert!(target.sabotage.set(defect), "unknown defect {defect}");
-    let config = HuntConfig { start, seeds, target, threads, determinism: DeterminismSample::Off };
+    let config = HuntConfig {
+        start,
+        seeds,
+        target,
+        threads,
+        determinism: DeterminismSample::Off,
+        options: RunOptions::default(),
+    };
     let results = hunt(&config, &|_, _| {});
     let failing: Vec<&SeedResult> = results.iter().filter(|r| !r.findings.is_empty()).collect();
     let mut by_finding = std::collections::BTreeMap::new();

@@ -12,7 +12,7 @@
 //! ```
 //!
 //! A user's own client comes in through [`MakeSubject`] instead
-//! ([`runner::run_subject`](crate::sim::run::runner::run_subject)).
+//! ([`RunOptions::run_subject`](crate::sim::run::runner::RunOptions::run_subject)).
 
 use std::sync::Arc;
 

@@ -103,9 +103,10 @@ fn event_queued_ms(e: &Event) -> u64 {
 /// `first_attempt_429_rate`, and the time queued at the gate), so every
 /// figure is the same; only what the checks and the trace view read is gone.
 /// A big run then holds its records and the server's ledger, not every event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Traces {
     /// Every job (what the checks need; the default).
+    #[default]
     All,
     /// No job (`retrysim run`, `retrysim compare`).
     None,
