@@ -372,7 +372,7 @@ fn draw_deferral(g: &mut Draw, s: &mut Scenario, contended: bool) {
 /// is built for with nothing else going on (`pacing-no-429` then checks it
 /// spends no request on a 429).
 fn draw_gate(g: &mut Draw, s: &mut Scenario, contended: bool) -> bool {
-    if !(g.chance(750) && !contended) {
+    if !g.chance(750) || contended {
         return false;
     }
     s.fleet.gate = g.pick(&[
