@@ -8,6 +8,7 @@ mod driver;
 mod external_user;
 mod fleet;
 mod foreign;
+mod function_lengths;
 mod habits;
 mod hunt_catches;
 mod hunt_workflow;
