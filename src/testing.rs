@@ -80,6 +80,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::core::lock;
 use crate::sim::checks::check_report;
 use crate::sim::checks::hunt::{self, Kind};
 use crate::sim::checks::invariants::{self as check, Violation};
@@ -268,7 +269,7 @@ impl Harness {
                         let Some(&seed) = seeds.get(i) else { break };
                         let mut checked = self.check_in(seed, test.as_deref());
                         checked.report = None;
-                        results.lock().unwrap_or_else(|e| e.into_inner()).push(checked);
+                        lock(&results).push(checked);
                     }
                 });
             }

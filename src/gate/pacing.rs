@@ -227,7 +227,7 @@ impl<S: Schedule, C: Clock> Scheduled<S, C> {
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue<S>> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        crate::core::lock(&self.inner)
     }
 
     /// Reads the schedule (for tests and metrics).

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::support::{self, replay_run as replay};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
 use retrysim::core::budget::RetryBudget;
@@ -29,12 +30,8 @@ fn scenario(name: &str) -> Scenario {
     named(name).unwrap_or_else(|| panic!("{name} is a named scenario"))
 }
 
-fn replay(r: &Report) -> String {
-    format!("replay: retrysim run --scenario {} --seed {}", r.scenario, r.seed)
-}
-
 fn run_hooked(s: &Scenario, seed: u64, hooks: Hooks) -> Report {
-    RunOptions::new().hooks(hooks).run(s, seed).unwrap_or_else(|e| panic!("{e}"))
+    support::run_under(RunOptions::new().hooks(hooks), s, seed)
 }
 
 fn run_named(name: &str, seed: u64) -> Report {

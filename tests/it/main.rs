@@ -25,5 +25,6 @@ mod scenarios;
 mod serve;
 mod snapshots;
 mod speed;
+mod support;
 mod timeline;
 mod tokio_seed;

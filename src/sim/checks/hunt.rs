@@ -34,6 +34,7 @@ use rand_pcg::Pcg64;
 use serde::Serialize;
 
 use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
+use crate::core::lock;
 use crate::core::policy::Policy;
 use crate::env::{Rng, seeded_rng};
 use crate::sim::checks::check_report;
@@ -537,7 +538,7 @@ pub fn time_limit(s: &Scenario) -> Duration {
 }
 
 /// The deliberate defects, by the names the CLI uses (see [`Defects`]).
-pub const DEFECTS: [&str; crate::sim::run::defects::NAMES.len()] = crate::sim::run::defects::NAMES;
+pub use crate::sim::run::defects::NAMES as DEFECTS;
 
 /// What a hunt draws for each seed: the kind of scenario, and optionally
 /// deliberate defects in every policy (a negative control: the hunt must
@@ -770,7 +771,7 @@ pub fn hunt(config: &HuntConfig, progress: &(dyn Fn(u64, u64) + Sync)) -> Vec<Se
                     let seed = config.start + i;
                     let r = check_seed(seed, &config.target, config.determinism.applies(seed), &config.options);
                     let f = found.fetch_add(r.findings.len() as u64, Ordering::Relaxed) + r.findings.len() as u64;
-                    results.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+                    lock(&results).push(r);
                     progress(done.fetch_add(1, Ordering::Relaxed) + 1, f);
                 }
             });

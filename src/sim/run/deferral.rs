@@ -22,6 +22,7 @@ use http::{HeaderValue, Request};
 use tokio::sync::Notify;
 
 use crate::client::IDEMPOTENCY_KEY;
+use crate::core::lock;
 use crate::env::{Clock, seeded_rng};
 use crate::sim::run::job::{JobKind, JobOutcome, JobRecord, Run, request};
 use crate::sim::run::scenario::Scenario;
@@ -86,7 +87,7 @@ impl DeferralQueue {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// Queues a front-end give-up that waiting longer would fix. Only keyed

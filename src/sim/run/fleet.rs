@@ -26,6 +26,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
+use crate::core::lock;
 use crate::env::seeded_rng;
 use crate::gate::aimd::{Aimd, GateFact, GateLog};
 use crate::gate::pacing::{Pacing, PacingState};
@@ -106,10 +107,6 @@ pub fn fleet_hosts(s: &Scenario) -> Vec<String> {
 /// Worker `w`'s host name with per-worker hosts.
 pub fn worker_host(w: u32) -> String {
     format!("w{w}")
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// What the hosts and the runner share (turmoil runs every host on one thread).

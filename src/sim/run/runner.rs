@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::core::lock;
 use crate::sim::run::advance::{StepMode, Stepping, advance};
 use crate::sim::run::clients::ScenarioClient;
 use crate::sim::run::fleet::{self, FLEET_HOST, FleetFacts, Hooks, Shared, fleet_hosts};
@@ -507,7 +508,7 @@ fn gather(s: &Scenario, seed: u64, server: &Server, shared: &Shared, make: &dyn 
     let (mut records, mut deferred_records, fleet_facts) = shared.take();
     records.sort_by_key(|r| r.job);
     deferred_records.sort_by_key(|r| (r.job, r.started_ms));
-    let ledger = server.api.lock().unwrap_or_else(|e| e.into_inner()).take_ledger();
+    let ledger = lock(&server.api).take_ledger();
     count_unreported_attempts(&mut records, &ledger);
     let (promises, traced) = shared.client().unwrap_or_else(|| (Promises::of_policy(&s.policy), true));
     let mut report = report(s, seed, records, ledger, make.label(s), promises);
@@ -576,7 +577,7 @@ fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, shared: &Shared, fault: &F
         }
         (Fault::LimiterPartition { .. }, true) => sim.partition(fleet[0].as_str(), LIMITER_HOST),
         (Fault::LimiterPartition { .. }, false) => sim.repair(fleet[0].as_str(), LIMITER_HOST),
-        (Fault::LoseAnswer, _) => server.faults.lock().unwrap_or_else(|e| e.into_inner()).lose_next += 1,
+        (Fault::LoseAnswer, _) => lock(&server.faults).lose_next += 1,
         (Fault::LatencySpike { latency, .. }, true) => sim.set_max_message_latency(*latency),
         (Fault::LatencySpike { .. }, false) => sim.set_max_message_latency(s.net.max_latency),
         (Fault::Partition { .. }, true) => sim.partition(FLEET_HOST, API_HOST),
@@ -588,7 +589,7 @@ fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, shared: &Shared, fault: &F
             sim.bounce(API_HOST);
             // The restart kills the requests that were running: their keys
             // must not stay "in progress" forever.
-            server.api.lock().unwrap_or_else(|e| e.into_inner()).abort_running(sim.elapsed());
+            lock(&server.api).abort_running(sim.elapsed());
         }
     }
 }

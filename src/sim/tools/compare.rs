@@ -38,6 +38,7 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
+use crate::core::lock;
 use crate::core::policy::Policy;
 use crate::gate::pacing::PacingConfig;
 use crate::sim::run::runner::{Report, RunOptions, Traces};
@@ -599,7 +600,7 @@ pub fn run_observed(
                         wall_bound: e.wall_bound,
                     },
                 );
-            results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(result);
+            lock(&results)[i] = Some(result);
             progress(done.fetch_add(1, Ordering::Relaxed) + 1, tasks.len());
         }
     };

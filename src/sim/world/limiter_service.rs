@@ -45,6 +45,7 @@ use turmoil::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::core::classify::Class;
 use crate::core::duration_text;
+use crate::core::lock;
 use crate::gate::aimd::Aimd;
 use crate::gate::aimd::AimdConfig;
 use crate::gate::{Admission, Feedback, Gate};
@@ -109,10 +110,6 @@ impl Default for CoordinatorConfig {
 pub const LIMITER_HOST: &str = "limiter";
 /// Its port.
 pub const LIMITER_PORT: u16 = 7070;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn class_name(class: Class) -> &'static str {
     match class {

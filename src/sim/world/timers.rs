@@ -27,6 +27,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use crate::core::lock;
 use crate::env::{Clock, TokioClock};
 
 /// The pending deadlines of one simulation.
@@ -267,10 +268,6 @@ impl Future for SimSleep {
 }
 
 impl hyper::rt::Sleep for SimSleep {}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 #[cfg(test)]
 mod tests {
