@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use retrysim::sim::run::runner::{self, Traces};
+use retrysim::sim::run::runner::{RunOptions, Traces};
 use retrysim::sim::run::scenario;
 
 #[path = "baseline/des.rs"]
@@ -32,7 +32,7 @@ fn main() {
         (0..RUNS)
             .map(|_| {
                 let start = Instant::now();
-                report = Some(runner::run_keeping(&s, 1, Traces::None).expect("the run finishes"));
+                report = Some(RunOptions::new().traces(Traces::None).run(&s, 1).expect("the run finishes"));
                 start.elapsed()
             })
             .collect(),

@@ -13,7 +13,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use retrysim::sim::run::runner::{self, Traces};
+use retrysim::sim::run::runner::{RunOptions, Traces};
 use retrysim::sim::run::scenario::{self, Scenario};
 
 /// The big run with `jobs` jobs.
@@ -42,7 +42,7 @@ fn main() {
         let jobs: u32 = args[i + 1].parse().expect("a job count");
         let traces = if args[i + 2] == "all" { Traces::All } else { Traces::None };
         let start = Instant::now();
-        let r = runner::run_keeping(&big(jobs), 7, traces).expect("the run finishes");
+        let r = RunOptions::new().traces(traces).run(&big(jobs), 7).expect("the run finishes");
         println!("{} {} {:.1} {:.1}", r.requests, r.virtual_ms, start.elapsed().as_secs_f64(), peak_mib());
         return;
     }

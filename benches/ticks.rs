@@ -16,8 +16,7 @@
 
 use std::time::{Duration, Instant};
 
-use retrysim::sim::run::advance::with_plain_ticks;
-use retrysim::sim::run::runner::{self, Report};
+use retrysim::sim::run::runner::{Report, RunOptions};
 use retrysim::sim::run::scenario::{self, Scenario};
 
 const RUNS: usize = 5;
@@ -28,7 +27,7 @@ fn measure(s: &Scenario) -> (Duration, Report) {
     let mut report = None;
     for _ in 0..RUNS {
         let start = Instant::now();
-        let r = with_plain_ticks(|| runner::run(s, 1)).expect("the run finishes");
+        let r = RunOptions::new().plain_ticks(true).run(s, 1).expect("the run finishes");
         walls.push(start.elapsed());
         report = Some(r);
     }

@@ -20,7 +20,7 @@
 //!   of backon's docs;
 //! - `retrysim`: retrysim's own client under the scenario's policy (on
 //!   `lost-answers-no-key` that policy sends no key, as the scenario says);
-//! - `ideal`: retrysim's client behind the oracle gate (`sim::tools::oracle`,
+//! - `ideal`: retrysim's client behind the oracle gate (`sim::world::oracle`,
 //!   the `ideal` row of `retrysim compare`), which knows the limiter and
 //!   never meets a 429; it sends an `Idempotency-Key`, which is what makes
 //!   a lost answer safe to retry.
@@ -43,8 +43,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use retrysim::sim::checks::blackbox::BlackBoxCheck;
-use retrysim::sim::checks::invariants::black_box;
-use retrysim::sim::run::clients::ClientConfig;
+use retrysim::sim::checks::blackbox::black_box;
+use retrysim::sim::run::scenario::ClientConfig;
 use retrysim::sim::run::scenario::{self, GateConfig};
 use retrysim::sim::tools::compare::Figure;
 use retrysim::testing::{Harness, Promises, Report, trace_text};

@@ -227,8 +227,8 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
     }
 
     /// [`execute_traced`](Self::execute_traced), also appending the full key
-    /// each attempt carried to `keys` (traces only show shortened keys). For
-    /// checkers.
+    /// each attempt carried to `keys` (traces only show shortened keys).
+    /// Advanced: for a harness that checks keys, such as retrysim's own.
     pub async fn execute_recording_keys(
         &self,
         mut req: Request<Bytes>,
@@ -237,233 +237,328 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
         trace: &mut Trace,
         keys: &mut Vec<Option<String>>,
     ) -> Result<Success, RetryError> {
-        let p = &self.policy;
-        let deadline = Deadline { start: self.clock.now(), total: p.deadline };
-        // A caller's key is sent as given, never re-encoded or replaced; one
-        // that is not visible ASCII cannot be reported as text (nor is it an
-        // sf-string, as the Idempotency-Key draft asks), so nothing is sent.
-        let mut key = match req.headers().get(IDEMPOTENCY_KEY).map(HeaderValue::to_str) {
-            Some(Ok(k)) => Some(k.to_owned()),
-            Some(Err(_)) => {
-                let (reason, now) = (GiveUpReason::InvalidIdempotencyKey, self.clock.now());
-                trace.push(now, EventKind::GaveUp { reason: reason.clone(), attempts: 0, waited_ms: 0 });
-                return Err(self.error(reason, 0, Duration::ZERO, deadline.elapsed(now), None, None, None));
-            }
-            None => None,
-        };
-        let opted_out = req.extensions().get::<NoIdempotencyKey>().is_some();
-        if key.is_none() && p.idempotency_keys && wants_key(req.method()) && !opted_out {
-            let generated = new_key(rng);
-            let v = HeaderValue::from_str(&generated).expect("a generated key is hex digits");
-            req.headers_mut().insert(IDEMPOTENCY_KEY, v);
-            key = Some(generated);
-        }
-        let operation = match req.extensions().get::<Replayable>() {
-            Some(Replayable) if !matches!(Operation::of(req.method(), key.is_some()), Operation::Safe) => {
-                Operation::Idempotent
-            }
-            _ => Operation::of(req.method(), key.is_some()),
-        };
-        let path = req.uri().path().to_owned();
-        let (mut attempts, mut unclear, mut waited, mut previous_wait) = (0u32, 0u32, Duration::ZERO, None);
+        let mut op = Execution::begin(self, &mut req, rng, cancel, trace).map_err(|e| *e)?;
         loop {
-            attempts += 1;
-            if let Some(gate) = &self.gate {
-                // The queue counts against the deadline: wait in it only as
-                // long as an attempt could still start in time.
-                let queued_at = self.clock.now();
-                let patience = deadline.remaining(queued_at).saturating_sub(p.min_attempt_time);
-                let admitted = tokio::select! {
-                    biased;
-                    _ = cancel.cancelled() => Some(false),
-                    _ = gate.admit() => Some(true),
-                    _ = self.clock.sleep(patience) => None,
-                };
-                let now = self.clock.now();
-                let queued = now.saturating_sub(queued_at);
-                if queued > Duration::ZERO && admitted == Some(true) {
-                    trace.push(now, EventKind::Admitted { queued_ms: ms(queued) });
-                }
-                let remaining = deadline.remaining(now);
-                let reason = match admitted {
-                    Some(false) => Some(GiveUpReason::Cancelled),
-                    None => Some(GiveUpReason::DeadlineWouldPass { wait: queued, remaining }),
-                    Some(true) if remaining < p.min_attempt_time => {
-                        gate.done(&Feedback { now, status: None, class: Class::Transient, headers: None });
-                        Some(GiveUpReason::DeadlineWouldPass { wait: queued, remaining })
-                    }
-                    Some(true) => None,
-                };
-                if let Some(reason) = reason {
-                    let attempts = attempts - 1;
-                    trace.push(now, EventKind::GaveUp { reason: reason.clone(), attempts, waited_ms: ms(waited) });
-                    return Err(self.error(reason, attempts, waited, deadline.elapsed(now), None, None, key));
-                }
-            }
-            let started = self.clock.now();
-            let timeout = p.attempt_timeout.min(deadline.remaining(started));
-            // The attempt counts, and is recorded, only once the transport is
-            // called: a cancellation seen first (the branch order is biased)
-            // leaves the transport uncalled and the attempt unmade.
-            let mut called = false;
-            let send = async {
-                called = true;
-                keys.push(key.clone());
-                trace.push(
-                    started,
-                    EventKind::Attempt {
-                        n: attempts,
-                        method: req.method().to_string(),
-                        path: path.clone(),
-                        key: key.as_deref().map(short_key),
-                        timeout_ms: ms(timeout),
-                    },
-                );
-                self.transport.send(copy_request(&req)).await
-            };
-            let sent = tokio::select! {
-                biased;
-                _ = cancel.cancelled() => Sent::Cancelled,
-                r = send => match r {
-                    Ok(res) => Sent::Answer(res),
-                    Err(e) => Sent::Failed(e),
-                },
-                _ = self.clock.sleep(timeout) => Sent::Failed(TransportError {
-                    failure: crate::core::classify::TransportFailure::MaybeArrived,
-                    message: format!("attempt timed out after {}", secs(timeout)),
-                }),
-            };
+            op.attempts += 1;
+            op.admit(trace).await?;
+            let (sent, called) = op.send(&req, trace, keys).await;
             let now = self.clock.now();
             // Classify once: the gate, the trace and the decision all read it.
-            let (class, envelope, code) = match &sent {
-                Sent::Answer(res) => {
-                    let envelope = if res.status().is_success() { None } else { ErrorEnvelope::parse(res.body()) };
-                    let (class, code) = classify_answer(
-                        &*self.classifier,
-                        res.status(),
-                        res.headers(),
-                        envelope.as_ref(),
-                        self.clock.wall(),
-                    );
-                    let code = code.map(str::to_owned);
-                    (class, envelope, code)
-                }
-                Sent::Failed(e) => (self.classifier.classify(Outcome::Transport(e.failure)), None, None),
-                Sent::Cancelled => (Class::Transient, None, None),
-            };
-            if let Some(gate) = &self.gate {
-                let (status, headers) = match &sent {
-                    Sent::Answer(res) => (Some(res.status().as_u16()), Some(res.headers())),
-                    Sent::Failed(_) | Sent::Cancelled => (None, None),
-                };
-                gate.done(&Feedback { now, status, class, headers });
-            }
+            let judged = self.judge(&sent);
+            op.tell_gate(now, &sent, judged.class);
+            let class = judged.class;
             let (advice, last, failure) = match sent {
                 Sent::Cancelled => {
-                    let reason = GiveUpReason::Cancelled;
-                    let attempts = if called { attempts } else { attempts - 1 };
-                    trace.push(now, EventKind::GaveUp { reason: reason.clone(), attempts, waited_ms: ms(waited) });
-                    return Err(self.error(reason, attempts, waited, deadline.elapsed(now), None, None, key));
+                    let attempts = if called { op.attempts } else { op.attempts - 1 };
+                    return Err(op.give_up(trace, now, GiveUpReason::Cancelled, attempts));
                 }
-                Sent::Answer(res) => {
-                    let advice = if class == Class::Success {
-                        Advice::none()
-                    } else {
-                        read_advice(res.headers(), envelope.as_ref(), self.clock.wall())
-                    };
-                    let replayed = res.headers().get(&REPLAYED).is_some_and(|v| v == "true");
-                    trace.push(
-                        now,
-                        EventKind::Answer {
-                            n: attempts,
-                            status: res.status().as_u16(),
-                            code: code.clone(),
-                            class,
-                            advice: AdviceView::from(&advice),
-                            replayed,
-                        },
-                    );
-                    if class == Class::Success {
-                        if let Some(b) = &self.budget {
-                            b.deposit(now);
-                        }
-                        trace.push(
-                            now,
-                            EventKind::Done { status: res.status().as_u16(), attempts, waited_ms: ms(waited) },
-                        );
-                        let elapsed = deadline.elapsed(now);
-                        return Ok(Success {
-                            response: res,
-                            attempts,
-                            waited,
-                            elapsed,
-                            replayed,
-                            idempotency_key: key,
-                        });
-                    }
-                    let (parts, body) = res.into_parts();
-                    (advice, Some(LastAnswer { status: parts.status, code, headers: parts.headers, body }), None)
-                }
+                Sent::Answer(res) => match op.answered(res, judged, now, trace) {
+                    Answered::Success(done) => return Ok(*done),
+                    Answered::Refused(advice, last) => (advice, Some(*last), None),
+                },
                 Sent::Failed(e) => {
-                    trace.push(now, EventKind::NoAnswer { n: attempts, failure: e.failure, class });
+                    trace.push(now, EventKind::NoAnswer { n: op.attempts, failure: e.failure, class });
                     (Advice::none(), None, Some(e))
                 }
             };
-            if class == Class::Unclear {
-                unclear += 1;
-            }
-            let attempted = Attempted {
-                operation,
-                class,
-                status: last.as_ref().map(|l| l.status.as_u16()),
-                code: last.as_ref().and_then(|l| l.code.as_deref()),
-                advice: &advice,
-                attempts,
-                unclear,
-                elapsed: deadline.elapsed(now),
-                previous_wait,
-                cancelled: cancel.is_cancelled(),
-            };
-            let draws = Draws { backoff: rng.draw(), spread: rng.draw() };
-            let budget = self.budget.as_deref();
-            match decide(p, &attempted, draws, budget, now) {
+            let (reason, at) = match op.decide(class, &advice, last.as_ref(), rng, now) {
                 Decision::Done => unreachable!("success returns above"),
-                Decision::GiveUp { reason } => {
-                    trace.push(now, EventKind::GaveUp { reason: reason.clone(), attempts, waited_ms: ms(waited) });
-                    return Err(self.error(reason, attempts, waited, deadline.elapsed(now), last, failure, key));
-                }
+                Decision::GiveUp { reason } => (reason, now),
                 Decision::Retry { wait, why } => {
                     trace.push(now, EventKind::Wait { ms: ms(wait), why });
-                    let cancelled = tokio::select! {
-                        biased;
-                        _ = cancel.cancelled() => true,
-                        _ = self.clock.sleep(wait) => false,
-                    };
-                    let slept = self.clock.now().saturating_sub(now);
-                    waited += slept;
-                    if cancelled {
-                        let at = self.clock.now();
-                        let reason = GiveUpReason::Cancelled;
-                        trace.push(at, EventKind::GaveUp { reason: reason.clone(), attempts, waited_ms: ms(waited) });
-                        return Err(self.error(reason, attempts, waited, deadline.elapsed(at), last, failure, key));
+                    if !op.sleep(wait, now).await {
+                        op.previous_wait = Some(wait);
+                        continue;
                     }
-                    previous_wait = Some(wait);
+                    (GiveUpReason::Cancelled, self.clock.now())
                 }
-            }
+            };
+            let gave_up = op.give_up(trace, at, reason, op.attempts);
+            return Err(RetryError { last, last_failure: failure, ..gave_up });
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn error(
-        &self,
-        reason: GiveUpReason,
-        attempts: u32,
-        waited: Duration,
-        elapsed: Duration,
-        last: Option<LastAnswer>,
-        last_failure: Option<TransportError>,
-        idempotency_key: Option<String>,
-    ) -> RetryError {
-        RetryError { reason, attempts, waited, elapsed, last, last_failure, idempotency_key }
+    /// The class of an attempt's outcome, with an answer's error envelope and code.
+    fn judge(&self, sent: &Sent) -> Judged {
+        match sent {
+            Sent::Answer(res) => {
+                let envelope = if res.status().is_success() { None } else { ErrorEnvelope::parse(res.body()) };
+                let (class, code) = classify_answer(
+                    &*self.classifier,
+                    res.status(),
+                    res.headers(),
+                    envelope.as_ref(),
+                    self.clock.wall(),
+                );
+                let code = code.map(str::to_owned);
+                Judged { class, envelope, code }
+            }
+            Sent::Failed(e) => {
+                Judged { class: self.classifier.classify(Outcome::Transport(e.failure)), envelope: None, code: None }
+            }
+            Sent::Cancelled => Judged { class: Class::Transient, envelope: None, code: None },
+        }
+    }
+}
+
+/// An attempt's outcome as judged once: its class, and for an answer the
+/// error envelope and code it carried.
+struct Judged {
+    class: Class,
+    envelope: Option<ErrorEnvelope>,
+    code: Option<String>,
+}
+
+/// What an answer came to: the operation's success, or a refusal to decide on.
+enum Answered {
+    Success(Box<Success>),
+    Refused(Advice, Box<LastAnswer>),
+}
+
+/// One logical operation on its way through [`RetryClient::execute`]: what
+/// every attempt reads (the deadline, the key, the kind of operation) and
+/// what the attempts so far came to. Each step of an attempt is a method.
+struct Execution<'a, C, T> {
+    client: &'a RetryClient<C, T>,
+    cancel: &'a CancellationToken,
+    deadline: Deadline,
+    key: Option<String>,
+    operation: Operation,
+    path: String,
+    /// Attempts so far, the one under way included.
+    attempts: u32,
+    /// Answers classified `Unclear` so far.
+    unclear: u32,
+    /// Time slept between attempts so far.
+    waited: Duration,
+    previous_wait: Option<Duration>,
+}
+
+impl<'a, C: Clock, T: Transport> Execution<'a, C, T> {
+    /// Starts the operation: its deadline, its key (the caller's, or one
+    /// drawn now), and how safe it is to send again.
+    fn begin(
+        client: &'a RetryClient<C, T>,
+        req: &mut Request<Bytes>,
+        rng: &mut dyn Rng,
+        cancel: &'a CancellationToken,
+        trace: &mut Trace,
+    ) -> Result<Execution<'a, C, T>, Box<RetryError>> {
+        let p = &client.policy;
+        let deadline = Deadline { start: client.clock.now(), total: p.deadline };
+        let path = req.uri().path().to_owned();
+        let mut op = Execution {
+            client,
+            cancel,
+            deadline,
+            key: None,
+            operation: Operation::Safe,
+            path,
+            attempts: 0,
+            unclear: 0,
+            waited: Duration::ZERO,
+            previous_wait: None,
+        };
+        // A caller's key is sent as given, never re-encoded or replaced; one
+        // that is not visible ASCII cannot be reported as text (nor is it an
+        // sf-string, as the Idempotency-Key draft asks), so nothing is sent.
+        match req.headers().get(IDEMPOTENCY_KEY).map(HeaderValue::to_str) {
+            Some(Ok(k)) => op.key = Some(k.to_owned()),
+            Some(Err(_)) => {
+                let now = client.clock.now();
+                return Err(Box::new(op.give_up(trace, now, GiveUpReason::InvalidIdempotencyKey, 0)));
+            }
+            None => {}
+        }
+        let opted_out = req.extensions().get::<NoIdempotencyKey>().is_some();
+        if op.key.is_none() && p.idempotency_keys && wants_key(req.method()) && !opted_out {
+            let generated = new_key(rng);
+            let v = HeaderValue::from_str(&generated).expect("a generated key is hex digits");
+            req.headers_mut().insert(IDEMPOTENCY_KEY, v);
+            op.key = Some(generated);
+        }
+        op.operation = match req.extensions().get::<Replayable>() {
+            Some(Replayable) if !matches!(Operation::of(req.method(), op.key.is_some()), Operation::Safe) => {
+                Operation::Idempotent
+            }
+            _ => Operation::of(req.method(), op.key.is_some()),
+        };
+        Ok(op)
+    }
+
+    /// Waits at the fleet's gate, if there is one. The queue counts against
+    /// the deadline: it waits only as long as an attempt could still start
+    /// in time.
+    async fn admit(&mut self, trace: &mut Trace) -> Result<(), RetryError> {
+        let Some(gate) = &self.client.gate else { return Ok(()) };
+        let (clock, p) = (&self.client.clock, &self.client.policy);
+        let queued_at = clock.now();
+        let patience = self.deadline.remaining(queued_at).saturating_sub(p.min_attempt_time);
+        let admitted = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => Some(false),
+            _ = gate.admit() => Some(true),
+            _ = clock.sleep(patience) => None,
+        };
+        let now = clock.now();
+        let queued = now.saturating_sub(queued_at);
+        if queued > Duration::ZERO && admitted == Some(true) {
+            trace.push(now, EventKind::Admitted { queued_ms: ms(queued) });
+        }
+        let remaining = self.deadline.remaining(now);
+        let reason = match admitted {
+            Some(false) => GiveUpReason::Cancelled,
+            None => GiveUpReason::DeadlineWouldPass { wait: queued, remaining },
+            Some(true) if remaining < p.min_attempt_time => {
+                gate.done(&Feedback { now, status: None, class: Class::Transient, headers: None });
+                GiveUpReason::DeadlineWouldPass { wait: queued, remaining }
+            }
+            Some(true) => return Ok(()),
+        };
+        Err(self.give_up(trace, now, reason, self.attempts - 1))
+    }
+
+    /// Sends one attempt, bounded by `min(attempt_timeout, time left)`. The
+    /// attempt counts, and is recorded, only once the transport is called: a
+    /// cancellation seen first (the branch order is biased) leaves the
+    /// transport uncalled and the attempt unmade (the `bool`: called).
+    async fn send(&self, req: &Request<Bytes>, trace: &mut Trace, keys: &mut Vec<Option<String>>) -> (Sent, bool) {
+        let clock = &self.client.clock;
+        let started = clock.now();
+        let timeout = self.client.policy.attempt_timeout.min(self.deadline.remaining(started));
+        let mut called = false;
+        let send = async {
+            called = true;
+            keys.push(self.key.clone());
+            trace.push(
+                started,
+                EventKind::Attempt {
+                    n: self.attempts,
+                    method: req.method().to_string(),
+                    path: self.path.clone(),
+                    key: self.key.as_deref().map(short_key),
+                    timeout_ms: ms(timeout),
+                },
+            );
+            self.client.transport.send(copy_request(req)).await
+        };
+        let sent = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => Sent::Cancelled,
+            r = send => match r {
+                Ok(res) => Sent::Answer(res),
+                Err(e) => Sent::Failed(e),
+            },
+            _ = clock.sleep(timeout) => Sent::Failed(TransportError {
+                failure: crate::core::classify::TransportFailure::MaybeArrived,
+                message: format!("attempt timed out after {}", secs(timeout)),
+            }),
+        };
+        (sent, called)
+    }
+
+    /// Tells the gate, if there is one, how the attempt it admitted ended.
+    fn tell_gate(&self, now: Duration, sent: &Sent, class: Class) {
+        if let Some(gate) = &self.client.gate {
+            let (status, headers) = match sent {
+                Sent::Answer(res) => (Some(res.status().as_u16()), Some(res.headers())),
+                Sent::Failed(_) | Sent::Cancelled => (None, None),
+            };
+            gate.done(&Feedback { now, status, class, headers });
+        }
+    }
+
+    /// Records an answer; a success ends the operation, anything else keeps
+    /// the answer whole and its advice for the decision.
+    fn answered(&self, res: Response<Bytes>, judged: Judged, now: Duration, trace: &mut Trace) -> Answered {
+        let Judged { class, envelope, code } = judged;
+        let advice = if class == Class::Success {
+            Advice::none()
+        } else {
+            read_advice(res.headers(), envelope.as_ref(), self.client.clock.wall())
+        };
+        let replayed = res.headers().get(&REPLAYED).is_some_and(|v| v == "true");
+        let status = res.status().as_u16();
+        let view = AdviceView::from(&advice);
+        trace.push(
+            now,
+            EventKind::Answer { n: self.attempts, status, code: code.clone(), class, advice: view, replayed },
+        );
+        if class != Class::Success {
+            let (parts, body) = res.into_parts();
+            return Answered::Refused(
+                advice,
+                Box::new(LastAnswer { status: parts.status, code, headers: parts.headers, body }),
+            );
+        }
+        if let Some(b) = &self.client.budget {
+            b.deposit(now);
+        }
+        trace.push(now, EventKind::Done { status, attempts: self.attempts, waited_ms: ms(self.waited) });
+        Answered::Success(Box::new(Success {
+            response: res,
+            attempts: self.attempts,
+            waited: self.waited,
+            elapsed: self.deadline.elapsed(now),
+            replayed,
+            idempotency_key: self.key.clone(),
+        }))
+    }
+
+    /// The core's decision on an attempt that did not succeed.
+    fn decide(
+        &mut self,
+        class: Class,
+        advice: &Advice,
+        last: Option<&LastAnswer>,
+        rng: &mut dyn Rng,
+        now: Duration,
+    ) -> Decision {
+        if class == Class::Unclear {
+            self.unclear += 1;
+        }
+        let attempted = Attempted {
+            operation: self.operation,
+            class,
+            status: last.map(|l| l.status.as_u16()),
+            code: last.and_then(|l| l.code.as_deref()),
+            advice,
+            attempts: self.attempts,
+            unclear: self.unclear,
+            elapsed: self.deadline.elapsed(now),
+            previous_wait: self.previous_wait,
+            cancelled: self.cancel.is_cancelled(),
+        };
+        let draws = Draws { backoff: rng.draw(), spread: rng.draw() };
+        decide(&self.client.policy, &attempted, draws, self.client.budget.as_deref(), now)
+    }
+
+    /// Sleeps `wait` from `now` unless cancelled; counts the time slept.
+    /// Whether it was cancelled.
+    async fn sleep(&mut self, wait: Duration, now: Duration) -> bool {
+        let clock = &self.client.clock;
+        let cancelled = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => true,
+            _ = clock.sleep(wait) => false,
+        };
+        self.waited += clock.now().saturating_sub(now);
+        cancelled
+    }
+
+    /// Ends the operation with `reason` after `attempts` attempts, at `at`:
+    /// the trace's last event, and the error (its last answer or failure,
+    /// if any, is the caller's to add).
+    fn give_up(&self, trace: &mut Trace, at: Duration, reason: GiveUpReason, attempts: u32) -> RetryError {
+        trace.push(at, EventKind::GaveUp { reason: reason.clone(), attempts, waited_ms: ms(self.waited) });
+        RetryError {
+            reason,
+            attempts,
+            waited: self.waited,
+            elapsed: self.deadline.elapsed(at),
+            last: None,
+            last_failure: None,
+            idempotency_key: self.key.clone(),
+        }
     }
 }

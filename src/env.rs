@@ -28,7 +28,9 @@ pub trait Clock: Send + Sync {
 }
 
 /// A clock on tokio's timer: real time in production, paused time in
-/// `#[tokio::test(start_paused = true)]`, virtual time under turmoil.
+/// `#[tokio::test(start_paused = true)]`, virtual time under turmoil. (The
+/// simulator hands its clients a clock of its own, on the same virtual time,
+/// whose sleeps it can see.)
 #[derive(Debug, Clone)]
 pub struct TokioClock {
     origin: tokio::time::Instant,
@@ -63,12 +65,7 @@ impl Clock for TokioClock {
     }
 
     fn sleep(&self, d: Duration) -> impl Future<Output = ()> + Send {
-        // Inside a simulation the harness sees the deadline (it skips virtual
-        // time in which nothing happens); elsewhere this is tokio's sleep.
-        #[cfg(feature = "sim")]
-        return crate::sim::world::timers::sleep(d);
-        #[cfg(not(feature = "sim"))]
-        return tokio::time::sleep(d);
+        tokio::time::sleep(d)
     }
 }
 

@@ -80,13 +80,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::core::lock;
+use crate::sim::checks::check_report;
 use crate::sim::checks::hunt::{self, Kind};
 use crate::sim::checks::invariants::{self as check, Violation};
 use crate::sim::run::clients::ScenarioClient;
-use crate::sim::run::runner;
+use crate::sim::run::render::{Show, render_run};
+use crate::sim::run::runner::RunOptions;
 use crate::sim::run::scenario::{self, Scenario};
-use crate::sim::tools::render::{Show, render_run};
-use crate::sim::world::fleet::Hooks;
 
 pub use crate::sim::checks::invariants::Invariant;
 pub use crate::sim::run::runner::{Report, RunError};
@@ -203,7 +204,7 @@ impl Harness {
     /// test too (the simulation then runs on a thread of its own).
     pub fn run(&self, seed: u64) -> Result<Report, RunError> {
         let s = self.scenario(seed);
-        runner::run_subject(&s, seed, Hooks::default(), self.client.clone())
+        RunOptions::default().run_subject(&s, seed, self.client.clone())
     }
 
     /// Runs seed `seed` and checks every invariant that applies: the
@@ -224,7 +225,7 @@ impl Harness {
                 return checked;
             }
         };
-        checked.violations = check::check_report(&first);
+        checked.violations = check_report(&first);
         if self.determinism {
             match self.run(seed) {
                 Ok(second) => checked.violations.extend(check::check_determinism(&first, &second)),
@@ -268,7 +269,7 @@ impl Harness {
                         let Some(&seed) = seeds.get(i) else { break };
                         let mut checked = self.check_in(seed, test.as_deref());
                         checked.report = None;
-                        results.lock().unwrap_or_else(|e| e.into_inner()).push(checked);
+                        lock(&results).push(checked);
                     }
                 });
             }

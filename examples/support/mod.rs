@@ -10,7 +10,7 @@ use http::Request;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use retrysim::sim::checks::invariants::black_box;
+use retrysim::sim::checks::blackbox::black_box;
 use retrysim::sim::run::job::job_of_label;
 use retrysim::sim::world::api::ArrivalOutcome;
 use retrysim::testing::{Harness, Invariant, Report, SimConnector};

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use retrysim::sim::run::runner::{self, Report, Traces};
+use retrysim::sim::run::runner::{Report, RunError, RunOptions, Traces};
 use retrysim::sim::run::scenario::GateConfig;
 use retrysim::sim::tools::compare::{self, DEFAULT_SEEDS};
 use retrysim::sim::tools::timeline;
@@ -13,10 +13,10 @@ use super::{Outcome, UserError, WallArgs, wall_stopped, write_svg};
 
 /// The picture of `compare --svg`: every row run again on `seed` (the
 /// comparison keeps figures, not ledgers), its limiter panel drawn.
-fn rows_svg(preset: &compare::Preset, seed: u64) -> Result<String, UserError> {
+fn rows_svg(preset: &compare::Preset, seed: u64, options: RunOptions) -> Result<String, UserError> {
     let mut reports = Vec::new();
     for row in &preset.rows {
-        let report = runner::run_keeping(&row.scenario, seed, Traces::None).map_err(|e| UserError(e.to_string()))?;
+        let report = options.traces(Traces::None).run(&row.scenario, seed).map_err(|e| UserError(e.to_string()))?;
         reports.push((row.name.clone(), report));
     }
     let rows: Vec<(String, &Report)> = reports.iter().map(|(n, r)| (n.clone(), r)).collect();
@@ -83,17 +83,17 @@ pub fn run(args: CompareArgs) -> Outcome {
         preset.rows.retain(|r| args.rows.contains(&r.name) || r.scenario.fleet.gate == GateConfig::Ideal);
     }
     let threads = args.threads.map_or_else(compare::default_threads, |t| t as usize);
-    args.wall.install(None);
+    let options = args.wall.options(None);
     progress::catch_interrupts();
     let total = preset.rows.len() as u64 * u64::from(args.seeds);
     let meter = Meter::new("compare", "runs", total);
     let progress = |done: usize, _: usize| meter.set(done as u64, "");
     let stop = || progress::interrupted().is_some();
-    let result = compare::run_observed(&preset, args.seeds, threads, &progress, &stop);
+    let result = compare::run_observed(&preset, args.seeds, threads, options, &progress, &stop);
     meter.finish();
     let result = result.map_err(|e| match e.wall_bound {
         Some(_) => wall_stopped(
-            &retrysim::sim::run::runner::RunError {
+            &RunError {
                 scenario: format!("{} row {}", e.preset, e.row),
                 seed: e.seed,
                 message: e.message.clone(),
@@ -123,7 +123,7 @@ pub fn run(args: CompareArgs) -> Outcome {
         return Ok((out, ExitCode::from(code)));
     }
     if let Some(path) = &args.svg {
-        write_svg(path, &rows_svg(&preset, result.seeds.first().copied().unwrap_or(1))?)?;
+        write_svg(path, &rows_svg(&preset, result.seeds.first().copied().unwrap_or(1), options)?)?;
     }
     let out = match args.format {
         CompareFormat::Table => result.render_table(),

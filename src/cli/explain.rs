@@ -1,6 +1,6 @@
 //! `retrysim explain`: one response in, the core's decision and why out.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use clap::{Args, ValueEnum};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
@@ -8,7 +8,7 @@ use retrysim::core::body::ErrorEnvelope;
 use retrysim::core::classify::{
     Class, Classifier, DefaultTable, Operation, Outcome as AttemptOutcome, TransportFailure, classify_answer,
 };
-use retrysim::core::policy::{Attempted, Decision, Draws, decide, secs};
+use retrysim::core::policy::{Attempted, Decision, Draws, Policy, decide, secs};
 use retrysim::core::retry_after::{Advice, read_advice};
 use retrysim::env::{Rng, seeded_rng};
 use retrysim::trace::{AdviceView, Event, EventKind, render_event};
@@ -85,90 +85,88 @@ pub fn run(args: ExplainArgs) -> Outcome {
 }
 
 fn explain(args: &ExplainArgs) -> Result<String, UserError> {
-    let ExplainArgs {
-        status,
-        transport_error,
-        headers,
-        body,
-        now,
-        elapsed,
-        attempt,
-        policy,
-        seed,
-        method,
-        no_key,
-        format,
-    } = args;
-    let (status, transport_error, attempt, seed, no_key, format) =
-        (*status, *transport_error, *attempt, *seed, *no_key, *format);
-    let now = now.as_deref();
+    let read = Read::of(args)?;
+    let decision = read.decide(args.attempt, args.seed);
+    Ok(match args.format {
+        Format::Json => read.json(&decision),
+        Format::Text => read.text(&decision, &args.body),
+    })
+}
 
-    let policy = policy_named(policy)?;
-    let method =
-        Method::from_bytes(method.as_bytes()).map_err(|_| UserError(format!("invalid --method {method:?}")))?;
-    let elapsed = humantime::parse_duration(elapsed)
-        .map_err(|e| UserError(format!("--elapsed {elapsed:?} is not a duration ({e}); e.g. 3s or 1500ms")))?;
-    let mut map = HeaderMap::new();
-    for h in headers {
-        let (n, v) = parse_header(h)?;
-        map.append(n, v);
+/// The response to explain as the core sees it, read from the arguments.
+struct Read {
+    policy: Policy,
+    operation: Operation,
+    elapsed: Duration,
+    envelope: Option<ErrorEnvelope>,
+    class: Class,
+    advice: Advice,
+    status: Option<u16>,
+    code: Option<String>,
+}
+
+impl Read {
+    /// Parses and classifies what the arguments describe.
+    fn of(args: &ExplainArgs) -> Result<Read, UserError> {
+        let policy = policy_named(&args.policy)?;
+        let method = &args.method;
+        let method =
+            Method::from_bytes(method.as_bytes()).map_err(|_| UserError(format!("invalid --method {method:?}")))?;
+        let elapsed = &args.elapsed;
+        let elapsed = humantime::parse_duration(elapsed)
+            .map_err(|e| UserError(format!("--elapsed {elapsed:?} is not a duration ({e}); e.g. 3s or 1500ms")))?;
+        let mut map = HeaderMap::new();
+        for h in &args.headers {
+            let (n, v) = parse_header(h)?;
+            map.append(n, v);
+        }
+        let received_at = match args.now.as_deref() {
+            Some(t) => parse_instant(t, "--now")?,
+            None => match map.get(http::header::DATE).and_then(|v| httpdate::parse_http_date(v.to_str().ok()?).ok()) {
+                Some(d) => d,
+                None => SystemTime::now(),
+            },
+        };
+        let operation = Operation::of(&method, !args.no_key && matches!(method, Method::POST | Method::PATCH));
+        // Any body is explained as sent: one that is not an error envelope (an
+        // HTML 429 page, or not JSON at all) simply carries no code.
+        let envelope = ErrorEnvelope::parse(args.body.as_bytes());
+        let (class, advice, status, code) =
+            classify(args.status, args.transport_error, &map, envelope.as_ref(), received_at)?;
+        Ok(Read { policy, operation, elapsed, envelope, class, advice, status, code })
     }
-    let received_at = match now {
-        Some(t) => parse_instant(t, "--now")?,
-        None => match map.get(http::header::DATE).and_then(|v| httpdate::parse_http_date(v.to_str().ok()?).ok()) {
-            Some(d) => d,
-            None => SystemTime::now(),
-        },
-    };
-    let operation = Operation::of(&method, !no_key && matches!(method, Method::POST | Method::PATCH));
-    // Any body is explained as sent: one that is not an error envelope (an
-    // HTML 429 page, or not JSON at all) simply carries no code.
-    let envelope = ErrorEnvelope::parse(body.as_bytes());
-    let table = DefaultTable::default();
-    let (class, advice, status, code) = match (status, transport_error) {
-        (Some(s), _) => {
-            let st = StatusCode::from_u16(s).map_err(|_| UserError(format!("invalid --status {s}")))?;
-            // The class sees the headers and whether the advice is valid: a
-            // 429 with no known code is throttling when it carries advice.
-            let (class, code) = classify_answer(&table, st, &map, envelope.as_ref(), received_at);
-            let advice = if class == Class::Success {
-                Advice::none()
-            } else {
-                read_advice(&map, envelope.as_ref(), received_at)
-            };
-            (class, advice, Some(s), code.map(str::to_owned))
-        }
-        (None, Some(f)) => {
-            let f = match f {
-                Failure::NotSent => TransportFailure::NotSent,
-                Failure::MaybeArrived => TransportFailure::MaybeArrived,
-            };
-            (table.classify(AttemptOutcome::Transport(f)), Advice::none(), None, None)
-        }
-        (None, None) => return Err(UserError("give --status or --transport-error".into())),
-    };
-    let mut rng = seeded_rng(seed);
-    let draws = Draws { backoff: rng.draw(), spread: rng.draw() };
-    let attempted = Attempted {
-        operation,
-        class,
-        status,
-        code: code.as_deref(),
-        advice: &advice,
-        attempts: attempt,
-        unclear: if class == Class::Unclear { attempt } else { 0 },
-        elapsed,
-        previous_wait: None,
-        cancelled: false,
-    };
-    let decision = decide(&policy, &attempted, draws, None, elapsed);
-    let view = AdviceView::from(&advice);
-    let class_name = format!("{class:?}").to_lowercase();
-    if format == Format::Json {
+
+    /// The core's decision on this answer as attempt `attempt`, the jitter
+    /// drawn from `seed`.
+    fn decide(&self, attempt: u32, seed: u64) -> Decision {
+        let mut rng = seeded_rng(seed);
+        let draws = Draws { backoff: rng.draw(), spread: rng.draw() };
+        let attempted = Attempted {
+            operation: self.operation,
+            class: self.class,
+            status: self.status,
+            code: self.code.as_deref(),
+            advice: &self.advice,
+            attempts: attempt,
+            unclear: if self.class == Class::Unclear { attempt } else { 0 },
+            elapsed: self.elapsed,
+            previous_wait: None,
+            cancelled: false,
+        };
+        decide(&self.policy, &attempted, draws, None, self.elapsed)
+    }
+
+    fn class_name(&self) -> String {
+        format!("{:?}", self.class).to_lowercase()
+    }
+
+    /// `--format json`.
+    fn json(&self, decision: &Decision) -> String {
+        let view = AdviceView::from(&self.advice);
         let mut out = json!({
-            "class": class_name,
-            "operation": operation,
-            "policy": policy.name,
+            "class": self.class_name(),
+            "operation": self.operation,
+            "policy": self.policy.name,
             "advice": {
                 "source": view.source,
                 "valid": view.header_valid,
@@ -177,7 +175,7 @@ fn explain(args: &ExplainArgs) -> Result<String, UserError> {
                 "server_date": view.server_date,
             },
         });
-        match &decision {
+        match decision {
             Decision::Done => out["decision"] = json!("done"),
             Decision::Retry { wait, why } => {
                 out["decision"] = json!("retry");
@@ -191,45 +189,79 @@ fn explain(args: &ExplainArgs) -> Result<String, UserError> {
                 out["detail"] = json!(reason);
             }
         }
-        return Ok(serde_json::to_string_pretty(&out).expect("JSON values serialise"));
+        serde_json::to_string_pretty(&out).expect("JSON values serialise")
     }
-    let mut lines = Vec::new();
-    match &decision {
-        Decision::Done => lines.push("decision: done (success)".to_owned()),
+
+    /// The text: the decision and why, then what it was read from.
+    fn text(&self, decision: &Decision, body: &str) -> String {
+        let mut lines = decision_lines(decision);
+        let view = AdviceView::from(&self.advice);
+        let code_text = self.code.as_ref().map(|c| format!(" {c}")).unwrap_or_default();
+        let answer = self.status.map(|s| format!("{s}{code_text}")).unwrap_or_else(|| "no answer".into());
+        let word = |v: serde_json::Result<serde_json::Value>| {
+            v.ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+        };
+        let op = word(serde_json::to_value(self.operation));
+        lines.push(format!("class: {} ({answer}), operation: {op}", self.class_name()));
+        let source = word(serde_json::to_value(view.source));
+        match view.wait_ms {
+            Some(w) => lines.push(format!("advice: {source} {}", secs(w.duration()))),
+            None => lines.push("advice: none".to_owned()),
+        }
+        if let Some(e) = &view.error {
+            lines.push(format!("header invalid: {e}"));
+        }
+        if self.envelope.is_none() && !body.trim().is_empty() {
+            lines.push("body: not a JSON error envelope (not JSON, or no \"error\" object), so no code".to_owned());
+        }
+        let p = &self.policy;
+        lines.push(format!("policy: {} (deadline {}, max_retries {})", p.name, secs(p.deadline), p.max_retries));
+        lines.join("\n")
+    }
+}
+
+/// The class of the answer (`status`) or of the failure, with the advice,
+/// the status and the code.
+fn classify(
+    status: Option<u16>,
+    failure: Option<Failure>,
+    map: &HeaderMap,
+    envelope: Option<&ErrorEnvelope>,
+    received_at: SystemTime,
+) -> Result<(Class, Advice, Option<u16>, Option<String>), UserError> {
+    let table = DefaultTable::default();
+    match (status, failure) {
+        (Some(s), _) => {
+            let st = StatusCode::from_u16(s).map_err(|_| UserError(format!("invalid --status {s}")))?;
+            // The class sees the headers and whether the advice is valid: a
+            // 429 with no known code is throttling when it carries advice.
+            let (class, code) = classify_answer(&table, st, map, envelope, received_at);
+            let advice = if class == Class::Success { Advice::none() } else { read_advice(map, envelope, received_at) };
+            Ok((class, advice, Some(s), code.map(str::to_owned)))
+        }
+        (None, Some(f)) => {
+            let f = match f {
+                Failure::NotSent => TransportFailure::NotSent,
+                Failure::MaybeArrived => TransportFailure::MaybeArrived,
+            };
+            Ok((table.classify(AttemptOutcome::Transport(f)), Advice::none(), None, None))
+        }
+        (None, None) => Err(UserError("give --status or --transport-error".into())),
+    }
+}
+
+/// The decision and why, as the text's first lines.
+fn decision_lines(decision: &Decision) -> Vec<String> {
+    match decision {
+        Decision::Done => vec!["decision: done (success)".to_owned()],
         Decision::Retry { wait, why } => {
-            lines.push(format!("decision: retry in {}", secs(*wait)));
-            let rendered = render_event(
-                "",
-                &Event { at_ms: 0, kind: EventKind::Wait { ms: retrysim::trace::ms(*wait), why: *why } },
-            );
+            let event = Event { at_ms: 0, kind: EventKind::Wait { ms: retrysim::trace::ms(*wait), why: *why } };
+            let rendered = render_event("", &event);
             let why_text = rendered.split_once(" = ").map(|(_, w)| w.to_owned()).unwrap_or_default();
-            lines.push(format!("why: {why_text}"));
+            vec![format!("decision: retry in {}", secs(*wait)), format!("why: {why_text}")]
         }
         Decision::GiveUp { reason } => {
-            lines.push(format!("decision: give up ({})", reason.kind()));
-            lines.push(format!("why: {reason}"));
+            vec![format!("decision: give up ({})", reason.kind()), format!("why: {reason}")]
         }
     }
-    let code_text = code.map(|c| format!(" {c}")).unwrap_or_default();
-    let answer = status.map(|s| format!("{s}{code_text}")).unwrap_or_else(|| "no answer".into());
-    let op = serde_json::to_value(operation).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
-    lines.push(format!("class: {class_name} ({answer}), operation: {op}"));
-    let source = serde_json::to_value(view.source).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
-    match view.wait_ms {
-        Some(w) => lines.push(format!("advice: {source} {}", secs(w.duration()))),
-        None => lines.push("advice: none".to_owned()),
-    }
-    if let Some(e) = &view.error {
-        lines.push(format!("header invalid: {e}"));
-    }
-    if envelope.is_none() && !body.trim().is_empty() {
-        lines.push("body: not a JSON error envelope (not JSON, or no \"error\" object), so no code".to_owned());
-    }
-    lines.push(format!(
-        "policy: {} (deadline {}, max_retries {})",
-        policy.name,
-        secs(policy.deadline),
-        policy.max_retries
-    ));
-    Ok(lines.join("\n"))
 }

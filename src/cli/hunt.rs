@@ -118,9 +118,9 @@ pub fn run(args: HuntArgs) -> Outcome {
         1 => DeterminismSample::Every,
         n => DeterminismSample::OneIn(n),
     };
-    let config = HuntConfig { start: args.start, seeds: args.seeds, target, threads, determinism };
+    let options = args.wall.options(None);
+    let config = HuntConfig { start: args.start, seeds: args.seeds, target, threads, determinism, options };
 
-    args.wall.install(None);
     progress::catch_interrupts();
     let began = Instant::now();
     let results = run_seeds(&config);
@@ -173,12 +173,8 @@ fn run_seeds(config: &HuntConfig) -> Vec<SeedResult> {
                     break;
                 }
                 let seed = config.start + i;
-                let twice = match config.determinism {
-                    DeterminismSample::Every => true,
-                    DeterminismSample::OneIn(n) => n > 0 && seed.is_multiple_of(n),
-                    DeterminismSample::Off => false,
-                };
-                if tx.send(hunt::check_seed(seed, &config.target, twice)).is_err() {
+                let twice = config.determinism.applies(seed);
+                if tx.send(hunt::check_seed(seed, &config.target, twice, &config.options)).is_err() {
                     break;
                 }
             }

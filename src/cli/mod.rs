@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use retrysim::core::policy::Policy;
-use retrysim::sim::run::runner::{self, Progress, RunError, Watch};
+use retrysim::sim::run::runner::{ProgressFn, RunError, RunOptions};
 use retrysim::sim::run::scenario::{self, Scenario};
 
 pub mod compare;
@@ -104,13 +104,14 @@ fn parse_wall(s: &str) -> Result<Duration, String> {
 }
 
 impl WallArgs {
-    /// Sets the process-wide watch: this bound, and `progress` (if any)
-    /// every [`PROGRESS_EVERY`].
-    pub fn install(&self, progress: Option<fn(&Progress<'_>)>) {
-        runner::set_watch(Watch {
-            max_wall: (!self.max_wall.is_zero()).then_some(self.max_wall),
-            progress: progress.map(|p| (PROGRESS_EVERY, p)),
-        });
+    /// The options every run of the command goes by: this bound, and
+    /// `progress` (if any) every [`PROGRESS_EVERY`].
+    pub fn options(&self, progress: Option<ProgressFn>) -> RunOptions {
+        let options = RunOptions::new().max_wall((!self.max_wall.is_zero()).then_some(self.max_wall));
+        match progress {
+            Some(report) => options.progress(PROGRESS_EVERY, report),
+            None => options,
+        }
     }
 }
 

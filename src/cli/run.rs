@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use retrysim::sim::run::runner::{self, Progress, Report, Traces};
+use retrysim::sim::run::render::{Show, render_run};
+use retrysim::sim::run::runner::{Progress, Report, Traces};
 use retrysim::sim::run::scenario::{self, Scenario};
-use retrysim::sim::tools::render::{Show, render_run};
 use retrysim::sim::tools::timeline::Timeline;
 
 use super::{Format, Outcome, ScenarioSource, UserError, WallArgs, policy_named, wall_stopped, warn_long, write_svg};
@@ -70,8 +70,8 @@ impl Target {
     /// run for hours.
     pub fn run(&self, command: &str, s: &Scenario, traces: Traces) -> Result<Report, UserError> {
         warn_long(s);
-        self.wall.install(Some(run_progress));
-        let report = runner::run_keeping(s, self.seed, traces).map_err(|e| match e.wall_bound {
+        let options = self.wall.options(Some(run_progress)).traces(traces);
+        let report = options.run(s, self.seed).map_err(|e| match e.wall_bound {
             Some(_) => wall_stopped(&e, &self.replay(command)),
             // The CLI's own replay line: `--config FILE` where the run read one.
             None => UserError(format!(
@@ -96,7 +96,7 @@ impl Target {
     }
 }
 
-/// A long run's sign of life (see [`runner::Watch`]).
+/// A long run's sign of life (see [`RunOptions::progress`](retrysim::sim::run::runner::RunOptions::progress)).
 fn run_progress(p: &Progress<'_>) {
     eprintln!(
         "run: {} seed {}: {} s of virtual time (time_limit {}), {}/{} jobs ended, {} s wall",
@@ -160,7 +160,7 @@ pub fn trace(args: TraceArgs) -> Outcome {
     let report = args.target.run("trace", &s, traces)?;
     let out = match args.format {
         Format::Text => render_run(&report, show).trim_end().to_owned(),
-        Format::Json => serde_json::to_string_pretty(&retrysim::sim::tools::render::trace_json(&report, show))
+        Format::Json => serde_json::to_string_pretty(&retrysim::sim::run::render::trace_json(&report, show))
             .expect("traces serialise"),
     };
     Ok((out, ExitCode::SUCCESS))

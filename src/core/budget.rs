@@ -56,6 +56,8 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::core::lock;
+
 /// The monotonic span an operation may use, measured from its first attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deadline {
@@ -128,7 +130,7 @@ impl TokenBucketBudget {
 
     /// Tokens left, in thousandths.
     pub fn tokens_milli(&self) -> u64 {
-        *self.tokens_milli.lock().unwrap_or_else(|e| e.into_inner())
+        *lock(&self.tokens_milli)
     }
 
     /// The most retries this budget can grant over a run with `successes`
@@ -148,14 +150,14 @@ impl Default for TokenBucketBudget {
 
 impl RetryBudget for TokenBucketBudget {
     fn deposit(&self, _now: Duration) {
-        let mut t = self.tokens_milli.lock().unwrap_or_else(|e| e.into_inner());
+        let mut t = lock(&self.tokens_milli);
         *t = (*t + self.ratio_milli).min(self.max_milli);
     }
 
     /// Takes a token (never below zero), then allows the retry only if more
     /// than half the maximum is left: gRPC's `throttle()` order.
     fn withdraw(&self, _now: Duration) -> bool {
-        let mut t = self.tokens_milli.lock().unwrap_or_else(|e| e.into_inner());
+        let mut t = lock(&self.tokens_milli);
         *t = t.saturating_sub(1000);
         *t > self.max_milli / 2
     }
@@ -244,7 +246,7 @@ impl PercentBudget {
 
     /// The units left at `now` (1000 units make one retry).
     pub fn balance(&self, now: Duration) -> i64 {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = lock(&self.state);
         self.advance(&mut s, now);
         self.reserve + s.units.iter().sum::<i64>()
     }
@@ -258,14 +260,14 @@ impl Default for PercentBudget {
 
 impl RetryBudget for PercentBudget {
     fn deposit(&self, now: Duration) {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = lock(&self.state);
         self.advance(&mut s, now);
         let i = (s.current % 10) as usize;
         s.units[i] += self.per_mille as i64;
     }
 
     fn withdraw(&self, now: Duration) -> bool {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = lock(&self.state);
         self.advance(&mut s, now);
         if self.reserve + s.units.iter().sum::<i64>() < 1000 {
             return false;

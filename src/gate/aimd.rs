@@ -74,6 +74,7 @@ use tokio::sync::Notify;
 
 use super::{Admission, Feedback, Gate};
 use crate::core::classify::Class;
+use crate::core::lock;
 use crate::env::{Clock, TokioClock};
 
 /// The admission controller's settings. Every field has a default (see the
@@ -476,7 +477,7 @@ struct State {
 impl State {
     fn record(&self, at: Duration, event: GateEvent) {
         if let Some(log) = &self.log {
-            log.lock().unwrap_or_else(|e| e.into_inner()).push(GateFact { at, event });
+            lock(log).push(GateFact { at, event });
         }
     }
 }
@@ -517,7 +518,7 @@ impl<C: Clock> Aimd<C> {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// The current window.

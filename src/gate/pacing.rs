@@ -106,8 +106,8 @@
 //! worst outcome is a refusal, which the gate and the worker's policy then
 //! honour. Separate processes with a gate each all go at a reset and learn
 //! of each other only from the answers: share one gate per account, or
-//! leave `headroom`. Time is tokio's clock (virtual under turmoil and
-//! paused tests).
+//! leave `headroom`. Time is the gate's [`Clock`]: tokio's by default
+//! (virtual under turmoil and paused tests).
 //!
 //! # Default
 //! - `headroom`: 0 requests per window left for other clients of the account
@@ -116,6 +116,7 @@
 //! - `learn_phase`: true
 
 use std::collections::{BTreeSet, VecDeque};
+use std::future::Future;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -128,6 +129,7 @@ use super::{Admission, Feedback, Gate};
 use crate::core::classify::Class;
 use crate::core::duration_text;
 use crate::core::retry_after::{AdviceSource, parse_http_date, read_advice};
+use crate::env::{Clock, TokioClock};
 
 /// The pacing gate's settings. See the [module docs](self) for what each does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,7 +169,7 @@ pub enum Verdict {
 
 /// The pure half of a scheduling gate: a state machine over instants on
 /// the gate's monotonic timeline. It owns no clock and no timer, so it can
-/// be tested without a runtime; [`Scheduled`] runs it on tokio's clock.
+/// be tested without a runtime; [`Scheduled`] runs it on a clock.
 pub trait Schedule: Send {
     /// May one more attempt go at `now`? [`Verdict::Admit`] counts it.
     fn try_admit(&mut self, now: Duration) -> Verdict;
@@ -175,13 +177,16 @@ pub trait Schedule: Send {
     fn on_done(&mut self, now: Duration, feedback: &Feedback<'_>);
 }
 
-/// A [`Gate`] that runs a [`Schedule`] on tokio's clock (virtual under
-/// turmoil, paused in tests). Waiters are served first come, first served:
-/// only the head of the queue asks the schedule, so a retry never jumps
-/// ahead of work that has waited longer.
+/// A [`Gate`] that runs a [`Schedule`] on a [`Clock`]: tokio's by default
+/// (virtual under turmoil, paused in tests), or one handed in with
+/// [`with_clock`](Scheduled::with_clock). Waiters are served first come,
+/// first served: only the head of the queue asks the schedule, so a retry
+/// never jumps ahead of work that has waited longer.
 #[derive(Debug)]
-pub struct Scheduled<S> {
-    origin: tokio::time::Instant,
+pub struct Scheduled<S, C: Clock = TokioClock> {
+    clock: C,
+    /// The clock's reading when the schedule's timeline started.
+    origin: Duration,
     inner: Mutex<Queue<S>>,
     notify: Notify,
 }
@@ -193,22 +198,36 @@ struct Queue<S> {
     next_ticket: u64,
 }
 
-impl<S: Schedule> Scheduled<S> {
-    /// Runs `schedule`; its timeline starts now.
-    pub fn new(schedule: S) -> Scheduled<S> {
+impl<S: Schedule> Scheduled<S, TokioClock> {
+    /// Runs `schedule` on tokio's clock; its timeline starts now. Must be
+    /// created inside a tokio runtime.
+    pub fn new(schedule: S) -> Scheduled<S, TokioClock> {
+        Scheduled::with_clock(schedule, TokioClock::real())
+    }
+}
+
+impl<S: Schedule, C: Clock> Scheduled<S, C> {
+    /// Runs `schedule` on `clock`; its timeline starts now.
+    pub fn with_clock(schedule: S, clock: C) -> Scheduled<S, C> {
         Scheduled {
-            origin: tokio::time::Instant::now(),
+            origin: clock.now(),
+            clock,
             inner: Mutex::new(Queue { schedule, waiting: BTreeSet::new(), next_ticket: 0 }),
             notify: Notify::new(),
         }
     }
 
     fn now(&self) -> Duration {
-        tokio::time::Instant::now().saturating_duration_since(self.origin)
+        self.clock.now().saturating_sub(self.origin)
+    }
+
+    /// Sleeps until `at` on the schedule's timeline.
+    fn sleep_until(&self, at: Duration) -> impl Future<Output = ()> + Send + '_ {
+        self.clock.sleep((self.origin + at).saturating_sub(self.clock.now()))
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue<S>> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        crate::core::lock(&self.inner)
     }
 
     /// Reads the schedule (for tests and metrics).
@@ -219,13 +238,13 @@ impl<S: Schedule> Scheduled<S> {
 
 /// Leaves the queue when an admission is dropped before it was granted
 /// (a cancelled attempt), so the next waiter becomes the head.
-struct Ticket<'a, S: Schedule> {
-    gate: &'a Scheduled<S>,
+struct Ticket<'a, S: Schedule, C: Clock> {
+    gate: &'a Scheduled<S, C>,
     number: u64,
     admitted: bool,
 }
 
-impl<S: Schedule> Drop for Ticket<'_, S> {
+impl<S: Schedule, C: Clock> Drop for Ticket<'_, S, C> {
     fn drop(&mut self) {
         if !self.admitted {
             self.gate.lock().waiting.remove(&self.number);
@@ -234,7 +253,7 @@ impl<S: Schedule> Drop for Ticket<'_, S> {
     }
 }
 
-impl<S: Schedule> Gate for Scheduled<S> {
+impl<S: Schedule, C: Clock> Gate for Scheduled<S, C> {
     fn admit(&self) -> Admission<'_> {
         Box::pin(async move {
             let number = {
@@ -273,7 +292,7 @@ impl<S: Schedule> Gate for Scheduled<S> {
                         tokio::select! {
                             biased;
                             _ = &mut notified => {}
-                            _ = sleep_until(self.origin + at) => {}
+                            _ = self.sleep_until(at) => {}
                         }
                     }
                     Verdict::WaitForAnswer => notified.await,
@@ -732,7 +751,7 @@ impl Schedule for PacingState {
 }
 
 /// Paces a fleet ahead of the limit: the [`Gate`] that runs a [`PacingState`]
-/// on tokio's clock (from its creation).
+/// on a clock, tokio's unless another is given (from its creation).
 ///
 /// ```
 /// # use std::sync::Arc;
@@ -743,16 +762,7 @@ impl Schedule for PacingState {
 /// let client = c.with_gate(gate.clone());
 /// # }
 /// ```
-pub type Pacing = Scheduled<PacingState>;
-
-/// `tokio::time::sleep_until`; inside a simulation the harness sees the
-/// deadline (it skips virtual time in which nothing happens).
-fn sleep_until(deadline: tokio::time::Instant) -> impl Future<Output = ()> + Send {
-    #[cfg(feature = "sim")]
-    return crate::sim::world::timers::sleep_until(deadline);
-    #[cfg(not(feature = "sim"))]
-    return tokio::time::sleep_until(deadline);
-}
+pub type Pacing<C = TokioClock> = Scheduled<PacingState, C>;
 
 #[cfg(test)]
 mod tests {

@@ -4,16 +4,13 @@
 //! misbehaves on purpose, where they find exactly that. Their negative
 //! controls on hand-built ledgers are unit tests in `src/sim/checks/blackbox.rs`.
 
+use crate::support::{replay_run, run};
 use retrysim::sim::checks::blackbox::{
     BlackBoxCheck, BlackBoxViolation, Promises, check_black_box, check_black_box_with,
 };
 use retrysim::sim::checks::hunt::{Kind, swarm};
-use retrysim::sim::run::runner::{self, JobOutcome, Report};
-use retrysim::sim::run::scenario::{self, NAMES, Scenario};
-
-fn run(s: &Scenario, seed: u64) -> Report {
-    runner::run(s, seed).unwrap_or_else(|e| panic!("{e}"))
-}
+use retrysim::sim::run::runner::{JobOutcome, Report};
+use retrysim::sim::run::scenario::{self, NAMES};
 
 /// The checks with the promises of the scenario's policy: `max_retries + 1`
 /// attempts, its deadline, the advice if it reads it (a deferred job's
@@ -37,7 +34,7 @@ fn named_scenarios_pass_on_seeds_1_to_5_except_the_unkeyed_replay() {
         for seed in 1..=5 {
             let r = run(&scenario::named(name).unwrap(), seed);
             let vs = check(&r);
-            let replay = format!("replay: retrysim trace --scenario {name} --seed {seed}");
+            let replay = replay_run(&r);
             if name == "lost-answers-no-key" {
                 // Its client replays unkeyed POSTs after lost answers on
                 // purpose (seed 002's naive client): that, and only that.
@@ -63,10 +60,7 @@ fn a_swarm_of_random_scenarios_passes() {
         let s = swarm(seed, Kind::All);
         let r = run(&s, seed);
         let vs = check(&r);
-        let replay = format!(
-            "retrysim hunt --dump {seed} --scenario-kind all > seed-{seed}.toml && retrysim trace --config seed-{seed}.toml --seed {seed}"
-        );
-        assert!(vs.is_empty(), "swarm seed {seed}:{}\nreplay: {replay}", shown(&vs));
+        assert!(vs.is_empty(), "swarm seed {seed}:{}\n{}", shown(&vs), replay_run(&r));
     }
 }
 

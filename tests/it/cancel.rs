@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
-use retrysim::sim::checks::invariants::{Invariant, Violation, check_report};
-use retrysim::sim::run::runner::{self, JobOutcome, Report};
+use crate::support::run;
+use retrysim::sim::checks::check_report;
+use retrysim::sim::checks::invariants::{Invariant, Violation};
+use retrysim::sim::run::runner::JobOutcome;
 use retrysim::sim::run::scenario::{self, GateConfig, Scenario};
 use retrysim::sim::world::net::{Fault, ScheduledFault};
 
@@ -17,10 +19,6 @@ fn cancelled_at(mut s: Scenario, at_ms: u64) -> Scenario {
     s
 }
 
-fn run(s: &Scenario) -> Report {
-    runner::run(s, SEED).unwrap_or_else(|e| panic!("{e}\n{}", s.to_toml()))
-}
-
 fn list(vs: &[Violation]) -> String {
     vs.iter().map(|v| format!("  {v}")).collect::<Vec<_>>().join("\n")
 }
@@ -28,7 +26,7 @@ fn list(vs: &[Violation]) -> String {
 /// Runs `s`, asserts that the cancel hit at least `at_least` jobs, that every
 /// one of them gave up `cancelled` within one step, and that no check fails.
 fn ends_promptly(s: &Scenario, at_least: usize) {
-    let r = run(s);
+    let r = run(s, SEED);
     let cancels = &r.fleet_facts.cancels;
     assert_eq!(cancels.len(), 1, "one cancel fault, one cancellation: {cancels:?}");
     let c = &cancels[0];
@@ -65,7 +63,7 @@ fn jobs_queued_at_a_gate_end_at_the_cancel() {
     let s = cancelled_at(s, 1_000);
     ends_promptly(&s, 20);
     // The queue moves on: the jobs after the cancel still run.
-    let r = run(&s);
+    let r = run(&s, SEED);
     assert!(r.succeeded > 0, "no job succeeded after the cancel");
 }
 
@@ -73,7 +71,7 @@ fn jobs_queued_at_a_gate_end_at_the_cancel() {
 fn a_client_that_ignores_the_token_breaks_invariant_12() {
     let mut s = cancelled_at(scenario::named("deadline-wins").expect("named"), 3_000);
     s.client.defects.ignore_cancel = true;
-    let found = check_report(&run(&s));
+    let found = check_report(&run(&s, SEED));
     let cancel: Vec<_> = found.iter().filter(|v| v.invariant == Invariant::CancelEndsJob).collect();
     assert_eq!(cancel.len(), 1, "seed {SEED}:\n{}\n{}", list(&found), s.to_toml());
     assert!(cancel[0].message.contains("was cancelled at 3000 ms"), "{}", cancel[0].message);

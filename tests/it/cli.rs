@@ -1,23 +1,12 @@
 //! The `retrysim` binary: outputs, determinism across processes, and clear
 //! errors with exit code 2 for bad input.
 
-use std::process::{Command, Output};
-
-fn retrysim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_retrysim")).args(args).output().unwrap()
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = retrysim(args);
-    assert!(out.status.success(), "retrysim {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
+use crate::support::{retrysim, retrysim_ok as ok};
 
 /// Bad input: exit code 2, no panic, and a message containing `hint`.
 fn refused(args: &[&str], hint: &str) {
-    let out = retrysim(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "retrysim {args:?}: {err}");
+    let (code, _, err) = retrysim(args);
+    assert_eq!(code, 2, "retrysim {args:?}: {err}");
     assert!(!err.contains("panicked"), "retrysim {args:?} panicked: {err}");
     assert!(err.contains(hint), "retrysim {args:?}: expected {hint:?} in: {err}");
 }

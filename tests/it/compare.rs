@@ -2,9 +2,9 @@
 //! beats the seed's best policy and comes within 10% of the ideal, and the
 //! `compare` command line behaves.
 
-use std::process::Command;
 use std::sync::OnceLock;
 
+use crate::support::retrysim;
 use retrysim::sim::run::scenario::GateConfig;
 use retrysim::sim::tools::compare::{self, Comparison, Preset, replay};
 
@@ -226,12 +226,6 @@ fn every_preset_has_an_ideal_row_and_the_table_shows_ratios() {
         assert!(table.contains(row), "{row} missing from\n{table}");
     }
     assert!(table.contains("time x") && table.contains("req x"), "{table}");
-}
-
-fn retrysim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_retrysim")).args(args).output().expect("the binary runs");
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use retrysim::sim::checks::blackbox::BlackBoxCheck;
 use retrysim::sim::checks::invariants::Invariant;
-use retrysim::sim::run::clients::Builtin;
+use retrysim::sim::run::scenario::Builtin;
 use retrysim::sim::run::{defects, scenario};
 use retrysim::sim::tools::compare;
 

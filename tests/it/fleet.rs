@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::support::{self, replay_run as replay};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
 use retrysim::core::budget::RetryBudget;
@@ -18,10 +19,10 @@ use retrysim::sim::checks::fleet::{
     fallback_within_local_limit, gate_window,
 };
 use retrysim::sim::checks::invariants::check_run;
-use retrysim::sim::run::runner::{JobOutcome, Report, run, run_with};
+use retrysim::sim::run::fleet::Hooks;
+use retrysim::sim::run::render::{Show, render_run};
+use retrysim::sim::run::runner::{JobOutcome, Report, RunOptions, run};
 use retrysim::sim::run::scenario::{BudgetConfig, GateConfig, Scenario, berlin, named};
-use retrysim::sim::tools::render::{Show, render_run};
-use retrysim::sim::world::fleet::Hooks;
 use retrysim::sim::world::limiter_service::Route;
 use retrysim::trace::EventKind;
 
@@ -29,12 +30,8 @@ fn scenario(name: &str) -> Scenario {
     named(name).unwrap_or_else(|| panic!("{name} is a named scenario"))
 }
 
-fn replay(r: &Report) -> String {
-    format!("replay: retrysim run --scenario {} --seed {}", r.scenario, r.seed)
-}
-
 fn run_hooked(s: &Scenario, seed: u64, hooks: Hooks) -> Report {
-    run_with(s, seed, hooks).unwrap_or_else(|e| panic!("{e}"))
+    support::run_under(RunOptions::new().hooks(hooks), s, seed)
 }
 
 fn run_named(name: &str, seed: u64) -> Report {

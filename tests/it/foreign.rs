@@ -177,7 +177,7 @@ fn harness(scenario: &str, client: Loop, label: &'static str) -> Harness {
 fn broken(h: &Harness, seed: u64) -> Vec<BlackBoxCheck> {
     let r = h.run(seed).unwrap_or_else(|e| panic!("{e}"));
     let mut found: Vec<BlackBoxCheck> =
-        retrysim::sim::checks::invariants::black_box(&r).iter().map(|v| v.check).collect();
+        retrysim::sim::checks::blackbox::black_box(&r).iter().map(|v| v.check).collect();
     found.dedup();
     found
 }

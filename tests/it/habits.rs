@@ -13,14 +13,13 @@ use retrysim::core::classify::{Class, Classifier, DefaultTable, Outcome};
 use retrysim::gate::pacing::PacingConfig;
 use retrysim::sim::checks::invariants::check_run;
 use retrysim::sim::run::clients::Retrysim;
-use retrysim::sim::run::runner::{Report, run, run_subject};
+use retrysim::sim::run::runner::{Report, RunOptions, run};
 use retrysim::sim::run::scenario::{Fleet, GateConfig, Scenario, named};
 use retrysim::sim::run::subject::{Host, Promises, from_fn};
 use retrysim::sim::tools::compare;
 use retrysim::sim::world::api::{
     AdviceForm, ApiConfig, ArrivalOutcome, LimiterKind, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding,
 };
-use retrysim::sim::world::fleet::Hooks;
 use retrysim::sim::world::net::SimTransport;
 
 const SEEDS: [u64; 3] = [1, 2, 3];
@@ -153,7 +152,7 @@ fn sim_uncoded_unclear(s: &Scenario, seed: u64) -> Report {
             .with_classifier(Arc::new(UncodedIsUnclear(DefaultTable::default())));
         Retrysim::new(client, Promises::of_policy(&policy))
     });
-    run_subject(s, seed, Hooks::default(), Arc::new(make)).unwrap_or_else(|e| panic!("{e}"))
+    RunOptions::new().run_subject(s, seed, Arc::new(make)).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn unclear(r: &Report) -> u64 {

@@ -45,6 +45,7 @@ fn the_default_hunt_catches_every_defect_and_the_readme_table_is_current() {
         target: Target::of(Kind::All),
         threads: threads(),
         determinism: DeterminismSample::Off,
+        options: Default::default(),
     };
     let dirty: Vec<u64> =
         hunt::hunt(&honest, &|_, _| {}).iter().filter(|r| !r.findings.is_empty()).map(|r| r.seed).collect();

@@ -15,7 +15,7 @@ use std::time::Duration;
 use audit::backon_example::{self, Variant};
 use audit::tower_retry;
 use retrysim::sim::checks::blackbox::BlackBoxCheck;
-use retrysim::sim::checks::invariants::black_box;
+use retrysim::sim::checks::blackbox::black_box;
 use retrysim::sim::world::api::ArrivalOutcome;
 use retrysim::testing::{Harness, Report, trace_text};
 
@@ -28,15 +28,15 @@ fn broken(r: &Report) -> Vec<BlackBoxCheck> {
 }
 
 /// Runs `h` on `seed`, panicking on a run that did not finish.
-fn run(h: &Harness, seed: u64) -> Report {
+fn harness_run(h: &Harness, seed: u64) -> Report {
     h.run(seed).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Two runs of one seed give the same review text (and `check` compares
 /// the reports and ledgers too).
 fn assert_replays(h: &Harness, seed: u64) -> String {
-    let text = trace_text(&run(h, seed));
-    assert_eq!(text, trace_text(&run(h, seed)), "seed {seed} did not replay byte for byte");
+    let text = trace_text(&harness_run(h, seed));
+    assert_eq!(text, trace_text(&harness_run(h, seed)), "seed {seed} did not replay byte for byte");
     text
 }
 
@@ -77,13 +77,13 @@ fn tower_retry_and_backon_replay_an_unkeyed_post_after_a_lost_answer() {
         ("backon-retry-after", backon_example::harness("lost-answers-no-key", Variant::RetryAfterAsDocumented)),
     ];
     for (label, h) in cases {
-        let r = run(&h, 1);
+        let r = harness_run(&h, 1);
         assert!(broken(&r).contains(&BlackBoxCheck::UnkeyedReplay), "{label}: {:?}", broken(&r));
         let charged: u64 = r.ledger.arrivals.iter().filter(|a| a.outcome == ArrivalOutcome::Charged).count() as u64;
         assert!(charged > r.succeeded, "{label}: {charged} charges for {} jobs done", r.succeeded);
     }
     // retrysim's own client in the same scenario refuses the replay.
-    let ours = run(&audit::harness("lost-answers-no-key", "retrysim").unwrap(), 1);
+    let ours = harness_run(&audit::harness("lost-answers-no-key", "retrysim").unwrap(), 1);
     assert_eq!(broken(&ours), [], "{}", trace_text(&ours));
     assert!(ours.charged <= ours.jobs);
 }
@@ -104,7 +104,7 @@ fn backons_documented_retry_after_breaks_its_retry_limit_and_the_fix_keeps_it() 
     // backon's `adjust` example returns the header's wait even when backon
     // proposes none (its `max_times` used up): on a busy token bucket the
     // retries never stop.
-    let documented = run(&backon_example::harness("berlin-40-workers", Variant::RetryAfterAsDocumented), 1);
+    let documented = harness_run(&backon_example::harness("berlin-40-workers", Variant::RetryAfterAsDocumented), 1);
     assert!(broken(&documented).contains(&BlackBoxCheck::AttemptBound), "{:?}", broken(&documented));
     assert!(documented.max_attempts_per_job > backon_example::DEFAULT_RETRIES + 1);
     // `let wait = proposed?;` first: at most 4 attempts, every check holds.

@@ -8,9 +8,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use retrysim::sim::run::runner::{self, Report, Traces};
+use retrysim::sim::run::render::{Show, render_run, trace_json};
+use retrysim::sim::run::runner::{self, Report, RunOptions, Traces};
 use retrysim::sim::run::scenario::{self, Scenario};
-use retrysim::sim::tools::render::{Show, render_run, trace_json};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_retrysim"))
@@ -177,7 +177,7 @@ fn events(r: &Report) -> usize {
 fn a_figures_only_run_keeps_two_events_a_job_and_the_same_figures() {
     let s = big();
     let all = runner::run(&s, 7).expect("finishes");
-    let none = runner::run_keeping(&s, 7, Traces::None).expect("finishes");
+    let none = RunOptions::new().traces(Traces::None).run(&s, 7).expect("finishes");
     assert_eq!(serde_json::to_string(&all).unwrap(), serde_json::to_string(&none).unwrap(), "every figure");
     assert_eq!(all.records.len(), 2_000);
     // What memory grows with: events kept per job, whatever the attempts.
@@ -197,7 +197,7 @@ fn a_trace_keeps_the_shown_jobs_and_renders_the_same() {
             Show::FirstJobs(n) => Traces::FirstJobs(n as u32),
         };
         let all = runner::run(&s, 7).expect("finishes");
-        let kept = runner::run_keeping(&s, 7, traces).expect("finishes");
+        let kept = RunOptions::new().traces(traces).run(&s, 7).expect("finishes");
         assert_eq!(render_run(&kept, show), render_run(&all, show), "{name}");
         assert_eq!(trace_json(&kept, show), trace_json(&all, show), "{name}");
         let whole = kept.records.iter().filter(|j| traces.keeps(j)).count();
@@ -219,7 +219,7 @@ fn the_readme_tick_table_is_the_bench_runs_ticks() {
     let mut busy = scenario::blinkimg_1s();
     busy.fleet.workers = 512;
     busy.fleet.jobs = 1_200;
-    let count = |s: &Scenario| ticks(s, &runner::run_keeping(s, 1, Traces::None).expect("finishes"));
+    let count = |s: &Scenario| ticks(s, &RunOptions::new().traces(Traces::None).run(s, 1).expect("finishes"));
     let (f, c, b) = (count(&fine), count(&coarse), count(&busy));
     let expected = [f, c, f - c, b];
     assert_eq!(rows.len(), expected.len(), "{rows:?}");
@@ -243,7 +243,7 @@ fn the_readme_memory_table_is_the_bench_runs_figures() {
         s.fleet.workers = 1_024;
         s.fleet.jobs = jobs.parse().unwrap();
         s.time_limit = Duration::from_secs(10 * 3600);
-        let r = runner::run_keeping(&s, 7, Traces::None).expect("finishes");
+        let r = RunOptions::new().traces(Traces::None).run(&s, 7).expect("finishes");
         let shown: Vec<&Vec<String>> = rows.iter().filter(|row| row[0] == jobs).collect();
         assert_eq!(shown.len(), 2, "{jobs}: a row with no traces kept and one with all: {rows:?}");
         for row in shown {

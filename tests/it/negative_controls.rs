@@ -6,33 +6,20 @@
 //! A failure prints the seed and a replay command for the broken scenario,
 //! saved as TOML under `target/tmp/negative_controls/` (sabotage included).
 
-use std::process::Command;
 use std::time::Duration;
 
+use crate::support::{replay, retrysim, run};
 use retrysim::core::policy::Policy;
 use retrysim::sim::checks::hunt::{self, Kind, Target};
 use retrysim::sim::checks::invariants::{self as check, Invariant, Violation, check_run};
 use retrysim::sim::run::defects::Defects;
-use retrysim::sim::run::runner::{self, PLANTED_SECRETS, Report};
+use retrysim::sim::run::runner::{self, PLANTED_SECRETS};
 use retrysim::sim::run::scenario::{self, BudgetConfig, Scenario};
 use retrysim::sim::world::api::ScriptStep;
 use retrysim::sim::world::net::{Fault, ScheduledFault};
 use retrysim::trace::EventKind;
 
 const SEED: u64 = 7;
-
-fn replay(s: &Scenario, seed: u64) -> String {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("negative_controls");
-    let path = dir.join(format!("{}-{seed}.toml", s.name));
-    match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, s.to_toml())) {
-        Ok(()) => format!("cargo run --release -- trace --config {} --seed {seed}", path.display()),
-        Err(e) => format!("(could not save the scenario: {e})\n{}", s.to_toml()),
-    }
-}
-
-fn run(s: &Scenario) -> Report {
-    runner::run(s, SEED).unwrap_or_else(|e| panic!("{e}\nreplay: {}", replay(s, SEED)))
-}
 
 fn named(name: &str) -> Scenario {
     scenario::named(name).unwrap_or_else(|| panic!("no scenario {name}"))
@@ -51,18 +38,13 @@ fn list(vs: &[Violation]) -> String {
 /// The clean scenario passes every check; the broken one is caught under
 /// `expected` (each in its seed's run).
 fn caught(clean: &Scenario, broken: &Scenario, expected: &[Invariant]) -> Vec<Violation> {
-    let ok = check_run(&run(clean));
-    assert!(
-        ok.is_empty(),
-        "seed {SEED}: the clean scenario already fails:\n{}\nreplay: {}",
-        list(&ok),
-        replay(clean, SEED)
-    );
-    let found = check_run(&run(broken));
+    let ok = check_run(&run(clean, SEED));
+    assert!(ok.is_empty(), "seed {SEED}: the clean scenario already fails:\n{}\n{}", list(&ok), replay(clean, SEED));
+    let found = check_run(&run(broken, SEED));
     for inv in expected {
         assert!(
             found.iter().any(|v| v.invariant == *inv),
-            "seed {SEED}: the defect was not reported as {inv}; reported:\n{}\nreplay: {}",
+            "seed {SEED}: the defect was not reported as {inv}; reported:\n{}\n{}",
             list(&found),
             replay(broken, SEED)
         );
@@ -145,11 +127,7 @@ fn different_runs_break_determinism() {
     let s = named("blinkimg-1s");
     let a = runner::run(&s, SEED).expect("finishes");
     let same = runner::run(&s, SEED).expect("finishes");
-    assert_eq!(
-        check::check_determinism(&a, &same),
-        None,
-        "seed {SEED}: replay: retrysim trace --scenario blinkimg-1s --seed {SEED}"
-    );
+    assert_eq!(check::check_determinism(&a, &same), None, "seed {SEED}: {}", replay(&s, SEED));
     let other = runner::run(&s, SEED + 1).expect("finishes");
     let v = check::check_determinism(&a, &other).expect("seeds 7 and 8 draw different jitter");
     assert_eq!(v.invariant, Invariant::Determinism);
@@ -164,7 +142,7 @@ fn different_runs_break_determinism() {
 #[test]
 fn a_secret_in_a_trace_breaks_no_secrets() {
     let s = named("once-429-then-200");
-    let r = run(&s);
+    let r = run(&s, SEED);
     assert!(check_run(&r).is_empty());
     // A driver that logged the query string, the API key or a cookie.
     for secret in PLANTED_SECRETS.iter().copied().chain(["key-a"]) {
@@ -196,9 +174,9 @@ fn retries_past_the_token_bucket_break_the_fleet_budget() {
     // Seed 002's fleet behind gRPC's default bucket: 10 tokens, 0.1 back per success.
     let mut s = named("blinkimg-1s");
     s.fleet.budget = Some(BudgetConfig::TokenBucket { max_tokens: 10, token_ratio_milli: 100 });
-    let r = run(&s);
+    let r = run(&s, SEED);
     let ok = check_run(&r);
-    assert!(ok.is_empty(), "seed {SEED}:\n{}\nreplay: {}", list(&ok), replay(&s, SEED));
+    assert!(ok.is_empty(), "seed {SEED}:\n{}\n{}", list(&ok), replay(&s, SEED));
     assert!(r.gave_up.contains_key("budget_exhausted"), "the bucket must run dry: {:?}", r.gave_up);
     // A client that retried once more than the bucket allowed.
     let allowed = (500 * 10 + 100 * r.succeeded).div_ceil(1000) - 1;
@@ -229,13 +207,13 @@ fn jobs_that_give_up_break_liveness() {
         .find(|s| check::liveness_expected(s).is_ok())
         .expect("a calm swarm scenario in seeds 1..200");
     let ok = runner::run(&s, SEED).expect("finishes");
-    assert_eq!(check::check_liveness(&ok), None, "replay: {}", replay(&s, SEED));
+    assert_eq!(check::check_liveness(&ok), None, "{}", replay(&s, SEED));
     s.faults.schedule =
         vec![ScheduledFault { at: Duration::ZERO, fault: Fault::Partition { until: Duration::from_secs(3) } }];
     s.policy.max_retries = 0;
     s.name = "calm-but-no-retries".into();
     let r = runner::run(&s, SEED).expect("finishes");
-    let v = check::check_liveness(&r).unwrap_or_else(|| panic!("every job completed; replay: {}", replay(&s, SEED)));
+    let v = check::check_liveness(&r).unwrap_or_else(|| panic!("every job completed; {}", replay(&s, SEED)));
     assert_eq!(v.invariant, Invariant::Liveness);
     assert!(check::liveness_expected(&s).unwrap_err().contains("retries"));
 }
@@ -245,7 +223,7 @@ fn hunt_finds(defect: &str, expected: Invariant) -> u64 {
     let mut target = Target::of(Kind::All);
     assert!(target.sabotage.set(defect), "{defect}");
     for seed in 1..=300 {
-        let r = hunt::check_seed(seed, &target, false);
+        let r = hunt::check_seed(seed, &target, false, &Default::default());
         if r.findings.iter().any(|f| f.invariant == expected.to_string()) {
             assert!(r.findings.iter().all(|f| f.replay == target.replay(seed)));
             return seed;
@@ -266,15 +244,9 @@ fn the_hunt_catches_every_defect() {
     ] {
         let seed = hunt_finds(defect, expected);
         // The clean policy on the same seed is clean.
-        let clean = hunt::check_seed(seed, &Target::of(Kind::All), true);
+        let clean = hunt::check_seed(seed, &Target::of(Kind::All), true, &Default::default());
         assert!(clean.findings.is_empty(), "seed {seed} fails without sabotage: {:?}", clean.findings);
     }
-}
-
-fn retrysim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_retrysim")).args(args).output().expect("retrysim runs");
-    let text = |b: Vec<u8>| String::from_utf8(b).expect("UTF-8 output");
-    (out.status.code().unwrap_or(-1), text(out.stdout), text(out.stderr))
 }
 
 #[test]

@@ -26,6 +26,7 @@
 
 use std::time::Duration;
 
+use crate::support::replay;
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, RngSeed};
 use retrysim::sim::checks::hunt;
@@ -66,21 +67,10 @@ pub fn config(cases: u32) -> ProptestConfig {
     c
 }
 
-/// Saves `s` where a person can replay it, and returns the command.
-fn replay(property: &str, s: &Scenario, seed: u64) -> String {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("properties");
-    let path = dir.join(format!("{property}-{seed}.toml"));
-    let saved = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, s.to_toml()));
-    match saved {
-        Ok(()) => format!("cargo run --release -- trace --config {} --seed {seed}", path.display()),
-        Err(e) => format!("(could not save the scenario: {e}) the scenario:\n{}", s.to_toml()),
-    }
-}
-
 fn failure(property: &str, s: &Scenario, seed: u64, what: String) -> TestCaseError {
     TestCaseError::fail(format!(
-        "{property} failed for seed {seed}: {what}\nreplay: {}\n(proptest persists this case in proptest-regressions/properties.txt; `cargo test --release --test it {property}` runs it first)",
-        replay(property, s, seed)
+        "{property} failed for seed {seed}: {what}\n{}\n(proptest persists this case in proptest-regressions/properties.txt; `cargo test --release --test it {property}` runs it first)",
+        replay(s, seed)
     ))
 }
 
@@ -227,7 +217,7 @@ proptest! {
     fn p09_no_secrets(s in arb_scenario(), seed in arb_seed()) {
         let r = run_case("p09_no_secrets", &s, seed)?;
         expect_none("p09_no_secrets", &s, seed, &only(check_run(&r), Invariant::NoSecrets))?;
-        let json = serde_json::to_string(&retrysim::sim::tools::render::trace_json(&r, retrysim::sim::tools::render::Show::FirstJobs(usize::MAX)))
+        let json = serde_json::to_string(&retrysim::sim::run::render::trace_json(&r, retrysim::sim::run::render::Show::FirstJobs(usize::MAX)))
             .expect("traces serialise");
         for secret in retrysim::sim::run::runner::PLANTED_SECRETS {
             ensure(!json.contains(secret), "p09_no_secrets", &s, seed, || "a planted secret appears in `trace --format json`".into())?;
@@ -306,12 +296,12 @@ fn a_hold_that_releases_hundreds_of_connects_does_not_crash_the_run() {
     }];
     let seed = 7;
     let r = std::panic::catch_unwind(|| runner::run(&s, seed))
-        .unwrap_or_else(|_| panic!("seed {seed}: the run panicked; replay: {}", replay("hold-backlog", &s, seed)))
+        .unwrap_or_else(|_| panic!("seed {seed}: the run panicked; {}", replay(&s, seed)))
         .unwrap_or_else(|e| panic!("{e}"));
     let held = r.records.iter().map(|j| j.attempts as u64).sum::<u64>();
     assert!(held > 64, "the hold must pile up more connects than turmoil's default backlog: {held} attempts");
     let vs = check_run(&r);
-    assert!(vs.is_empty(), "seed {seed}: {vs:?}; replay: {}", replay("hold-backlog", &s, seed));
+    assert!(vs.is_empty(), "seed {seed}: {vs:?}; {}", replay(&s, seed));
     assert_eq!(r.succeeded, 48);
 }
 

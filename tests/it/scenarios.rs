@@ -1,20 +1,16 @@
 //! Every named scenario from the seeds, run in the simulator with exact
 //! assertions on what the server saw and what the client did.
 
+use crate::support::{self, replay_run};
 use retrysim::core::policy::Policy;
 use retrysim::sim::checks::invariants::check_run;
-use retrysim::sim::run::runner::{JobOutcome, Report, run};
+use retrysim::sim::run::render::{Show, render_run};
+use retrysim::sim::run::runner::{JobOutcome, Report};
 use retrysim::sim::run::scenario::{NAMES, named};
-use retrysim::sim::tools::render::{Show, render_run};
 use retrysim::sim::world::api::ArrivalOutcome;
 use retrysim::trace::EventKind;
 
 const SEED: u64 = 7;
-
-fn replay(name: &str, seed: u64, policy: Option<&str>) -> String {
-    let p = policy.map(|p| format!(" --policy {p}")).unwrap_or_default();
-    format!("replay: cargo run --release -- trace --scenario {name} --seed {seed}{p}")
-}
 
 /// Runs a named scenario; every run must also pass every invariant checker.
 fn sim(name: &str, policy: Option<&str>, seed: u64) -> Report {
@@ -22,9 +18,9 @@ fn sim(name: &str, policy: Option<&str>, seed: u64) -> Report {
     if let Some(p) = policy {
         s.policy = Policy::preset(p).unwrap();
     }
-    let r = run(&s, seed).unwrap_or_else(|e| panic!("{e}"));
+    let r = support::run(&s, seed);
     let violations = check_run(&r);
-    assert!(violations.is_empty(), "{name}: {violations:?}\n{}", replay(name, seed, policy));
+    assert!(violations.is_empty(), "{name}: {violations:?}\n{}", replay_run(&r));
     r
 }
 
@@ -46,7 +42,7 @@ fn once_429_then_200() {
     assert_eq!((r.requests, r.limited, r.charged, r.succeeded, r.retries), (2, 1, 1, 1, 1), "{}", r.render_text());
     // One wait: the 1 s advice plus a spread of at most 20% (clamped to 100 ms..1 s).
     let w = waits(&r);
-    assert!(w.len() == 1 && (1000..=1200).contains(&w[0]), "{w:?}\n{}", replay("once-429-then-200", SEED, None));
+    assert!(w.len() == 1 && (1000..=1200).contains(&w[0]), "{w:?}\n{}", replay_run(&r));
 }
 
 #[test]
@@ -79,7 +75,7 @@ fn two_429s_then_success() {
 fn five_retries_mean_six_attempts() {
     for seed in [1, 2, SEED] {
         let r = sim("five-retries-six-attempts", None, seed);
-        assert_eq!((r.requests, r.max_attempts_per_job), (6, 6), "{}", replay("five-retries-six-attempts", seed, None));
+        assert_eq!((r.requests, r.max_attempts_per_job), (6, 6), "{}", replay_run(&r));
         assert_eq!(reasons(&r), [("attempts_exhausted", 1)]);
     }
 }
@@ -164,12 +160,7 @@ fn network_error_on_an_unsafe_post_is_not_replayed() {
 fn lost_answers_with_a_key_charge_once_per_job() {
     for seed in 1..=5 {
         let r = sim("lost-answers-with-key", None, seed);
-        assert_eq!(
-            (r.jobs, r.succeeded, r.charged),
-            (120, 120, 120),
-            "{}",
-            replay("lost-answers-with-key", seed, None)
-        );
+        assert_eq!((r.jobs, r.succeeded, r.charged), (120, 120, 120), "{}", replay_run(&r));
         assert!(r.ledger.arrivals.iter().any(|a| a.lost), "answers were lost");
         assert!(r.ledger.arrivals.iter().any(|a| a.outcome == ArrivalOutcome::Replayed), "and replayed");
     }
@@ -177,14 +168,9 @@ fn lost_answers_with_a_key_charge_once_per_job() {
 
 #[test]
 fn lost_answers_without_a_key_charge_twice() {
-    let r = run(&named("lost-answers-no-key").unwrap(), SEED).unwrap();
+    let r = support::run(&named("lost-answers-no-key").unwrap(), SEED);
     assert_eq!(r.succeeded, 120);
-    assert!(
-        r.charged > 120,
-        "the naive unkeyed client pays twice: {}\n{}",
-        r.charged,
-        replay("lost-answers-no-key", SEED, None)
-    );
+    assert!(r.charged > 120, "the naive unkeyed client pays twice: {}\n{}", r.charged, replay_run(&r));
 }
 
 #[test]
@@ -201,10 +187,10 @@ fn blinkimg_1s_reproduces_seed_002s_best_row() {
 fn every_named_scenario_is_deterministic() {
     for name in NAMES {
         let s = named(name).unwrap();
-        let a = run(&s, SEED).unwrap();
-        let b = run(&s, SEED).unwrap();
+        let a = support::run(&s, SEED);
+        let b = support::run(&s, SEED);
         let (x, y) = (render_run(&a, Show::FirstJobs(usize::MAX)), render_run(&b, Show::FirstJobs(usize::MAX)));
-        assert_eq!(x, y, "{}", replay(name, SEED, None));
+        assert_eq!(x, y, "{}", replay_run(&a));
         assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
     }
 }
@@ -212,7 +198,7 @@ fn every_named_scenario_is_deterministic() {
 #[test]
 fn another_seed_changes_only_what_randomness_touches() {
     let s = named("two-429-then-success").unwrap();
-    let (a, b) = (run(&s, 7).unwrap(), run(&s, 8).unwrap());
+    let (a, b) = (support::run(&s, 7), support::run(&s, 8));
     assert_eq!((a.requests, a.limited, a.charged), (b.requests, b.limited, b.charged));
     assert_ne!(waits(&a), waits(&b), "the jitter comes from the seed");
     assert!(matches!(a.records[0].outcome, JobOutcome::Succeeded { status: 201 }));
@@ -225,10 +211,10 @@ fn another_seed_changes_only_what_randomness_touches() {
 #[tokio::test]
 async fn the_simulator_runs_from_inside_an_async_test() {
     let s = named("blinkimg-1s").unwrap();
-    let inside = serde_json::to_string(&run(&s, SEED).unwrap()).unwrap();
+    let inside = serde_json::to_string(&support::run(&s, SEED)).unwrap();
     let h = retrysim::testing::Harness::named("blinkimg-1s").unwrap();
     let checked = h.check(SEED);
     assert!(checked.passed(), "{checked}");
-    let outside = std::thread::spawn(move || serde_json::to_string(&run(&s, SEED).unwrap()).unwrap()).join().unwrap();
+    let outside = std::thread::spawn(move || serde_json::to_string(&support::run(&s, SEED)).unwrap()).join().unwrap();
     assert_eq!(inside, outside);
 }

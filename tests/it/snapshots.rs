@@ -2,12 +2,10 @@
 //! folder: a pull request that changes what a client does shows up as a
 //! readable diff. Review loop: `cargo insta test`, then `cargo insta review`.
 
-use std::process::Command;
-
 use retrysim::core::policy::Policy;
+use retrysim::sim::run::render::{DEFAULT_JOBS, Show, render_run, trace_json};
 use retrysim::sim::run::runner::{PLANTED_SECRETS, Report, run};
 use retrysim::sim::run::scenario::{NAMES, named};
-use retrysim::sim::tools::render::{DEFAULT_JOBS, Show, render_run, trace_json};
 use retrysim::trace::EventKind;
 
 const SEED: u64 = 7;
@@ -77,9 +75,7 @@ fn snapshot_body(snapshot_name: &str) -> String {
 }
 
 fn cli(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_retrysim")).args(args).output().unwrap();
-    assert!(out.status.success(), "retrysim {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
+    crate::support::retrysim_ok(args).trim_end().to_owned()
 }
 
 #[test]

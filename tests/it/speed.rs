@@ -1,9 +1,9 @@
-//! The speed measurements' yardstick (issue 16): the plain discrete-event
+//! The speed measurements' yardstick: the plain discrete-event
 //! model of `blinkimg-1s` that `cargo bench --bench baseline` runs against
 //! the harness counts what the harness counts, so the ratio it prints
 //! compares the same work.
 
-use retrysim::sim::run::runner::{self, Traces};
+use retrysim::sim::run::runner::{self, Report, RunError, RunOptions, StepCounts, Traces};
 use retrysim::sim::run::scenario;
 
 #[path = "../../benches/baseline/des.rs"]
@@ -17,7 +17,7 @@ fn the_discrete_event_baseline_counts_what_the_harness_counts() {
     assert_eq!((m.limit, m.window_ms), (s.api.limiter.writes, s.api.limiter.window_ms));
     assert_eq!(m.spread_ms, s.policy.spread.max.as_millis() as u64);
     for seed in [1, 7] {
-        let r = runner::run_keeping(&s, seed, Traces::None).expect("finishes");
+        let r = RunOptions::new().traces(Traces::None).run(&s, seed).expect("finishes");
         let c = des::run(&m, seed);
         assert_eq!((c.requests, c.limited, c.charged), (r.requests, r.limited, r.charged), "seed {seed}");
     }
@@ -38,7 +38,7 @@ fn the_discrete_event_baseline_is_deterministic_and_limits_like_the_api() {
 #[test]
 fn the_readme_baseline_table_is_the_bench_runs_counts() {
     let rows = crate::readme::table_after("Measured speed", "`cargo bench --bench baseline`");
-    let r = runner::run_keeping(&scenario::blinkimg_1s(), 1, Traces::None).expect("finishes");
+    let r = RunOptions::new().traces(Traces::None).run(&scenario::blinkimg_1s(), 1).expect("finishes");
     let c = des::run(&des::Model::blinkimg_1s(), 1);
     let expected = [
         [r.requests, r.limited, r.charged, r.virtual_ms].map(|n| n.to_string()),
@@ -61,25 +61,29 @@ fn the_readme_baseline_table_is_the_bench_runs_counts() {
 
 use retrysim::env::Clock;
 use retrysim::sim::checks::hunt::{Kind, Target, check_seed};
-use retrysim::sim::run::advance::{
-    last_run_lazy_replays, last_run_lazy_ticks, last_run_skipped_ticks, with_eager_hosts, with_lazy_hosts_always,
-    with_plain_ticks,
-};
 use retrysim::sim::run::clients::ScenarioClient;
 use retrysim::sim::run::scenario::Scenario;
 use retrysim::sim::run::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, Subject};
-use retrysim::sim::world::fleet::Hooks;
 use std::sync::Arc;
 
-/// The whole report (its records, traces and the server's ledger included)
-/// of a run with skipping, of the same run tick by tick, and how many ticks
-/// the first skipped.
+/// A run's whole report (its records, traces and the server's ledger
+/// included) as text, without how it was stepped.
+fn shown(run: &Result<Report, RunError>) -> String {
+    format!("{:?}", run.as_ref().map(|r| Report { stepping: StepCounts::default(), ..r.clone() }))
+}
+
+/// How a run was stepped (nothing, for a run that failed).
+fn counts(run: &Result<Report, RunError>) -> StepCounts {
+    run.as_ref().map(|r| r.stepping).unwrap_or_default()
+}
+
+/// The whole report of a run with skipping, of the same run tick by tick,
+/// and how many ticks the first skipped.
 fn both_ways(s: &Scenario, seed: u64) -> (String, String, u64) {
-    let fast = format!("{:?}", runner::run(s, seed));
-    let skipped = last_run_skipped_ticks();
-    let plain = format!("{:?}", with_plain_ticks(|| runner::run(s, seed)));
-    assert_eq!(last_run_skipped_ticks(), 0, "{} seed {seed}: a plain run skipped", s.name);
-    (fast, plain, skipped)
+    let fast = runner::run(s, seed);
+    let plain = RunOptions::new().plain_ticks(true).run(s, seed);
+    assert_eq!(counts(&plain).skipped_ticks, 0, "{} seed {seed}: a plain run skipped", s.name);
+    (shown(&fast), shown(&plain), counts(&fast).skipped_ticks)
 }
 
 #[test]
@@ -107,8 +111,9 @@ fn skipping_idle_ticks_changes_no_hunt_seeds_run_or_verdict() {
             let (fast, plain, n) = both_ways(&target.scenario(seed), seed);
             assert!(fast == plain, "{} seed {seed}: the run differs when idle ticks are skipped", target.replay(seed));
             skipped += n;
-            let verdict = format!("{:?}", check_seed(seed, &target, false));
-            assert_eq!(verdict, format!("{:?}", with_plain_ticks(|| check_seed(seed, &target, false))));
+            let verdict = format!("{:?}", check_seed(seed, &target, false, &RunOptions::new()));
+            let plain = check_seed(seed, &target, false, &RunOptions::new().plain_ticks(true));
+            assert_eq!(verdict, format!("{plain:?}"));
         }
     }
     assert!(skipped > 0, "no hunt seed skipped a tick");
@@ -121,7 +126,7 @@ fn deadline_wins_skips_nearly_all_its_ticks() {
     let s = scenario::named("deadline-wins").expect("named");
     let r = runner::run(&s, 3).expect("finishes");
     let ticks = r.virtual_ms / s.net.tick.as_millis() as u64;
-    let skipped = last_run_skipped_ticks();
+    let skipped = r.stepping.skipped_ticks;
     assert!(skipped * 100 > ticks * 95, "skipped {skipped} of {ticks} ticks");
 }
 
@@ -155,13 +160,13 @@ fn a_client_that_does_not_declare_its_timers_is_stepped_tick_by_tick() {
     // The harness cannot see a timer such a client arms on tokio directly,
     // so it must not skip: the run is the plain one.
     let s = scenario::named("deadline-wins").expect("named");
-    let run = || runner::run_subject(&s, 3, Hooks::default(), Arc::new(MakeUndeclared(3)));
-    let fast = format!("{:?}", run());
-    assert_eq!(last_run_skipped_ticks(), 0);
-    assert_eq!(fast, format!("{:?}", with_plain_ticks(run)));
+    let run = |options: RunOptions| options.run_subject(&s, 3, Arc::new(MakeUndeclared(3)));
+    let fast = run(RunOptions::new());
+    assert_eq!(counts(&fast).skipped_ticks, 0);
+    assert_eq!(shown(&fast), shown(&run(RunOptions::new().plain_ticks(true))));
     // The same client declared skips.
-    runner::run(&s, 3).expect("finishes");
-    assert!(last_run_skipped_ticks() > 0);
+    let declared = runner::run(&s, 3).expect("finishes");
+    assert!(declared.stepping.skipped_ticks > 0);
 }
 
 #[test]
@@ -180,8 +185,9 @@ fn the_readme_scenarios_table_is_the_bench_runs_virtual_times() {
     // to the bench.
     for row in named.iter().filter(|r| !r[0].starts_with("berlin-40-processes-")) {
         let s = scenario::named(&row[0]).expect("named");
-        let mut virtuals: Vec<u64> =
-            (0..15).map(|seed| runner::run_keeping(&s, seed, Traces::None).expect("finishes").virtual_ms).collect();
+        let mut virtuals: Vec<u64> = (0..15)
+            .map(|seed| RunOptions::new().traces(Traces::None).run(&s, seed).expect("finishes").virtual_ms)
+            .collect();
         virtuals.sort_unstable();
         assert_eq!(row[1], virtuals[virtuals.len() / 2].to_string(), "docs/guide/speed.md row {row:?}");
     }
@@ -243,30 +249,30 @@ impl MakeSubject for MakePooled {
 #[test]
 fn a_hyper_client_on_the_harness_timer_skips_and_runs_the_same() {
     let s = scenario::blinkimg_1s();
-    let run = || runner::run_subject(&s, 2, Hooks::default(), Arc::new(MakePooled));
-    let fast = run().expect("finishes");
-    let skipped = last_run_skipped_ticks();
-    let plain = with_plain_ticks(run).expect("finishes");
-    assert_eq!(format!("{fast:?}"), format!("{plain:?}"));
+    let run = |options: RunOptions| options.run_subject(&s, 2, Arc::new(MakePooled));
+    let fast = run(RunOptions::new());
+    let plain = run(RunOptions::new().plain_ticks(true));
+    assert_eq!(shown(&fast), shown(&plain));
+    let fast = fast.expect("finishes");
     assert!(fast.succeeded > 0 && fast.limited > 0, "{}", fast.render_text());
-    assert!(skipped > 0, "a declared client's waits are skipped");
+    assert!(fast.stepping.skipped_ticks > 0, "a declared client's waits are skipped");
 }
 
 // Leaving idle hosts out of busy steps (turmoil's `step_lazily`) must
 // change nothing either: each run below goes with it, with every host
 // ticked in every step (skipping idle stretches still on), and tick by tick.
 
-/// The report of a run with lazy hosts, with every host ticked, tick by
-/// tick, how many host ticks the first left out and whether it went again
-/// (a host owing ticks was woken: turmoil's TCP flow control wakes a
-/// sender blocked on a full send buffer from the receiving host).
-fn three_ways(s: &Scenario, seed: u64) -> (String, String, String, u64, u64) {
-    let lazy = format!("{:?}", runner::run(s, seed));
-    let (left_out, replays) = (last_run_lazy_ticks(), last_run_lazy_replays());
-    let eager = format!("{:?}", with_eager_hosts(|| runner::run(s, seed)));
-    assert_eq!(last_run_lazy_ticks(), 0, "{} seed {seed}: an eager run left a host out", s.name);
-    let plain = format!("{:?}", with_plain_ticks(|| runner::run(s, seed)));
-    (lazy, eager, plain, left_out, replays)
+/// The report of a run under `options` (lazy hosts), with every host
+/// ticked, tick by tick, how many host ticks the first left out and whether
+/// it went again (a host owing ticks was woken: turmoil's TCP flow control
+/// wakes a sender blocked on a full send buffer from the receiving host).
+fn three_ways(s: &Scenario, seed: u64, options: RunOptions) -> (String, String, String, u64, u64) {
+    let lazy = options.run(s, seed);
+    let eager = options.eager_hosts(true).run(s, seed);
+    assert_eq!(counts(&eager).lazy_ticks, 0, "{} seed {seed}: an eager run left a host out", s.name);
+    let plain = options.plain_ticks(true).run(s, seed);
+    let StepCounts { lazy_ticks, lazy_replays, .. } = counts(&lazy);
+    (shown(&lazy), shown(&eager), shown(&plain), lazy_ticks, lazy_replays)
 }
 
 #[test]
@@ -274,7 +280,7 @@ fn lazy_hosts_change_no_42_host_scenarios_run() {
     for name in scenario::NAMES.iter().filter(|n| n.starts_with("berlin-40-processes-")) {
         let s = scenario::named(name).expect("named");
         for seed in [1, 7] {
-            let (lazy, eager, plain, left_out, replays) = three_ways(&s, seed);
+            let (lazy, eager, plain, left_out, replays) = three_ways(&s, seed, RunOptions::new());
             assert_eq!(replays, 0, "{name} seed {seed}: a host owing ticks was woken, the run went again");
             assert!(lazy == eager, "{name} seed {seed}: the run differs when idle hosts are left out");
             assert!(lazy == plain, "{name} seed {seed}: the run differs from stepping every tick");
@@ -287,7 +293,7 @@ fn lazy_hosts_change_no_42_host_scenarios_run() {
 
 /// The ticks a run of `s` covers.
 fn lazy_run_ticks(s: &Scenario, seed: u64) -> u64 {
-    let r = runner::run_keeping(s, seed, Traces::None).expect("finishes");
+    let r = RunOptions::new().traces(Traces::None).run(s, seed).expect("finishes");
     r.virtual_ms / s.net.tick.as_millis() as u64
 }
 
@@ -298,13 +304,14 @@ fn lazy_hosts_change_no_hunt_seeds_run_or_verdict() {
     let target = Target::of(Kind::All);
     let (mut left_out, mut replays) = (0, 0);
     for seed in 1..=30 {
-        let (lazy, eager, plain, n, again) = with_lazy_hosts_always(|| three_ways(&target.scenario(seed), seed));
+        let always = RunOptions::new().lazy_hosts_always(true);
+        let (lazy, eager, plain, n, again) = three_ways(&target.scenario(seed), seed, always);
         replays += again;
         assert!(lazy == eager, "{}: the run differs when idle hosts are left out", target.replay(seed));
         assert!(lazy == plain, "{}: the run differs from stepping every tick", target.replay(seed));
         left_out += n;
-        let verdict = format!("{:?}", check_seed(seed, &target, false));
-        let lazy_verdict = with_lazy_hosts_always(|| format!("{:?}", check_seed(seed, &target, false)));
+        let verdict = format!("{:?}", check_seed(seed, &target, false, &RunOptions::new()));
+        let lazy_verdict = format!("{:?}", check_seed(seed, &target, false, &always));
         assert_eq!(verdict, lazy_verdict, "{}", target.replay(seed));
     }
     assert!(left_out > 0, "no hunt seed left a host out");
@@ -352,25 +359,24 @@ impl MakeSubject for MakeTakingTurns {
 #[test]
 fn a_host_woken_through_shared_memory_while_left_out_makes_the_run_go_again_with_every_host() {
     let s = scenario::named("berlin-40-processes-local-gates").expect("named");
-    let run = || {
+    let run = |options: RunOptions| {
         let make = MakeTakingTurns(1, Arc::new(tokio::sync::Semaphore::new(2)));
-        format!("{:?}", runner::run_subject(&s, 1, Hooks::default(), Arc::new(make)))
+        options.run_subject(&s, 1, Arc::new(make))
     };
-    let lazy = run();
-    assert_eq!(last_run_lazy_replays(), 1, "the cross-host wake was not seen");
-    assert!(last_run_lazy_ticks() > 0);
-    let plain = with_plain_ticks(run);
-    assert!(lazy == plain, "the run that went again differs from stepping every tick");
+    let lazy = run(RunOptions::new());
+    assert_eq!(counts(&lazy).lazy_replays, 1, "the cross-host wake was not seen");
+    assert!(counts(&lazy).lazy_ticks > 0);
+    let plain = run(RunOptions::new().plain_ticks(true));
+    assert!(shown(&lazy) == shown(&plain), "the run that went again differs from stepping every tick");
 }
 
 #[test]
 fn a_two_host_run_ticks_every_host() {
     // Below `LAZY_MIN_HOSTS` watching wakes costs more than it saves.
     let s = scenario::named("berlin-40-workers").expect("named");
-    runner::run(&s, 1).expect("finishes");
-    assert_eq!(last_run_lazy_ticks(), 0);
-    with_lazy_hosts_always(|| runner::run(&s, 1)).expect("finishes");
-    assert!(last_run_lazy_ticks() > 0);
+    assert_eq!(runner::run(&s, 1).expect("finishes").stepping.lazy_ticks, 0);
+    let always = RunOptions::new().lazy_hosts_always(true).run(&s, 1).expect("finishes");
+    assert!(always.stepping.lazy_ticks > 0);
 }
 
 #[test]
@@ -386,6 +392,7 @@ fn the_readme_hunt_bench_table_has_the_benchs_rows_and_the_hunts_verdict() {
         target: Target::of(Kind::All),
         threads: 2,
         determinism: retrysim::sim::checks::hunt::DeterminismSample::Off,
+        options: RunOptions::new(),
     };
     let failing = retrysim::sim::checks::hunt::hunt(&honest, &|_, _| {});
     let failing = failing.iter().filter(|r| !r.findings.is_empty()).count();
@@ -445,7 +452,7 @@ fn the_readme_compare_bench_tables_count_what_the_runs_do() {
         let mut s = scenario::blinkimg_1s();
         (s.fleet.workers, s.fleet.jobs) = (workers, jobs);
         s.time_limit = std::time::Duration::from_secs(24 * 3600);
-        let r = runner::run_keeping(&s, 1, Traces::None).expect("finishes");
+        let r = RunOptions::new().traces(Traces::None).run(&s, 1).expect("finishes");
         assert_eq!(row[1], thousands(r.requests), "docs/guide/speed.md row {row:?}: {workers} workers, {jobs} jobs");
     }
 }

@@ -5,13 +5,15 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use retrysim::sim::run::runner::{self, Report, Traces};
+use crate::support::{self, retrysim_ok};
+use retrysim::sim::run::runner::{Report, RunOptions, Traces};
 use retrysim::sim::run::scenario::{self, Scenario};
 use retrysim::sim::tools::compare;
 use retrysim::sim::tools::timeline::{MAX_LANES, Mark, Timeline};
 
-fn run(s: &Scenario, seed: u64) -> Report {
-    runner::run_keeping(s, seed, Traces::None).unwrap_or_else(|e| panic!("{e}"))
+/// A run that keeps no job's trace: the picture reads the ledger and the records.
+fn figures(s: &Scenario, seed: u64) -> Report {
+    support::run_under(RunOptions::new().traces(Traces::None), s, seed)
 }
 
 fn row(name: &str) -> Scenario {
@@ -54,8 +56,8 @@ fn assert_marks_are_the_figures(r: &Report, svg: &str) {
 
 #[test]
 fn retry_after_jitter_is_refused_at_each_window_start_and_pacing_never() {
-    let jitter = run(&row("retry-after-jitter"), 7);
-    let pacing = run(&row("pacing"), 7);
+    let jitter = figures(&row("retry-after-jitter"), 7);
+    let pacing = figures(&row("pacing"), 7);
     for r in [&jitter, &pacing] {
         assert_marks_are_the_figures(r, &Timeline::of_report(r).to_svg());
     }
@@ -87,7 +89,7 @@ fn marks_are_the_figures_with_faults_deferrals_and_give_ups() {
         "quota-exceeded",
         "insufficient-credits-402",
     ] {
-        let r = run(&scenario::named(name).expect("named"), 7);
+        let r = figures(&scenario::named(name).expect("named"), 7);
         assert_marks_are_the_figures(&r, &Timeline::of_report(&r).to_svg());
     }
 }
@@ -95,15 +97,15 @@ fn marks_are_the_figures_with_faults_deferrals_and_give_ups() {
 #[test]
 fn the_same_run_gives_the_same_bytes() {
     let s = scenario::named("berlin-40-workers").expect("named");
-    let a = Timeline::of_report(&run(&s, 3)).to_svg();
-    let b = Timeline::of_report(&run(&s, 3)).to_svg();
+    let a = Timeline::of_report(&figures(&s, 3)).to_svg();
+    let b = Timeline::of_report(&figures(&s, 3)).to_svg();
     assert_eq!(a, b);
-    let other = Timeline::of_report(&run(&s, 4)).to_svg();
+    let other = Timeline::of_report(&figures(&s, 4)).to_svg();
     assert_ne!(a, other, "another seed is another picture");
 }
 
 fn snapshot(name: &str, scenario: &str) {
-    let r = run(&scenario::named(scenario).expect("named"), 7);
+    let r = figures(&scenario::named(scenario).expect("named"), 7);
     let svg = Timeline::of_report(&r).to_svg();
     insta::with_settings!({ snapshot_path => "../../snapshots", prepend_module_to_snapshot => false, omit_expression => true }, {
         insta::assert_snapshot!(name, svg);
@@ -125,11 +127,6 @@ fn snapshot_faults() {
     snapshot("timeline-berlin-40-processes-limiter-partition", "berlin-40-processes-limiter-partition");
 }
 
-fn retrysim(args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_retrysim")).args(args).output().expect("the binary runs");
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
 /// `docs/guide/timelines.md`: the 12,000-job picture's size is what the command
 /// writes, its lanes are grouped, and its marks are still the figures.
 #[test]
@@ -137,7 +134,7 @@ fn a_12000_job_run_draws_a_small_picture() {
     let text = std::fs::read_to_string("docs/fleet-12000.toml").expect("docs/fleet-12000.toml");
     let s = Scenario::from_toml(&text).expect("the guide's config parses");
     assert_eq!(s.fleet.jobs, 12_000);
-    let r = run(&s, 7);
+    let r = figures(&s, 7);
     let t = Timeline::of_report(&r);
     let svg = t.to_svg();
     assert!(t.lanes.len() <= MAX_LANES && t.lanes.len() < s.fleet.workers as usize, "{} lanes", t.lanes.len());
@@ -146,7 +143,7 @@ fn a_12000_job_run_draws_a_small_picture() {
     let dir = std::env::temp_dir().join(format!("retrysim-timeline-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("fleet-12000.svg");
-    retrysim(&["run", "--config", "docs/fleet-12000.toml", "--svg", path.to_str().unwrap()]);
+    retrysim_ok(&["run", "--config", "docs/fleet-12000.toml", "--svg", path.to_str().unwrap()]);
     let written = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(written, svg, "run --svg writes the library's picture");
@@ -169,7 +166,7 @@ fn the_readme_picture_is_the_command_s() {
     let dir = std::env::temp_dir().join(format!("retrysim-compare-svg-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("compare.svg");
-    retrysim(&[
+    retrysim_ok(&[
         "compare",
         "--preset",
         "blinkimg-1s",
@@ -199,8 +196,8 @@ fn run_and_trace_draw_the_same_picture_and_a_bad_path_is_an_error() {
     let dir = std::env::temp_dir().join(format!("retrysim-run-trace-svg-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (a, b) = (dir.join("run.svg"), dir.join("trace.svg"));
-    retrysim(&["run", "--scenario", "deferral-queue-full", "--svg", a.to_str().unwrap()]);
-    retrysim(&["trace", "--scenario", "deferral-queue-full", "--svg", b.to_str().unwrap()]);
+    retrysim_ok(&["run", "--scenario", "deferral-queue-full", "--svg", a.to_str().unwrap()]);
+    retrysim_ok(&["trace", "--scenario", "deferral-queue-full", "--svg", b.to_str().unwrap()]);
     let (a, b) = (std::fs::read_to_string(a).unwrap(), std::fs::read_to_string(b).unwrap());
     assert!(a == b && a.starts_with("<svg "), "run --svg and trace --svg differ");
     let bad = dir.join("missing").join("x.svg");

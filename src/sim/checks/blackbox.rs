@@ -56,44 +56,23 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::core::policy::Policy;
 use crate::sim::checks::invariants::{Invariant, Violation, clock_slack_ms};
 use crate::sim::run::job::job_of_label;
+use crate::sim::run::render::{Show, render_run};
 use crate::sim::run::runner::{JobOutcome, JobRecord, PLANTED_SECRETS, Report};
 use crate::sim::run::scenario::Scenario;
-use crate::sim::tools::render::{Show, render_run};
+pub use crate::sim::run::subject::Promises;
 use crate::sim::world::api::{AdviceForm, Arrival, ArrivalOutcome, Envelope, NO_KEY};
 // Aliased: the module doc links `Ledger` by its full path, which an import would make redundant.
 use crate::sim::world::api::Ledger as ApiLedger;
 use crate::sim::world::net::Fault;
 
-/// What a client under test promises; the black-box checks hold it to this.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Promises {
-    /// Requests per run of a job, at most (`None`: no bound promised).
-    pub max_attempts: Option<u32>,
-    /// Every run of a job ends, and sends its last request, within this of its start.
-    pub deadline: Option<Duration>,
-    /// No request before the advice (`Retry-After`, a body hint) of the last
-    /// answer the job received has passed.
-    pub honours_retry_after: bool,
-}
-
-impl Promises {
-    /// What retrysim's own client promises under `policy`: `max_retries + 1`
-    /// attempts, the policy's deadline, and the advice if it reads it.
-    pub fn of_policy(policy: &Policy) -> Promises {
-        Promises {
-            max_attempts: Some(policy.max_retries.saturating_add(1)),
-            deadline: Some(policy.deadline),
-            honours_retry_after: policy.use_advice,
-        }
-    }
-
-    /// Nothing promised: only the checks every client owes (one charge per
-    /// key, nothing after a terminal answer, no unkeyed replay, no secrets).
-    pub fn nothing() -> Promises {
-        Promises { max_attempts: None, deadline: None, honours_retry_after: false }
+/// The black-box checks of `r`, holding the client to its promises and a
+/// deferred job's background runs to the background policy's.
+pub fn black_box(r: &Report) -> Vec<BlackBoxViolation> {
+    match &r.scenario_config.fleet.deferral {
+        Some(d) => check_black_box_with(r, &r.promises, &Promises::of_policy(&d.policy)),
+        None => check_black_box(r, &r.promises),
     }
 }
 

@@ -19,10 +19,10 @@ use std::time::Duration;
 
 use crate::core::budget::TokenBucketBudget;
 use crate::gate::aimd::{GateEvent, GateFact};
+use crate::sim::run::deferral::deferrable;
 use crate::sim::run::runner::{JobOutcome, JobRecord, Report};
 use crate::sim::run::scenario::{BudgetConfig, GateConfig, Hosts};
 use crate::sim::world::api::Arrival;
-use crate::sim::world::deferral::deferrable;
 use crate::sim::world::limiter_service::Route;
 use crate::sim::world::net::Fault;
 use crate::trace::EventKind;

@@ -34,11 +34,13 @@ use rand_pcg::Pcg64;
 use serde::Serialize;
 
 use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
+use crate::core::lock;
 use crate::core::policy::Policy;
 use crate::env::{Rng, seeded_rng};
+use crate::sim::checks::check_report;
 use crate::sim::checks::invariants::{self as check, Invariant, Violation};
 use crate::sim::run::defects::Defects;
-use crate::sim::run::runner;
+use crate::sim::run::runner::RunOptions;
 use crate::sim::run::scenario::{BudgetConfig, DeferralConfig, GateConfig, OpMix, Scenario};
 use crate::sim::run::seed::derive;
 use crate::sim::world::api::{
@@ -116,6 +118,11 @@ const MS: fn(u64) -> Duration = Duration::from_millis;
 /// the fleet's shape ([`Kind::All`] lets the seed choose).
 pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     let kind = kind.resolve(seed);
+    // The draw order is the seed contract: a seed names its scenario only
+    // through the order of the draws below, step by step, each step's draws
+    // in the order they are written (a draw made and not used included).
+    // Moving, adding or removing a draw changes the scenario of every seed
+    // after it; a new draw goes last, as the cancellation's did.
     let mut g = Draw(seeded_rng(derive(seed, "swarm", 0)));
     let calm = g.chance(300);
     let mut s = Scenario {
@@ -126,8 +133,28 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
         ),
         ..Scenario::default()
     };
+    let (workers, jobs) = draw_fleet(&mut g, &mut s, kind, calm);
+    draw_api(&mut g, &mut s, calm, jobs);
+    draw_policy(&mut g, &mut s, calm);
+    draw_network(&mut g, &mut s);
+    draw_faults(&mut g, &mut s, calm);
+    // Fleet controls, rarely (never in calm scenarios: they may rightly refuse).
+    let mut pacing_clean = false;
+    if !calm && kind == Kind::Fleet {
+        let contended = draw_budget(&mut g, &mut s, workers);
+        draw_deferral(&mut g, &mut s, contended);
+        pacing_clean = draw_gate(&mut g, &mut s, contended);
+    }
+    draw_cancel(&mut g, &mut s, calm, pacing_clean);
+    if calm {
+        make_ample(&mut s);
+    }
+    s.time_limit = time_limit(&s);
+    s
+}
 
-    // The fleet.
+/// The fleet: its workers and jobs (returned), the operation and the mix.
+fn draw_fleet(g: &mut Draw, s: &mut Scenario, kind: Kind, calm: bool) -> (u64, u64) {
     let (workers, jobs) = match kind {
         Kind::Single => (1, g.range(1, 3)),
         _ => {
@@ -148,8 +175,12 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
         }
         m
     };
+    (workers, jobs)
+}
 
-    // The API.
+/// The API: its limiter, how it words advice and dates, its clock, and
+/// (unless calm) caps, credits, quotas and a script of answers.
+fn draw_api(g: &mut Draw, s: &mut Scenario, calm: bool, jobs: u64) {
     let api = &mut s.api;
     let window_ms = g.pick(&[250, 500, 1_000, 1_000, 2_000, 5_000, 10_000]);
     let writes = g.range(1, 40) as u32;
@@ -182,38 +213,48 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     api.rate_limit_headers = g.chance(500);
     api.processing_ms = g.pick(&[0, 0, 0, 20, 200, 1_500]);
     if !calm {
-        if g.chance(150) {
-            let retry_after_s = g.pick(&[1, 2, 5, 30]);
-            api.concurrency = Some(ConcurrencyConfig { max_in_flight: g.range(1, 4) as u32, retry_after_s });
-        }
-        let account: &mut AccountConfig = &mut api.accounts[0];
-        if g.chance(100) {
-            account.credits = Some(g.range(0, jobs * 2));
-        }
-        if g.chance(200) {
-            account.monthly_quota = Some(g.range(0, jobs * 2));
-            // Half the time the month ends a few seconds in: the quota's
-            // `Retry-After` is then short enough that a client misreading
-            // it as throttling retries instead of giving up on a too-long wait.
-            if g.chance(500) {
-                api.epoch_unix_s = NOVEMBER_2026 - g.range(1, 5);
-            }
-        }
-        if g.chance(80) {
-            api.anonymous_cap = Some(g.range(1, 5) as u32);
-            s.fleet.anonymous = true;
-        }
-        if g.chance(350) {
-            let steps = g.range(1, 4);
-            let api = &mut s.api;
-            api.script = (0..steps).map(|_| script_step(&mut g)).collect();
-            api.script_repeat = g.chance(300);
+        draw_refusals(g, s, jobs);
+    }
+}
+
+/// What else refuses on a scenario that is not calm: a concurrency cap,
+/// credits, a monthly quota, an anonymous cap, a script of answers.
+fn draw_refusals(g: &mut Draw, s: &mut Scenario, jobs: u64) {
+    let api = &mut s.api;
+    if g.chance(150) {
+        let retry_after_s = g.pick(&[1, 2, 5, 30]);
+        api.concurrency = Some(ConcurrencyConfig { max_in_flight: g.range(1, 4) as u32, retry_after_s });
+    }
+    let account: &mut AccountConfig = &mut api.accounts[0];
+    if g.chance(100) {
+        account.credits = Some(g.range(0, jobs * 2));
+    }
+    if g.chance(200) {
+        account.monthly_quota = Some(g.range(0, jobs * 2));
+        // Half the time the month ends a few seconds in: the quota's
+        // `Retry-After` is then short enough that a client misreading
+        // it as throttling retries instead of giving up on a too-long wait.
+        if g.chance(500) {
+            api.epoch_unix_s = NOVEMBER_2026 - g.range(1, 5);
         }
     }
+    if g.chance(80) {
+        api.anonymous_cap = Some(g.range(1, 5) as u32);
+        s.fleet.anonymous = true;
+    }
+    if g.chance(350) {
+        let steps = g.range(1, 4);
+        let api = &mut s.api;
+        api.script = (0..steps).map(|_| script_step(g)).collect();
+        api.script_repeat = g.chance(300);
+    }
+}
 
-    // The policy.
+/// The policy: a preset or a random one, and (unless calm) sometimes a
+/// short deadline with a large reserve for the last attempt.
+fn draw_policy(g: &mut Draw, s: &mut Scenario, calm: bool) {
     s.policy =
-        if g.chance(500) { Policy::preset(g.pick(&Policy::PRESETS)).expect("a preset") } else { random_policy(&mut g) };
+        if g.chance(500) { Policy::preset(g.pick(&Policy::PRESETS)).expect("a preset") } else { random_policy(g) };
     if !calm && g.chance(400) {
         // A reserve for the last attempt that is a large part of a short
         // deadline: the deadline rule's `min_attempt_time` then decides.
@@ -231,142 +272,155 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
             ];
         }
     }
+}
 
-    // The network.
+/// The network's latencies and tick.
+fn draw_network(g: &mut Draw, s: &mut Scenario) {
     let min_latency = g.ms(0, 5);
     s.net.min_latency = min_latency;
     s.net.max_latency = min_latency + g.ms(0, 40);
     s.net.tick = if g.chance(900) { MS(1) } else { g.pick(&[MS(2), MS(5)]) };
+}
 
-    // Faults.
+/// Lost answers (unless calm) and up to five scheduled faults.
+fn draw_faults(g: &mut Draw, s: &mut Scenario, calm: bool) {
     if !calm && g.chance(200) {
         s.faults.lost_answers_per_mille = g.range(10, 200) as u32;
     }
     let faults = g.range(0, 5);
-    s.faults.schedule = (0..faults).map(|_| fault(&mut g)).collect();
+    s.faults.schedule = (0..faults).map(|_| fault(g)).collect();
     s.faults.schedule.sort_by_key(|f| f.at);
+}
 
-    // Fleet controls, rarely (never in calm scenarios: they may rightly refuse).
-    let mut pacing_clean = false;
-    // A fleet contending for the window with a small bucket: its retries,
-    // not a gate or a deferral, must be what the budget stops.
+/// A shared retry budget, sometimes, for a fleet of `workers`. Whether the
+/// fleet contends for the window with a small bucket: its retries, not a
+/// gate or a deferral, must then be what the budget stops.
+fn draw_budget(g: &mut Draw, s: &mut Scenario, workers: u64) -> bool {
     let mut contended = false;
-    if !calm && kind == Kind::Fleet {
-        if g.chance(650) {
-            s.fleet.budget = Some(if g.chance(800) {
-                // Mostly small buckets with small refunds: a budget that
-                // runs dry is one whose accounting the checks can see.
-                let (mut max_tokens, mut token_ratio_milli) = (
-                    if g.chance(700) { g.range(2, 8) } else { g.range(2, 50) } as u32,
-                    g.pick(&[1, 10, 50, 100, 100, 250, 500, 1000]),
-                );
-                // Usually a fleet whose requests fail now and then while
-                // most succeed: each failure spends a token, each success
-                // refunds a little, so the bucket's accounting decides
-                // which retries run. Failures are lost answers, spread
-                // among the successes, on keyed jobs that may retry them.
-                // (Refusals by a full window do not serve: a closed-loop
-                // fleet refuses most of itself at once, the bucket runs dry
-                // before any success refunds, and every job left gives up
-                // in that window.)
-                if g.chance(700) {
-                    s.faults.lost_answers_per_mille = g.range(100, 300) as u32;
-                    let api = &mut s.api;
-                    api.limiter.writes = api.limiter.writes.max(workers as u32 * 4);
-                    api.limiter.reads = api.limiter.reads.max(api.limiter.writes);
-                    only_the_limiter_refuses(&mut s);
-                    s.fleet.mix = OpMix { keyed: 1, unsafe_post: 0, safe: 0 };
-                    // And clients that keep retrying, so the bucket, not the policy, stops them.
-                    let p = &mut s.policy;
-                    p.idempotency_keys = true;
-                    p.unclear_max_retries = p.unclear_max_retries.max(3);
-                    p.max_retries = p.max_retries.max(12);
-                    p.deadline = p.deadline.max(S(60));
-                    p.max_single_wait = p.max_single_wait.max(S(30));
-                    // A bucket that binds: refunds below the failure rate,
-                    // room for a retry (3 tokens), enough jobs to spend it.
-                    token_ratio_milli = token_ratio_milli.min(100);
-                    max_tokens = max_tokens.max(3);
-                    s.fleet.jobs = s.fleet.jobs.max(30);
-                    contended = true;
-                }
-                BudgetConfig::TokenBucket { max_tokens, token_ratio_milli }
-            } else {
-                BudgetConfig::Percent {
-                    ttl: S(10),
-                    min_per_sec: g.range(0, 10) as u32,
-                    per_mille: g.range(0, 500) as u32,
-                }
-            });
-        }
-        // Deferral only where no skewed date or monthly quota makes an
-        // advice hours long, so that time_limit covers the background passes
-        // (and a client misreading a quota does not simulate a month).
-        let short_advice = s.api.clock_skew_ms == 0 && s.api.accounts.iter().all(|a| a.monthly_quota.is_none());
-        // (Drawn either way, so the draws after it stay where they were.)
-        if g.chance(800) && short_advice && !contended {
-            // Seed 000's deferral: an interactive front end with a short
-            // budget, whose give-ups that waiting fixes run again in the background.
-            s.fleet.deferral = Some(DeferralConfig {
-                workers: g.range(1, 3) as u32,
-                policy: Policy::background(),
-                max_passes: g.range(1, 3) as u32,
-                defects: Default::default(),
-            });
-            s.policy.deadline = s.policy.deadline.min(g.pick(&[S(2), S(3), S(5)]));
-            s.policy.max_single_wait = s.policy.max_single_wait.min(MS(500));
-        }
-        if g.chance(750) && !contended {
-            s.fleet.gate = g.pick(&[
-                GateConfig::Pacing(Default::default()),
-                GateConfig::Pacing(Default::default()),
-                GateConfig::Aimd(Default::default()),
-                GateConfig::Aimd(Default::default()),
-            ]);
-            // Mostly a pacing gate on the signals it is built for: the writes'
-            // fixed window, which it alone uses, read from rate-limit headers, with nothing
-            // else refusing or repeating a request. There it must spend no
-            // request on a 429 (the `pacing-no-429` check).
-            if matches!(s.fleet.gate, GateConfig::Pacing(_)) && g.chance(700) {
-                let api = &mut s.api;
-                api.rate_limit_headers = true;
-                api.limiter.kind = LimiterKind::FixedWindow;
-                // A window the jobs fill four times over or more, so the
-                // gate paces them past the first two windows.
-                api.limiter.writes = api.limiter.writes.min((s.fleet.jobs / 4).max(1));
-                api.clock_skew_ms = 0;
-                // Answered on arrival: long-running requests straddle resets,
-                // which the gate counts conservatively but not exactly.
-                api.processing_ms = 0;
-                only_the_limiter_refuses(&mut s);
-                s.fleet.deferral = None;
-                // Writes only: one gate paces one budget (reads have their own).
-                s.fleet.mix.safe = 0;
-                if s.fleet.mix.keyed + s.fleet.mix.unsafe_post == 0 {
-                    s.fleet.mix.keyed = 1;
-                }
-                s.faults.lost_answers_per_mille = 0;
-                s.faults.schedule.clear();
-                pacing_clean = true;
+    if g.chance(650) {
+        s.fleet.budget = Some(if g.chance(800) {
+            // Mostly small buckets with small refunds: a budget that
+            // runs dry is one whose accounting the checks can see.
+            let (mut max_tokens, mut token_ratio_milli) = (
+                if g.chance(700) { g.range(2, 8) } else { g.range(2, 50) } as u32,
+                g.pick(&[1, 10, 50, 100, 100, 250, 500, 1000]),
+            );
+            // Usually a fleet whose requests fail now and then while
+            // most succeed: each failure spends a token, each success
+            // refunds a little, so the bucket's accounting decides
+            // which retries run. Failures are lost answers, spread
+            // among the successes, on keyed jobs that may retry them.
+            // (Refusals by a full window do not serve: a closed-loop
+            // fleet refuses most of itself at once, the bucket runs dry
+            // before any success refunds, and every job left gives up
+            // in that window.)
+            if g.chance(700) {
+                s.faults.lost_answers_per_mille = g.range(100, 300) as u32;
+                contend(s, workers);
+                // A bucket that binds: refunds below the failure rate,
+                // room for a retry (3 tokens), enough jobs to spend it.
+                token_ratio_milli = token_ratio_milli.min(100);
+                max_tokens = max_tokens.max(3);
+                s.fleet.jobs = s.fleet.jobs.max(30);
+                contended = true;
             }
-        }
+            BudgetConfig::TokenBucket { max_tokens, token_ratio_milli }
+        } else {
+            BudgetConfig::Percent { ttl: S(10), min_per_sec: g.range(0, 10) as u32, per_mille: g.range(0, 500) as u32 }
+        });
     }
+    contended
+}
 
-    // The caller cancels the jobs running at some moment (drawn last, so the
-    // draws above, and the scenarios without it, are unchanged). Not in calm
-    // scenarios, whose every job must complete, nor where the pacing gate's
-    // efficiency is checked on a run with nothing else going on.
+/// A fleet of `workers` whose only failures are lost answers on keyed
+/// jobs, with clients that keep retrying, so the bucket, not the policy,
+/// stops them. Draws nothing.
+fn contend(s: &mut Scenario, workers: u64) {
+    let api = &mut s.api;
+    api.limiter.writes = api.limiter.writes.max(workers as u32 * 4);
+    api.limiter.reads = api.limiter.reads.max(api.limiter.writes);
+    only_the_limiter_refuses(s);
+    s.fleet.mix = OpMix { keyed: 1, unsafe_post: 0, safe: 0 };
+    let p = &mut s.policy;
+    p.idempotency_keys = true;
+    p.unclear_max_retries = p.unclear_max_retries.max(3);
+    p.max_retries = p.max_retries.max(12);
+    p.deadline = p.deadline.max(S(60));
+    p.max_single_wait = p.max_single_wait.max(S(30));
+}
+
+/// Seed 000's deferral, sometimes: an interactive front end with a short
+/// budget, whose give-ups that waiting fixes run again in the background.
+fn draw_deferral(g: &mut Draw, s: &mut Scenario, contended: bool) {
+    // Deferral only where no skewed date or monthly quota makes an
+    // advice hours long, so that time_limit covers the background passes
+    // (and a client misreading a quota does not simulate a month).
+    let short_advice = s.api.clock_skew_ms == 0 && s.api.accounts.iter().all(|a| a.monthly_quota.is_none());
+    // (Drawn either way, so the draws after it stay where they were.)
+    if g.chance(800) && short_advice && !contended {
+        s.fleet.deferral = Some(DeferralConfig {
+            workers: g.range(1, 3) as u32,
+            policy: Policy::background(),
+            max_passes: g.range(1, 3) as u32,
+            defects: Default::default(),
+        });
+        s.policy.deadline = s.policy.deadline.min(g.pick(&[S(2), S(3), S(5)]));
+        s.policy.max_single_wait = s.policy.max_single_wait.min(MS(500));
+    }
+}
+
+/// A fleet gate, sometimes. Whether it is a pacing gate on the signals it
+/// is built for with nothing else going on (`pacing-no-429` then checks it
+/// spends no request on a 429).
+fn draw_gate(g: &mut Draw, s: &mut Scenario, contended: bool) -> bool {
+    if !g.chance(750) || contended {
+        return false;
+    }
+    s.fleet.gate = g.pick(&[
+        GateConfig::Pacing(Default::default()),
+        GateConfig::Pacing(Default::default()),
+        GateConfig::Aimd(Default::default()),
+        GateConfig::Aimd(Default::default()),
+    ]);
+    // Mostly a pacing gate on the signals it is built for: the writes'
+    // fixed window, which it alone uses, read from rate-limit headers, with nothing
+    // else refusing or repeating a request. There it must spend no
+    // request on a 429 (the `pacing-no-429` check).
+    if !(matches!(s.fleet.gate, GateConfig::Pacing(_)) && g.chance(700)) {
+        return false;
+    }
+    let api = &mut s.api;
+    api.rate_limit_headers = true;
+    api.limiter.kind = LimiterKind::FixedWindow;
+    // A window the jobs fill four times over or more, so the
+    // gate paces them past the first two windows.
+    api.limiter.writes = api.limiter.writes.min((s.fleet.jobs / 4).max(1));
+    api.clock_skew_ms = 0;
+    // Answered on arrival: long-running requests straddle resets,
+    // which the gate counts conservatively but not exactly.
+    api.processing_ms = 0;
+    only_the_limiter_refuses(s);
+    s.fleet.deferral = None;
+    // Writes only: one gate paces one budget (reads have their own).
+    s.fleet.mix.safe = 0;
+    if s.fleet.mix.keyed + s.fleet.mix.unsafe_post == 0 {
+        s.fleet.mix.keyed = 1;
+    }
+    s.faults.lost_answers_per_mille = 0;
+    s.faults.schedule.clear();
+    true
+}
+
+/// The caller cancels the jobs running at some moment (drawn last, so the
+/// draws above, and the scenarios without it, are unchanged). Not in calm
+/// scenarios, whose every job must complete, nor where the pacing gate's
+/// efficiency is checked on a run with nothing else going on.
+fn draw_cancel(g: &mut Draw, s: &mut Scenario, calm: bool, pacing_clean: bool) {
     if !calm && !pacing_clean && g.chance(300) {
         let at = g.ms(0, 8_000);
         let i = s.faults.schedule.partition_point(|f| f.at <= at);
         s.faults.schedule.insert(i, ScheduledFault { at, fault: Fault::Cancel });
     }
-
-    if calm {
-        make_ample(&mut s);
-    }
-    s.time_limit = time_limit(&s);
-    s
 }
 
 fn script_step(g: &mut Draw) -> ScriptStep {
@@ -484,7 +538,7 @@ pub fn time_limit(s: &Scenario) -> Duration {
 }
 
 /// The deliberate defects, by the names the CLI uses (see [`Defects`]).
-pub const DEFECTS: [&str; crate::sim::run::defects::NAMES.len()] = crate::sim::run::defects::NAMES;
+pub use crate::sim::run::defects::NAMES as DEFECTS;
 
 /// What a hunt draws for each seed: the kind of scenario, and optionally
 /// deliberate defects in every policy (a negative control: the hunt must
@@ -563,10 +617,10 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default()
 }
 
-/// Runs one seed and checks every invariant: 1–7, 9 and 11 on the run (from
-/// the trace and, black-box, from the ledger), 8 when `determinism` is set
-/// (a second run), 10 when the scenario qualifies.
-pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
+/// Runs one seed under `options` and checks every invariant: 1–7, 9 and 11
+/// on the run (from the trace and, black-box, from the ledger), 8 when
+/// `determinism` is set (a second run), 10 when the scenario qualifies.
+pub fn check_seed(seed: u64, target: &Target, determinism: bool, options: &RunOptions) -> SeedResult {
     let s = target.scenario(seed);
     let replay = target.replay(seed);
     let ran = target.kind.resolve(seed);
@@ -582,7 +636,7 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
     };
     // A run the wall-time bound stopped says so, and its replay line raises the bound.
     let wall_bound = std::cell::Cell::new(None);
-    let run = |s: &Scenario| match catch_unwind(AssertUnwindSafe(|| runner::run(s, seed))) {
+    let run = |s: &Scenario| match catch_unwind(AssertUnwindSafe(|| options.run(s, seed))) {
         Ok(Ok(r)) => Ok(r),
         Ok(Err(e)) if e.wall_bound.is_some() => {
             wall_bound.set(e.wall_bound);
@@ -615,7 +669,7 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool) -> SeedResult {
     result.virtual_ms = first.virtual_ms;
     // The trace-based checks, the black-box ones next to them, and liveness
     // where it applies.
-    let mut violations = check::check_report(&first);
+    let mut violations = check_report(&first);
     // The fleet controls' checks: budgets, gates, deferral, efficiency.
     let fleet = crate::sim::checks::fleet::check_fleet(&first);
     let mut fleet_by: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
@@ -671,7 +725,8 @@ pub enum DeterminismSample {
 }
 
 impl DeterminismSample {
-    fn applies(self, seed: u64) -> bool {
+    /// Whether seed `seed` runs twice.
+    pub fn applies(self, seed: u64) -> bool {
         match self {
             DeterminismSample::Every => true,
             DeterminismSample::OneIn(n) => n > 0 && seed.is_multiple_of(n),
@@ -693,6 +748,8 @@ pub struct HuntConfig {
     pub threads: usize,
     /// Which seeds run twice to check the two runs agree.
     pub determinism: DeterminismSample,
+    /// How each run is stepped and watched (its wall-time bound, say).
+    pub options: RunOptions,
 }
 
 /// Runs `config.seeds` seeds from `config.start` on worker threads and
@@ -712,9 +769,9 @@ pub fn hunt(config: &HuntConfig, progress: &(dyn Fn(u64, u64) + Sync)) -> Vec<Se
                         break;
                     }
                     let seed = config.start + i;
-                    let r = check_seed(seed, &config.target, config.determinism.applies(seed));
+                    let r = check_seed(seed, &config.target, config.determinism.applies(seed), &config.options);
                     let f = found.fetch_add(r.findings.len() as u64, Ordering::Relaxed) + r.findings.len() as u64;
-                    results.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+                    lock(&results).push(r);
                     progress(done.fetch_add(1, Ordering::Relaxed) + 1, f);
                 }
             });
@@ -873,7 +930,14 @@ pub struct Catch {
 pub fn catches(defect: &'static str, start: u64, seeds: u64, threads: usize) -> Catch {
     let mut target = Target::of(Kind::All);
     assert!(target.sabotage.set(defect), "unknown defect {defect}");
-    let config = HuntConfig { start, seeds, target, threads, determinism: DeterminismSample::Off };
+    let config = HuntConfig {
+        start,
+        seeds,
+        target,
+        threads,
+        determinism: DeterminismSample::Off,
+        options: RunOptions::default(),
+    };
     let results = hunt(&config, &|_, _| {});
     let failing: Vec<&SeedResult> = results.iter().filter(|r| !r.findings.is_empty()).collect();
     let mut by_finding = std::collections::BTreeMap::new();

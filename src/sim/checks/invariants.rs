@@ -33,9 +33,9 @@ use serde::Serialize;
 use crate::core::classify::DefaultTable;
 use crate::core::classify::{Operation, TransportFailure};
 use crate::core::retry_after::AdviceSource;
+use crate::sim::run::render::{Show, render_run};
 use crate::sim::run::runner::{JobOutcome, JobRecord, PLANTED_SECRETS, Report};
 use crate::sim::run::scenario::{GateConfig, Scenario};
-use crate::sim::tools::render::{Show, render_run};
 use crate::sim::world::api::{AdviceForm, Arrival, ArrivalOutcome, NO_KEY};
 use crate::sim::world::net::Fault;
 use crate::trace::{Event, EventKind, Millis};
@@ -137,31 +137,11 @@ pub fn clock_slack_ms(s: &Scenario) -> u64 {
     1 + s.net.tick.as_nanos().div_ceil(1_000_000) as u64
 }
 
-/// Every invariant check that applies to one run, as [`Violation`]s:
-/// the black-box checks ([`blackbox`](crate::sim::checks::blackbox)) with what the
-/// client promised (a deferred job's background runs with the background
-/// policy's), and, when the client wrote retrysim's trace
-/// ([`Report::traced`]), the trace-based checks of [`check_run`] and
-/// liveness where the scenario expects it. Determinism (8) needs a second
-/// run: see [`check_determinism`].
-pub fn check_report(r: &Report) -> Vec<Violation> {
-    let mut out = Vec::new();
-    if r.traced {
-        out.extend(check_run(r));
-        if liveness_expected(&r.scenario_config).is_ok() {
-            out.extend(check_liveness(r));
-        }
-    }
-    out.extend(black_box(r).into_iter().map(Violation::from));
-    cancel_ends_job(r, &mut out);
-    out
-}
-
 /// Invariant 12: every front-end job running when its caller cancelled it
 /// (a `cancel` fault) ended within one clock step ([`clock_slack_ms`]),
 /// whatever it was doing: waiting to retry, queued at a gate, or waiting
 /// for an answer. Read from the job records, so it holds any client to it.
-fn cancel_ends_job(r: &Report, out: &mut Vec<Violation>) {
+pub(crate) fn cancel_ends_job(r: &Report, out: &mut Vec<Violation>) {
     let slack = clock_slack_ms(&r.scenario_config);
     for c in &r.fleet_facts.cancels {
         for j in r.records.iter().filter(|j| c.jobs.contains(&j.job)) {
@@ -178,16 +158,6 @@ fn cancel_ends_job(r: &Report, out: &mut Vec<Violation>) {
                 ));
             }
         }
-    }
-}
-
-/// The black-box checks of `r`, holding the client to its promises and a
-/// deferred job's background runs to the background policy's.
-pub fn black_box(r: &Report) -> Vec<crate::sim::checks::blackbox::BlackBoxViolation> {
-    use crate::sim::checks::blackbox::{Promises, check_black_box, check_black_box_with};
-    match &r.scenario_config.fleet.deferral {
-        Some(d) => check_black_box_with(r, &r.promises, &Promises::of_policy(&d.policy)),
-        None => check_black_box(r, &r.promises),
     }
 }
 

@@ -1,5 +1,6 @@
-//! Checking runs: the invariants from the trace and from the ledger alone,
-//! the fleet's properties, and the hunt over seeds.
+//! Checking runs: the invariants from the trace ([`invariants`]) and from
+//! the ledger alone ([`blackbox`]), both at once for one report
+//! ([`check_report`]), the fleet's properties, and the hunt over seeds.
 pub mod blackbox;
 pub mod fleet;
 pub mod hunt;
@@ -7,3 +8,27 @@ pub mod invariants;
 pub mod model;
 #[cfg(feature = "proptest")]
 pub mod strategies;
+
+use crate::sim::checks::blackbox::black_box;
+use crate::sim::checks::invariants::{Violation, cancel_ends_job, check_liveness, check_run, liveness_expected};
+use crate::sim::run::runner::Report;
+
+/// Every invariant check that applies to one run, as [`Violation`]s:
+/// the black-box checks ([`blackbox`]) with what the client promised (a
+/// deferred job's background runs with the background policy's), and,
+/// when the client wrote retrysim's trace ([`Report::traced`]), the
+/// trace-based checks of [`check_run`] and liveness where the scenario
+/// expects it. Determinism (8) needs a second run: see
+/// [`check_determinism`](invariants::check_determinism).
+pub fn check_report(r: &Report) -> Vec<Violation> {
+    let mut out = Vec::new();
+    if r.traced {
+        out.extend(check_run(r));
+        if liveness_expected(&r.scenario_config).is_ok() {
+            out.extend(check_liveness(r));
+        }
+    }
+    out.extend(black_box(r).into_iter().map(Violation::from));
+    cancel_ends_job(r, &mut out);
+    out
+}

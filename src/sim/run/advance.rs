@@ -1,5 +1,4 @@
-//! Steps the simulation, skipping virtual time in which nothing happens
-//! (issue 16).
+//! Steps the simulation, skipping virtual time in which nothing happens.
 //!
 //! turmoil advances by a fixed tick, and an idle tick costs as much as a few
 //! microseconds with two hosts; a run that waits 80 s between attempts at a
@@ -26,7 +25,7 @@
 //! they share while it owes ticks: turmoil sees that (the woken host's
 //! `LocalSet` is polled with a waker that records wakes), and the runner
 //! then runs the whole simulation again with every host ticked every step
-//! ([`last_run_lazy_replays`]). Steps that end at or past the next fault
+//! (the report counts it: [`StepCounts::lazy_replays`](crate::sim::run::runner::StepCounts::lazy_replays)). Steps that end at or past the next fault
 //! tick every host, so a fault (a cancellation wakes tasks from outside)
 //! meets no host owing ticks.
 
@@ -34,87 +33,23 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::sim::run::fleet::{Hooks, fleet_hosts};
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::subject::{Host, MakeSubject, Subject};
-use crate::sim::world::fleet::{Hooks, fleet_hosts};
 use crate::sim::world::timers::Timers;
 
-thread_local! {
-    static KNOBS: Cell<Knobs> = const { Cell::new(Knobs { plain_ticks: false, eager_hosts: false, lazy_always: false }) };
-    static SKIPPED: Cell<u64> = const { Cell::new(0) };
-    static LAZY_TICKS: Cell<u64> = const { Cell::new(0) };
-    static LAZY_REPLAYS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// How the runs this thread starts step, set only by the tests' `with_*`
-/// functions below (the default skips idle stretches, and leaves idle hosts
-/// out of busy steps of runs with [`LAZY_MIN_HOSTS`] hosts or more).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Knobs {
+/// How a run steps, when a test asks for another way than the default (set
+/// through [`RunOptions`](crate::sim::run::runner::RunOptions)). The
+/// default skips idle stretches, and leaves idle hosts out of busy steps of
+/// runs with [`LAZY_MIN_HOSTS`] hosts or more.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct StepMode {
     /// Step every tick.
-    plain_ticks: bool,
+    pub(crate) plain_ticks: bool,
     /// Tick every host in every step that is stepped.
-    eager_hosts: bool,
+    pub(crate) eager_hosts: bool,
     /// Leave idle hosts out however few hosts a run has.
-    lazy_always: bool,
-}
-
-/// The knobs of the runs this thread starts.
-pub(crate) fn knobs() -> Knobs {
-    KNOBS.with(Cell::get)
-}
-
-/// Carries the knobs to a thread a run moves to.
-pub(crate) fn set_knobs(knobs: Knobs) {
-    KNOBS.with(|k| k.set(knobs));
-}
-
-/// Runs `f` with one knob turned on, and puts the knobs back after.
-fn with_knob<R>(turn_on: fn(&mut Knobs), f: impl FnOnce() -> R) -> R {
-    let before = knobs();
-    let mut on = before;
-    turn_on(&mut on);
-    set_knobs(on);
-    let out = f();
-    set_knobs(before);
-    out
-}
-
-/// How many host ticks the last run on this thread left out (`step_lazily`).
-#[doc(hidden)]
-pub fn last_run_lazy_ticks() -> u64 {
-    LAZY_TICKS.with(Cell::get)
-}
-
-/// How many times the last run on this thread was run again with every host
-/// ticked, because a host owing ticks was woken through shared memory.
-#[doc(hidden)]
-pub fn last_run_lazy_replays() -> u64 {
-    LAZY_REPLAYS.with(Cell::get)
-}
-
-/// Runs `f` with every host ticked in every step that is stepped (skipping
-/// idle stretches stays on) for every run this thread starts. For tests
-/// that compare the two ways; not part of the harness's API.
-#[doc(hidden)]
-pub fn with_eager_hosts<R>(f: impl FnOnce() -> R) -> R {
-    with_knob(|k| k.eager_hosts = true, f)
-}
-
-/// Runs `f` with idle hosts left out of busy steps however few hosts a run
-/// has (see [`LAZY_MIN_HOSTS`]), for every run this thread starts. For
-/// tests that compare the ways; not part of the harness's API.
-#[doc(hidden)]
-pub fn with_lazy_hosts_always<R>(f: impl FnOnce() -> R) -> R {
-    with_knob(|k| k.lazy_always = true, f)
-}
-
-/// Runs `f` with skipping off for every run this thread starts (or a run
-/// starts on a thread of its own from here): every tick is stepped. For
-/// tests that compare the two ways; not part of the harness's API.
-#[doc(hidden)]
-pub fn with_plain_ticks<R>(f: impl FnOnce() -> R) -> R {
-    with_knob(|k| k.plain_ticks = true, f)
+    pub(crate) lazy_always: bool,
 }
 
 /// The fewest hosts a run leaves idle hosts out of busy steps with. With the
@@ -122,19 +57,6 @@ pub fn with_plain_ticks<R>(f: impl FnOnce() -> R) -> R {
 /// watching the hosts' wakes costs more than the ticks it saves (about 15%
 /// slower on `hunt --seeds 200` and `berlin-40-workers`).
 pub const LAZY_MIN_HOSTS: usize = 3;
-
-/// Records what a run's stepping did, for the `last_run_*` functions.
-pub(crate) fn record_lazy(ticks: u64, replays: u64) {
-    LAZY_TICKS.with(|n| n.set(ticks));
-    LAZY_REPLAYS.with(|n| n.set(replays));
-}
-
-/// How many ticks the last run on this thread skipped (stepped over in a
-/// longer step): for tests that check the skipping happens at all.
-#[doc(hidden)]
-pub fn last_run_skipped_ticks() -> u64 {
-    SKIPPED.with(Cell::get)
-}
 
 /// How a run steps.
 pub(crate) struct Stepping {
@@ -148,6 +70,8 @@ pub(crate) struct Stepping {
     /// Software that starts (the first step) or restarts (a bounce) is
     /// ready without a timer, so the step after either is a plain tick.
     last_fault: RefCell<Option<Option<Duration>>>,
+    /// Ticks stepped over in longer steps so far.
+    skipped: Cell<u64>,
 }
 
 impl Stepping {
@@ -155,17 +79,14 @@ impl Stepping {
     /// A hooked gate or budget is code the harness did not write: it may
     /// sleep on tokio's timer, so such a run is stepped tick by tick.
     /// `lazy`: whether a busy step may leave out idle hosts.
-    pub(crate) fn new(s: &Scenario, timers: Arc<Timers>, hooks: Hooks, lazy: bool) -> Stepping {
+    pub(crate) fn new(s: &Scenario, timers: Arc<Timers>, hooks: Hooks, lazy: bool, mode: StepMode) -> Stepping {
         if hooks.gate.is_some() || hooks.budget.is_some() {
             timers.mark_unseen();
         }
         // Whole milliseconds: tokio's timers have millisecond resolution, so
         // a tick of whole milliseconds is one clock move per idle tick.
         let whole_ms = !s.net.tick.is_zero() && s.net.tick.as_nanos().is_multiple_of(1_000_000);
-        SKIPPED.with(|n| n.set(0));
-        record_lazy(0, 0);
-        let knobs = knobs();
-        let lazy = lazy && !knobs.eager_hosts && (hosts(s) >= LAZY_MIN_HOSTS || knobs.lazy_always);
+        let lazy = lazy && !mode.eager_hosts && (hosts(s) >= LAZY_MIN_HOSTS || mode.lazy_always);
         if lazy {
             timers.keep_by_host();
         }
@@ -173,10 +94,16 @@ impl Stepping {
             timers,
             tick: s.net.tick,
             time_limit: s.time_limit,
-            skip: whole_ms && !knobs.plain_ticks,
+            skip: whole_ms && !mode.plain_ticks,
             lazy,
             last_fault: RefCell::new(None),
+            skipped: Cell::new(0),
         }
+    }
+
+    /// How many ticks the run has stepped over in longer steps so far.
+    pub(crate) fn skipped_ticks(&self) -> u64 {
+        self.skipped.get()
     }
 
     /// The next fault switch, or the time limit if that comes first: a step
@@ -241,7 +168,7 @@ pub(crate) fn advance(
         return sim.step().map(|done| (done, 1));
     }
     let by = stepping.tick * u32::try_from(ticks).expect("idle_ticks is at most u32::MAX");
-    SKIPPED.with(|n| n.set(n.get() + ticks - 1));
+    stepping.skipped.set(stepping.skipped.get() + ticks - 1);
     sim.step_by(by).map(|done| (done, ticks))
 }
 

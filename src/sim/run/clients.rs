@@ -12,92 +12,27 @@
 //! ```
 //!
 //! A user's own client comes in through [`MakeSubject`] instead
-//! ([`runner::run_subject`](crate::sim::run::runner::run_subject)).
+//! ([`RunOptions::run_subject`](crate::sim::run::runner::RunOptions::run_subject)).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::Request;
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{Replayable, RetryClient};
-use crate::core::backoff::{Backoff, Jitter};
 use crate::core::policy::Policy;
-use crate::env::{TokioClock, Transport};
+use crate::env::Transport;
 use crate::sim::run::defects::{Defects, FirstRetryAfter, FreshKeys};
-use crate::sim::run::job::JobOutcome;
-use crate::sim::run::scenario::Scenario;
+use crate::sim::run::scenario::{Builtin, Scenario};
 use crate::sim::run::seed::derive;
-use crate::sim::run::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, Subject};
+use crate::sim::run::subject::{BoxFuture, Host, Job, JobEnd, JobOutcome, MakeSubject, Promises, Subject};
 use crate::sim::world::net::SimTransport;
-
-/// Which built-in client runs a scenario's jobs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Builtin {
-    /// retrysim's driver under the scenario's policy.
-    #[default]
-    Retrysim,
-    /// Seed 002's unkeyed client: no `Idempotency-Key`, and it resends a
-    /// POST after a network error as if nothing could have run ("retried
-    /// network errors like any other").
-    NoKeyNaive,
-    /// Retries at once, ignoring Retry-After (seed 002's first row).
-    RetryAtOnce,
-    /// Waits `min(8 s, 100 ms × 2^n)`, ignoring Retry-After.
-    ExponentialNoJitter,
-    /// Waits uniform `[0, min(8 s, 100 ms × 2^n)]`, ignoring Retry-After.
-    ExponentialFullJitter,
-}
-
-impl Builtin {
-    /// Every built-in client.
-    pub const ALL: [Builtin; 5] = [
-        Builtin::Retrysim,
-        Builtin::NoKeyNaive,
-        Builtin::RetryAtOnce,
-        Builtin::ExponentialNoJitter,
-        Builtin::ExponentialFullJitter,
-    ];
-
-    /// The policy this client really runs, from the scenario's: the
-    /// baselines read no advice and use seed 002's fixed backoffs.
-    pub fn policy(self, scenario: &Policy) -> Policy {
-        let ms = Duration::from_millis;
-        let ignoring = |backoff| Policy { use_advice: false, backoff, ..scenario.clone() };
-        match self {
-            Builtin::Retrysim => scenario.clone(),
-            Builtin::NoKeyNaive => Policy { idempotency_keys: false, ..scenario.clone() },
-            Builtin::RetryAtOnce => ignoring(Backoff { base: ms(0), cap: ms(0), jitter: Jitter::None }),
-            Builtin::ExponentialNoJitter => ignoring(Backoff { base: ms(100), cap: ms(8_000), jitter: Jitter::None }),
-            Builtin::ExponentialFullJitter => ignoring(Backoff { base: ms(100), cap: ms(8_000), jitter: Jitter::Full }),
-        }
-    }
-}
-
-/// A scenario's choice of client: a built-in one, and deliberate defects.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ClientConfig {
-    /// The client.
-    pub kind: Builtin,
-    /// Deliberate defects (negative controls); all off by default.
-    #[serde(skip_serializing_if = "Defects::is_off")]
-    pub defects: Defects,
-}
-
-impl ClientConfig {
-    /// Whether this is retrysim's own client with no defect.
-    pub fn is_default(&self) -> bool {
-        *self == ClientConfig::default()
-    }
-}
+use crate::sim::world::timers::SimClock;
 
 /// retrysim's driver as a [`Subject`].
 pub struct Retrysim<T = SimTransport> {
-    client: RetryClient<TokioClock, T>,
+    client: RetryClient<SimClock, T>,
     declared: Promises,
     /// Vouch for every request as replayable (seed 002's naive client).
     replayable: bool,
@@ -108,7 +43,7 @@ pub struct Retrysim<T = SimTransport> {
 
 impl<T: Transport> Retrysim<T> {
     /// Drives jobs through `client`, promising what `declared` says.
-    pub fn new(client: RetryClient<TokioClock, T>, declared: Promises) -> Retrysim<T> {
+    pub fn new(client: RetryClient<SimClock, T>, declared: Promises) -> Retrysim<T> {
         Retrysim { client, declared, replayable: false, own_token: false }
     }
 }
@@ -164,7 +99,7 @@ pub fn builtin(kind: Builtin, defects: Defects, policy: &Policy, host: Host<'_>,
     let running = defects.running_policy(&kind.policy(policy));
     let replayable = kind == Builtin::NoKeyNaive || defects.replay_unsafe;
     fn finish<T: Transport + 'static>(
-        mut client: RetryClient<TokioClock, T>,
+        mut client: RetryClient<SimClock, T>,
         host: Host<'_>,
         defects: Defects,
         declared: Promises,

@@ -19,101 +19,98 @@ use serde::{Deserialize, Serialize};
 use crate::client::IDEMPOTENCY_KEY;
 use crate::core::budget::RetryBudget;
 use crate::core::classify::{Class, Classifier, DefaultTable, Outcome};
+use crate::core::lock;
 use crate::core::policy::Policy;
 use crate::env::{Rng, Transport, TransportError, seeded_rng};
 use crate::gate::{Admission, Feedback, Gate};
-use crate::sim::run::job::CLIENT_LABEL;
+use crate::sim::world::api::CLIENT_HEADER;
 
-/// Which deliberate defects are on. All off by default, and absent from a
-/// scenario's TOML unless set (`[client.defects]`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Defects {
+/// Defines [`Defects`] and [`TABLE`] from one list: each defect once, with
+/// its field, its command-line name and what slips, in a fixed order.
+macro_rules! defects {
+    ($($(#[doc = $doc:literal])* $field:ident = $name:literal, $slip:literal;)*) => {
+        /// Which deliberate defects are on. All off by default, and absent from a
+        /// scenario's TOML unless set (`[client.defects]`).
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        pub struct Defects {
+            $($(#[doc = $doc])* pub $field: bool,)*
+        }
+
+        /// Every defect, in a fixed order: its command-line name, what slips
+        /// (a few words), and its switch in [`Defects`].
+        const TABLE: &[Defect] = &[$(Defect { name: $name, slip: $slip, flag: |d| &mut d.$field },)*];
+    };
+}
+
+/// One row of [`TABLE`].
+struct Defect {
+    name: &'static str,
+    slip: &'static str,
+    flag: fn(&mut Defects) -> &mut bool,
+}
+
+defects! {
     /// A fresh Idempotency-Key on every attempt after the first (a
     /// transport that mints its own key).
-    pub fresh_key_each_attempt: bool,
+    fresh_key_each_attempt = "fresh-key-each-attempt", "a transport mints a new Idempotency-Key per attempt";
     /// Sleep the advice even when it passes the deadline (the client runs
     /// with ten times the deadline it declares).
-    pub ignore_deadline: bool,
+    ignore_deadline = "ignore-deadline", "sleeps the advice past the deadline";
     /// Retry on the backoff alone, ignoring Retry-After.
-    pub ignore_retry_after: bool,
+    ignore_retry_after = "ignore-retry-after", "retries on the backoff alone";
     /// Retry after a terminal answer such as QUOTA_EXCEEDED (a classifier
     /// that calls every terminal answer a full window).
-    pub retry_terminal: bool,
+    retry_terminal = "retry-terminal", "every terminal answer read as a full window";
     /// Replay an unsafe POST after an ambiguous failure (the caller vouches
     /// for every request as replayable).
-    pub replay_unsafe: bool,
+    replay_unsafe = "replay-unsafe", "an unsafe POST replayed after a lost answer";
     /// One attempt more than `max_retries + 1`.
-    pub extra_attempt: bool,
+    extra_attempt = "extra-attempt", "one attempt more than promised";
     /// A classification table with the quota codes (`QUOTA_EXCEEDED`,
     /// `insufficient_quota`) listed as throttling: a terminal 429 retried.
-    pub quota_as_throttled: bool,
+    quota_as_throttled = "quota-as-throttled", "a terminal 429 (QUOTA_EXCEEDED) retried";
     /// Of several `Retry-After` lines only the first is read (a middleware
     /// that copies `headers.get(RETRY_AFTER)`), where the largest valid one binds.
-    pub first_retry_after_line: bool,
+    first_retry_after_line = "first-retry-after-line", "of several Retry-After lines, the first (shorter) one read";
     /// The fleet's AIMD gate is told every 429 as a neutral outcome (a
     /// wrapper that forwards the transport's class), so it never backs off.
-    pub aimd_ignores_429: bool,
+    aimd_ignores_429 = "aimd-ignores-429", "an AIMD gate that does not back off on a 429";
     /// The deadline rule forgets `min_attempt_time`: a wait may end with
     /// less time left than an attempt needs.
-    pub deadline_ignores_min_attempt_time: bool,
+    deadline_ignores_min_attempt_time = "deadline-ignores-min-attempt-time", "the deadline rule forgets min_attempt_time";
     /// A token-bucket retry budget refunds a whole token per success
     /// instead of `token_ratio` (a ratio read in tokens, not thousandths).
-    pub budget_refunds_too_much: bool,
+    budget_refunds_too_much = "budget-refunds-too-much", "a token-bucket budget refunds a whole token per success";
     /// The simulated fixed window admits one request more than its limit (a
     /// defect of the model, not the client: the hunt sets `api.window_admits_one_more`).
-    pub window_admits_one_more: bool,
+    window_admits_one_more = "window-admits-one-more", "the simulated fixed window admits one request over its limit";
     /// The deferral queue drops every other job the front end defers, the first included.
-    pub deferral_drops_jobs: bool,
+    deferral_drops_jobs = "deferral-drops-jobs", "the deferral queue drops every other deferred job";
     /// The fleet's gate is told every answer without its rate-limit reset
     /// (a wrapper forwarding only `Limit` and `Remaining`), so a pacing gate
     /// cannot wait for the window's reset and probes into refusals.
-    pub pacing_ignores_reset: bool,
+    pacing_ignores_reset = "pacing-ignores-reset", "a pacing gate that does not wait for the advertised window reset";
     /// The driver is handed a cancellation token of its own (a wrapper that
     /// writes `CancellationToken::new()` where it meant the caller's
     /// `child_token()`), so a cancelled job sleeps its retry wait out.
-    pub ignore_cancel: bool,
+    ignore_cancel = "ignore-cancel", "a cancelled job sleeps its retry wait out";
 }
 
 /// The defects by their command-line names, in a fixed order.
-pub const NAMES: [&str; 15] = [
-    "fresh-key-each-attempt",
-    "ignore-deadline",
-    "ignore-retry-after",
-    "retry-terminal",
-    "replay-unsafe",
-    "extra-attempt",
-    "quota-as-throttled",
-    "first-retry-after-line",
-    "aimd-ignores-429",
-    "deadline-ignores-min-attempt-time",
-    "budget-refunds-too-much",
-    "window-admits-one-more",
-    "deferral-drops-jobs",
-    "pacing-ignores-reset",
-    "ignore-cancel",
-];
+pub const NAMES: [&str; TABLE.len()] = {
+    let mut names = [""; TABLE.len()];
+    let mut i = 0;
+    while i < TABLE.len() {
+        names[i] = TABLE[i].name;
+        i += 1;
+    }
+    names
+};
 
 /// What slips, in a few words, for defect `name` (one of [`NAMES`]).
 pub fn describe(name: &str) -> &'static str {
-    match name {
-        "fresh-key-each-attempt" => "a transport mints a new Idempotency-Key per attempt",
-        "ignore-deadline" => "sleeps the advice past the deadline",
-        "ignore-retry-after" => "retries on the backoff alone",
-        "retry-terminal" => "every terminal answer read as a full window",
-        "replay-unsafe" => "an unsafe POST replayed after a lost answer",
-        "extra-attempt" => "one attempt more than promised",
-        "quota-as-throttled" => "a terminal 429 (QUOTA_EXCEEDED) retried",
-        "first-retry-after-line" => "of several Retry-After lines, the first (shorter) one read",
-        "aimd-ignores-429" => "an AIMD gate that does not back off on a 429",
-        "deadline-ignores-min-attempt-time" => "the deadline rule forgets min_attempt_time",
-        "budget-refunds-too-much" => "a token-bucket budget refunds a whole token per success",
-        "window-admits-one-more" => "the simulated fixed window admits one request over its limit",
-        "deferral-drops-jobs" => "the deferral queue drops every other deferred job",
-        "pacing-ignores-reset" => "a pacing gate that does not wait for the advertised window reset",
-        "ignore-cancel" => "a cancelled job sleeps its retry wait out",
-        _ => "",
-    }
+    TABLE.iter().find(|d| d.name == name).map_or("", |d| d.slip)
 }
 
 impl Defects {
@@ -123,24 +120,7 @@ impl Defects {
     }
 
     fn flag(&mut self, name: &str) -> Option<&mut bool> {
-        Some(match name {
-            "fresh-key-each-attempt" => &mut self.fresh_key_each_attempt,
-            "ignore-deadline" => &mut self.ignore_deadline,
-            "ignore-retry-after" => &mut self.ignore_retry_after,
-            "retry-terminal" => &mut self.retry_terminal,
-            "replay-unsafe" => &mut self.replay_unsafe,
-            "extra-attempt" => &mut self.extra_attempt,
-            "quota-as-throttled" => &mut self.quota_as_throttled,
-            "first-retry-after-line" => &mut self.first_retry_after_line,
-            "aimd-ignores-429" => &mut self.aimd_ignores_429,
-            "deadline-ignores-min-attempt-time" => &mut self.deadline_ignores_min_attempt_time,
-            "budget-refunds-too-much" => &mut self.budget_refunds_too_much,
-            "window-admits-one-more" => &mut self.window_admits_one_more,
-            "deferral-drops-jobs" => &mut self.deferral_drops_jobs,
-            "pacing-ignores-reset" => &mut self.pacing_ignores_reset,
-            "ignore-cancel" => &mut self.ignore_cancel,
-            _ => return None,
-        })
+        TABLE.iter().find(|d| d.name == name).map(|d| (d.flag)(self))
     }
 
     /// Turns on the defect named `name` (one of [`NAMES`]); `false` for an unknown name.
@@ -151,7 +131,7 @@ impl Defects {
     /// The names of the defects that are on, in [`NAMES`] order.
     pub fn names(&self) -> Vec<&'static str> {
         let mut copy = *self;
-        NAMES.iter().copied().filter(|n| copy.flag(n).is_some_and(|f| *f)).collect()
+        TABLE.iter().filter(|d| *(d.flag)(&mut copy)).map(|d| d.name).collect()
     }
 
     /// The policy the defective client really runs, from the one it declares.
@@ -213,8 +193,8 @@ impl<T> FreshKeys<T> {
 impl<T: Transport> Transport for FreshKeys<T> {
     async fn send(&self, mut req: Request<Bytes>) -> Result<Response<Bytes>, TransportError> {
         if req.headers().contains_key(IDEMPOTENCY_KEY) {
-            let label = req.headers().get(CLIENT_LABEL).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
-            let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let label = req.headers().get(CLIENT_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+            let mut guard = lock(&self.state);
             let (seen, rng) = &mut *guard;
             let n = seen.entry(label).or_insert(0);
             *n += 1;

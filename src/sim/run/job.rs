@@ -16,19 +16,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::NoIdempotencyKey;
 use crate::core::classify::Operation;
-use crate::env::{Clock, Rng, TokioClock};
+use crate::env::{Clock, Rng};
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;
+pub use crate::sim::run::subject::JobOutcome;
 use crate::sim::run::subject::{BoxFuture, Job, JobEnd, SimNet, Subject};
+use crate::sim::world::api::CLIENT_HEADER;
 use crate::sim::world::net::API_HOST;
-use crate::trace::{Trace, ms};
+use crate::sim::world::timers::SimClock;
+use crate::trace::{Event, EventKind, Trace, ms};
 
 /// Secrets planted in every request, so the checks can prove none leaks.
 pub const PLANTED_SECRETS: [&str; 2] = ["sk-live-PLANTED-SECRET", "session=PLANTED-COOKIE"];
-
-/// The header the harness labels each job's requests with (`w<worker> job-<n>`):
-/// the server's ledger attributes arrivals to jobs by it.
-pub const CLIENT_LABEL: &str = "x-retrysim-client";
 
 /// The kind of operation a job is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -40,22 +39,6 @@ pub enum JobKind {
     Unsafe,
     /// A GET.
     Safe,
-}
-
-/// How one job ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobOutcome {
-    /// The final answer was a success with this status.
-    Succeeded {
-        /// The successful status.
-        status: u16,
-    },
-    /// The client gave up, for this reason.
-    GaveUp {
-        /// The give-up reason's short name, e.g. `advice_too_long`.
-        reason: String,
-    },
 }
 
 /// One job, start to end, with its trace.
@@ -101,6 +84,65 @@ pub struct JobRecord {
     pub trace: Trace,
 }
 
+impl JobRecord {
+    /// Time the job's attempts waited at the gate.
+    pub fn queued_ms(&self) -> u64 {
+        self.trace.events.iter().map(event_queued_ms).sum()
+    }
+}
+
+fn event_queued_ms(e: &Event) -> u64 {
+    match e.kind {
+        EventKind::Admitted { queued_ms } => queued_ms,
+        _ => 0,
+    }
+}
+
+/// Which jobs keep their whole trace. The others keep a compact one: the
+/// two things the report's figures read from a trace (the first answer, for
+/// `first_attempt_429_rate`, and the time queued at the gate), so every
+/// figure is the same; only what the checks and the trace view read is gone.
+/// A big run then holds its records and the server's ledger, not every event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Traces {
+    /// Every job (what the checks need; the default).
+    #[default]
+    All,
+    /// No job (`retrysim run`, `retrysim compare`).
+    None,
+    /// Jobs `1..=n` (a single worker's trace view).
+    FirstJobs(u32),
+    /// The jobs this front-end worker ran (a fleet's trace view).
+    Worker(u32),
+}
+
+impl Traces {
+    /// Whether `record`'s trace is kept whole.
+    pub fn keeps(self, record: &JobRecord) -> bool {
+        match self {
+            Traces::All => true,
+            Traces::None => false,
+            Traces::FirstJobs(n) => record.job <= n,
+            Traces::Worker(w) => record.worker == w,
+        }
+    }
+}
+
+/// A record cut down to what the report's figures read (see [`Traces`]):
+/// of its trace, the first answer and the time queued; no attempt keys.
+pub(crate) fn compact(record: &mut JobRecord) {
+    record.attempt_keys = Vec::new();
+    let queued_ms = record.queued_ms();
+    let trace = &mut record.trace;
+    let first = trace.events.iter().find(|e| matches!(e.kind, EventKind::Answer { n: 1, .. })).cloned();
+    let admitted = trace
+        .events
+        .iter()
+        .find(|e| matches!(e.kind, EventKind::Admitted { .. }))
+        .map(|e| Event { at_ms: e.at_ms, kind: EventKind::Admitted { queued_ms } });
+    trace.events = admitted.into_iter().chain(first).collect();
+}
+
 /// The give-up reason of a job whose client panicked.
 pub const CLIENT_PANICKED: &str = "client_panicked";
 
@@ -136,7 +178,7 @@ pub fn request(s: &Scenario, kind: JobKind, job: u32, worker: u32) -> Request<By
         JobKind::Keyed | JobKind::Unsafe => Request::post(format!("http://{API_HOST}/v1/jobs")),
     };
     let mut b = b
-        .header(CLIENT_LABEL, label(job, worker))
+        .header(CLIENT_HEADER, label(job, worker))
         .header("content-type", "application/json")
         .header("authorization", format!("Bearer {}", PLANTED_SECRETS[0]))
         .header("cookie", PLANTED_SECRETS[1]);
@@ -159,7 +201,7 @@ pub fn request(s: &Scenario, kind: JobKind, job: u32, worker: u32) -> Request<By
 /// One run of a job through the client under test.
 pub(crate) struct Run<'a> {
     pub subject: &'a dyn Subject,
-    pub clock: &'a TokioClock,
+    pub clock: &'a SimClock,
     pub request: Request<Bytes>,
     pub kind: JobKind,
     pub job: u32,
@@ -175,7 +217,7 @@ pub(crate) struct Run<'a> {
 /// cancellable by its caller with `cancel`.
 pub(crate) async fn run_job(
     subject: &dyn Subject,
-    clock: &TokioClock,
+    clock: &SimClock,
     s: &Scenario,
     seed: u64,
     (job, cancel): (u32, CancellationToken),

@@ -3,42 +3,36 @@
 //! The API is one host, the fleet another (its workers are tasks: one host
 //! per worker would multiply turmoil's per-tick cost for no behaviour the
 //! checks need), unless `fleet.hosts = "per_worker"` asks for a host per
-//! worker to model separate processes (see [`fleet`](crate::sim::world::fleet)).
+//! worker to model separate processes (see [`fleet`]).
 //! The runner steps the simulation itself so it can switch scheduled faults
 //! on and off at exact virtual times.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
-use crate::gate::Gate;
-use crate::gate::aimd::Aimd;
-use crate::gate::pacing::{Pacing, PacingState};
-use crate::sim::run::advance::{Stepping, advance, knobs, last_run_lazy_ticks, record_lazy, set_knobs};
+use crate::core::lock;
+use crate::sim::run::advance::{StepMode, Stepping, advance};
 use crate::sim::run::clients::ScenarioClient;
+use crate::sim::run::fleet::{self, FLEET_HOST, FleetFacts, Hooks, Shared, fleet_hosts};
 use crate::sim::run::job::job_of_label;
-use crate::sim::run::scenario::{BudgetConfig, GateConfig, Scenario};
+use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{MakeSubject, Promises};
-use crate::sim::tools::oracle::{IdealGate, IdealSchedule};
 use crate::sim::world::api::{Api, Ledger};
-use crate::sim::world::fleet::{FleetFacts, Hooks, Shared, fleet_hosts};
 use crate::sim::world::limiter_service::LIMITER_HOST;
 use crate::sim::world::net::{API_HOST, Fault, Server, ServerFaults, serve};
 use crate::sim::world::timers;
-use crate::trace::{Event, EventKind};
+use crate::trace::EventKind;
 
 /// turmoil's per-host TCP capacity: the listener backlog and each stream's
 /// buffer, in messages (turmoil's default is 64; buffers grow lazily).
 pub const TCP_CAPACITY: usize = 1 << 16;
 
-/// The fleet's host name.
-pub const FLEET_HOST: &str = "fleet";
-
-pub use crate::sim::run::job::{JobKind, JobOutcome, JobRecord, PLANTED_SECRETS};
+pub use crate::sim::run::job::{JobKind, JobOutcome, JobRecord, PLANTED_SECRETS, Traces};
 
 /// What a run measured.
 #[derive(Debug, Clone, Serialize)]
@@ -117,6 +111,10 @@ pub struct Report {
     /// then the trace-based checks apply too.
     #[serde(skip)]
     pub traced: bool,
+    /// How the runner stepped through virtual time (never part of what
+    /// happened: compare reports without it).
+    #[serde(skip)]
+    pub stepping: StepCounts,
 }
 
 /// Why a run could not finish.
@@ -128,9 +126,15 @@ pub struct RunError {
     pub seed: u64,
     /// What went wrong.
     pub message: String,
-    /// The wall-time bound ([`Watch::max_wall`]) when that is what stopped
-    /// the run: the simulation itself may be fine, only slow.
+    /// The wall-time bound ([`RunOptions::max_wall`]) when that is what
+    /// stopped the run: the simulation itself may be fine, only slow.
     pub wall_bound: Option<Duration>,
+}
+
+impl RunError {
+    fn of(s: &Scenario, seed: u64, message: String) -> RunError {
+        RunError { scenario: s.name.clone(), seed, message, wall_bound: None }
+    }
 }
 
 impl std::fmt::Display for RunError {
@@ -145,26 +149,10 @@ impl std::fmt::Display for RunError {
 
 impl std::error::Error for RunError {}
 
-/// A wall-clock watch over every run in this process: a bound on each
-/// run's wall time, and signs of life while a long one goes on. The
-/// simulation never reads it, so a run that ends within the bound is the
-/// same, byte for byte, with or without a watch. Process-wide because the
-/// CLI sets it once for whatever runs the command starts (the hunt's seeds
-/// included); the library's default is no bound and no progress.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Watch {
-    /// Stop a run (with a [`RunError`] whose `wall_bound` is set) once it
-    /// has taken this much wall time.
-    pub max_wall: Option<Duration>,
-    /// Called from the simulating thread about every `.0` of wall time
-    /// while a run goes on, first after `.0`.
-    pub progress: Option<(Duration, ProgressFn)>,
-}
-
-/// What [`Watch::progress`] calls.
+/// What [`RunOptions::progress`] calls.
 pub type ProgressFn = fn(&Progress<'_>);
 
-/// What a long run is doing, for [`Watch::progress`].
+/// What a long run is doing, for [`RunOptions::progress`].
 #[derive(Debug, Clone, Copy)]
 pub struct Progress<'a> {
     /// The scenario's name.
@@ -183,175 +171,255 @@ pub struct Progress<'a> {
     pub jobs: u32,
 }
 
-static WATCH: RwLock<Watch> = RwLock::new(Watch { max_wall: None, progress: None });
-
-/// Sets the watch for every run this process starts from now on.
-pub fn set_watch(watch: Watch) {
-    *WATCH.write().unwrap_or_else(|e| e.into_inner()) = watch;
+/// What the stepping did in a run ([`Report::stepping`]): how the runner got
+/// through virtual time, never what happened in it. A run stepped another
+/// way ([`RunOptions::plain_ticks`], ...) has the same report otherwise.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StepCounts {
+    /// Ticks stepped over in longer steps (idle stretches skipped).
+    pub skipped_ticks: u64,
+    /// Host ticks left out of busy steps (idle hosts not ticked).
+    pub lazy_ticks: u64,
+    /// How many times the run went again with every host ticked, because a
+    /// host owing ticks was woken through memory another host shares (then
+    /// `lazy_ticks` are those of the run that was given up).
+    pub lazy_replays: u64,
 }
 
-/// The watch in force.
-pub fn watch() -> Watch {
-    *WATCH.read().unwrap_or_else(|e| e.into_inner())
+/// How a run is stepped and watched, and what it keeps: one value, built
+/// the way turmoil's `Builder` is (chain the settings, then
+/// [`run`](RunOptions::run) or [`run_subject`](RunOptions::run_subject)),
+/// and nothing process-wide: two runs with different options may go on at
+/// once on two threads.
+///
+/// None of it changes what happens in a run: a run that ends within the
+/// wall-time bound has the same report, byte for byte, whatever the options
+/// (only [`Report::stepping`] says how it was stepped, and `traces` how much
+/// of each job's trace was kept).
+///
+/// # Default
+/// - every job keeps its whole trace ([`Traces::All`]);
+/// - no hooks;
+/// - no wall-time bound and no progress;
+/// - idle stretches skipped, and idle hosts left out of busy steps of runs
+///   with [`LAZY_MIN_HOSTS`](crate::sim::run::advance::LAZY_MIN_HOSTS) hosts or more.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    traces: Traces,
+    hooks: Hooks,
+    max_wall: Option<Duration>,
+    progress: Option<(Duration, ProgressFn)>,
+    steps: StepMode,
 }
 
-/// Which jobs keep their whole trace. The others keep a compact one: the
-/// two things the report's figures read from a trace (the first answer, for
-/// `first_attempt_429_rate`, and the time queued at the gate), so every
-/// figure is the same; only what the checks and the trace view read is gone.
-/// A big run then holds its records and the server's ledger, not every event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Traces {
-    /// Every job (what the checks need; [`run`]'s default).
-    All,
-    /// No job (`retrysim run`, `retrysim compare`).
-    None,
-    /// Jobs `1..=n` (a single worker's trace view).
-    FirstJobs(u32),
-    /// The jobs this front-end worker ran (a fleet's trace view).
-    Worker(u32),
-}
+impl RunOptions {
+    /// The defaults (see above).
+    pub fn new() -> RunOptions {
+        RunOptions::default()
+    }
 
-impl Traces {
-    /// Whether `record`'s trace is kept whole.
-    pub fn keeps(self, record: &JobRecord) -> bool {
-        match self {
-            Traces::All => true,
-            Traces::None => false,
-            Traces::FirstJobs(n) => record.job <= n,
-            Traces::Worker(w) => record.worker == w,
+    /// Keeps whole traces only for the jobs `traces` names: every figure of
+    /// the report is the same, and memory no longer grows with each job's
+    /// events (see [`Traces`]).
+    pub fn traces(mut self, traces: Traces) -> RunOptions {
+        self.traces = traces;
+        self
+    }
+
+    /// Wraps what the fleet builds with `hooks` (tests use it to plant a
+    /// deliberately broken gate or budget). A hooked run is stepped tick by
+    /// tick: the harness cannot see where hooked code sleeps.
+    pub fn hooks(mut self, hooks: Hooks) -> RunOptions {
+        self.hooks = hooks;
+        self
+    }
+
+    /// Stops a run (with a [`RunError`] whose `wall_bound` is set) once it
+    /// has taken this much wall time; `None`: no bound. The wall clock is
+    /// read between steps, never by the simulation.
+    pub fn max_wall(mut self, bound: Option<Duration>) -> RunOptions {
+        self.max_wall = bound;
+        self
+    }
+
+    /// Calls `report` from the simulating thread about every `every` of
+    /// wall time while a run goes on, first after `every`.
+    pub fn progress(mut self, every: Duration, report: ProgressFn) -> RunOptions {
+        self.progress = Some((every, report));
+        self
+    }
+
+    /// Steps every tick instead of skipping idle stretches (for tests and
+    /// benches that compare the ways; the report is the same).
+    pub fn plain_ticks(mut self, on: bool) -> RunOptions {
+        self.steps.plain_ticks = on;
+        self
+    }
+
+    /// Ticks every host in every step that is stepped (idle stretches are
+    /// still skipped unless [`plain_ticks`](RunOptions::plain_ticks)).
+    pub fn eager_hosts(mut self, on: bool) -> RunOptions {
+        self.steps.eager_hosts = on;
+        self
+    }
+
+    /// Leaves idle hosts out of busy steps however few hosts a run has.
+    pub fn lazy_hosts_always(mut self, on: bool) -> RunOptions {
+        self.steps.lazy_always = on;
+        self
+    }
+
+    /// Runs `s` with `seed` and the client the scenario names (retrysim's
+    /// own by default). The same scenario and seed give the same report and
+    /// the same traces, byte for byte.
+    ///
+    /// Safe to call from inside an async test or `#[tokio::main]`: the
+    /// simulation then runs on a thread of its own (turmoil builds its own
+    /// runtime, which cannot nest in another).
+    pub fn run(&self, s: &Scenario, seed: u64) -> Result<Report, RunError> {
+        self.run_subject(s, seed, Arc::new(ScenarioClient::new(seed)))
+    }
+
+    /// [`run`](RunOptions::run) with the client `make` builds on each fleet
+    /// host: any retry client behind the
+    /// [`Subject`](crate::sim::run::subject::Subject) boundary. The
+    /// scenario's `[client]` section is then ignored for the fleet
+    /// (deferral's background workers stay retrysim's).
+    pub fn run_subject(&self, s: &Scenario, seed: u64, make: Arc<dyn MakeSubject>) -> Result<Report, RunError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.simulate(s, seed, make);
+        }
+        std::thread::scope(|scope| {
+            let name = format!("retrysim {} seed {seed}", s.name);
+            let worker = std::thread::Builder::new().name(name).spawn_scoped(scope, || self.simulate(s, seed, make));
+            match worker.map(|w| w.join()) {
+                Ok(Ok(result)) => result,
+                Ok(Err(panic)) => std::panic::resume_unwind(panic),
+                Err(e) => Err(RunError::of(s, seed, format!("could not start the simulation's thread: {e}"))),
+            }
+        })
+    }
+
+    /// Runs `s`; when a host owing ticks was woken through shared memory (see
+    /// [`advance`](crate::sim::run::advance)), the run is not the one of
+    /// ticking every host, so it runs again with every host ticked.
+    fn simulate(&self, s: &Scenario, seed: u64, make: Arc<dyn MakeSubject>) -> Result<Report, RunError> {
+        let lazy_ticks = match self.attempt(s, seed, make.clone(), true)? {
+            Attempt::Finished(report) => return Ok(*report),
+            Attempt::Woken { lazy_ticks } => lazy_ticks,
+        };
+        match self.attempt(s, seed, make, false)? {
+            Attempt::Finished(mut report) => {
+                report.stepping.lazy_ticks = lazy_ticks;
+                report.stepping.lazy_replays = 1;
+                Ok(*report)
+            }
+            Attempt::Woken { .. } => {
+                Err(RunError::of(s, seed, "a host was woken in a run that leaves no host out (a harness bug)".into()))
+            }
+        }
+    }
+
+    /// One run: builds the world, steps it to its end and gathers the report,
+    /// or stops when a host left out of a step (`lazy`) was woken.
+    fn attempt(&self, s: &Scenario, seed: u64, make: Arc<dyn MakeSubject>, lazy: bool) -> Result<Attempt, RunError> {
+        s.validate().map_err(|e| RunError::of(s, seed, e.0))?;
+        // Every simulated timer registers here while the simulation runs.
+        let registry = timers::install();
+        let stepping = Stepping::new(s, registry.timers.clone(), self.hooks, lazy, self.steps);
+        let make = stepping.watch_clients(make);
+        let mut sim = build_sim(s, seed);
+        let server = Arc::new(Server {
+            api: Mutex::new(Api::new(s.api.clone())),
+            faults: Mutex::new(ServerFaults::new(s.faults.lost_answers_per_mille, derive(seed, "server", 0))),
+        });
+        let host_server = server.clone();
+        sim.host(API_HOST, move || serve(host_server.clone()));
+        let shared = Arc::new(Shared::new(s, self.traces));
+        fleet::spawn(&mut sim, s, seed, self.hooks, &make, &shared);
+        let world = World { s, seed, server: &server, shared: &shared, stepping: &stepping };
+        let lazy_ticks = match self.drive(&mut sim, &world)? {
+            Driven::Woken { lazy_ticks } => return Ok(Attempt::Woken { lazy_ticks }),
+            Driven::Finished { lazy_ticks } => lazy_ticks,
+        };
+        let mut report = gather(s, seed, &server, &shared, &*make);
+        report.stepping = StepCounts { skipped_ticks: stepping.skipped_ticks(), lazy_ticks, lazy_replays: 0 };
+        Ok(Attempt::Finished(Box::new(report)))
+    }
+
+    /// Steps `sim` until the clients are done, switching scheduled faults at
+    /// their times and watching the wall clock between steps.
+    fn drive(&self, sim: &mut turmoil::Sim<'_>, world: &World<'_>) -> Result<Driven, RunError> {
+        let s = world.s;
+        let schedule = fault_switches(s);
+        let mut next = 0;
+        let mut watch = Watch::new(self);
+        loop {
+            watch.look(sim, world)?;
+            while next < schedule.len() && schedule[next].0 <= sim.elapsed() {
+                let (_, i, start) = schedule[next];
+                apply(sim, world.server, world.shared, &s.faults.schedule[i].fault, start, s);
+                next += 1;
+            }
+            // A panic inside a host is a harness bug: report it with the replay
+            // line instead of tearing down the caller (`retrysim run` exits 2).
+            let next_fault = schedule.get(next).map(|f| f.0);
+            let stepped = catch_unwind(AssertUnwindSafe(|| advance(sim, world.stepping, next_fault)));
+            if sim.lazy_woken() {
+                return Ok(Driven::Woken { lazy_ticks: sim.lazy_ticks() });
+            }
+            let fail = |message| Err(RunError::of(s, world.seed, message));
+            match stepped {
+                Ok(Ok((true, _))) => return Ok(Driven::Finished { lazy_ticks: sim.lazy_ticks() }),
+                Ok(Ok((false, ticks))) => watch.steps += ticks,
+                Ok(Err(e)) => return fail(unfinished(e.to_string(), s, world.shared)),
+                Err(panic) => {
+                    let what = panic
+                        .downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| panic.downcast_ref::<&str>().copied())
+                        .unwrap_or("a panic without a message");
+                    return fail(format!("the simulation panicked (a harness bug, please report it): {what}"));
+                }
+            }
         }
     }
 }
 
-/// A record cut down to what the report's figures read (see [`Traces`]):
-/// of its trace, the first answer and the time queued; no attempt keys.
-pub(crate) fn compact(record: &mut JobRecord) {
-    record.attempt_keys = Vec::new();
-    let trace = &mut record.trace;
-    let first = trace.events.iter().find(|e| matches!(e.kind, EventKind::Answer { n: 1, .. })).cloned();
-    let admitted = trace.events.iter().find(|e| matches!(e.kind, EventKind::Admitted { .. })).map(|e| Event {
-        at_ms: e.at_ms,
-        kind: EventKind::Admitted { queued_ms: trace.events.iter().map(event_queued_ms).sum() },
-    });
-    trace.events = admitted.into_iter().chain(first).collect();
-}
-
-/// The simulation's fixed epoch: the scenario's API epoch.
-pub fn epoch(s: &Scenario) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(s.api.epoch_unix_s)
-}
-
-fn percentile(sorted: &[u64], p: u64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = (sorted.len() as u64 * p).div_ceil(100).max(1) as usize;
-    sorted[rank.min(sorted.len()) - 1]
-}
-
-/// Runs a scenario with a seed, with the client the scenario names
-/// (retrysim's own by default). The same scenario and seed give the same
-/// report and the same traces, byte for byte.
-///
-/// Safe to call from inside an async test or `#[tokio::main]`: the
-/// simulation then runs on a thread of its own (turmoil builds its own
-/// runtime, which cannot nest in another).
+/// Runs a scenario with a seed under the default [`RunOptions`]: the
+/// scenario's own client, every trace kept, no wall-time bound.
 pub fn run(s: &Scenario, seed: u64) -> Result<Report, RunError> {
-    run_with(s, seed, Hooks::default())
+    RunOptions::default().run(s, seed)
 }
 
-/// [`run`], with what the fleet builds wrapped by `hooks` (tests use it to
-/// plant a deliberately broken gate or budget).
-pub fn run_with(s: &Scenario, seed: u64, hooks: Hooks) -> Result<Report, RunError> {
-    run_subject(s, seed, hooks, Arc::new(ScenarioClient::new(seed)))
+/// How one attempt at a run ended.
+enum Attempt {
+    Finished(Box<Report>),
+    /// A host left out of a step was woken: the run must go again.
+    Woken {
+        lazy_ticks: u64,
+    },
 }
 
-/// [`run`], keeping whole traces only for the jobs `traces` names: every
-/// figure of the report is the same, and memory no longer grows with each
-/// job's events (see [`Traces`]).
-pub fn run_keeping(s: &Scenario, seed: u64, traces: Traces) -> Result<Report, RunError> {
-    run_in_thread(s, seed, Hooks::default(), Arc::new(ScenarioClient::new(seed)), traces)
+/// How the stepping loop ended (with the host ticks it left out).
+enum Driven {
+    Finished { lazy_ticks: u64 },
+    Woken { lazy_ticks: u64 },
 }
 
-/// Runs a scenario with a seed and the client `make` builds on each fleet
-/// host: any retry client behind the [`Subject`](crate::sim::run::subject::Subject)
-/// boundary. The scenario's `[client]` section is then ignored for the
-/// fleet (deferral's background workers stay retrysim's).
-pub fn run_subject(s: &Scenario, seed: u64, hooks: Hooks, make: Arc<dyn MakeSubject>) -> Result<Report, RunError> {
-    run_in_thread(s, seed, hooks, make, Traces::All)
-}
-
-fn run_in_thread(
-    s: &Scenario,
+/// What a run's stepping loop works on.
+struct World<'a> {
+    s: &'a Scenario,
     seed: u64,
-    hooks: Hooks,
-    make: Arc<dyn MakeSubject>,
-    traces: Traces,
-) -> Result<Report, RunError> {
-    if tokio::runtime::Handle::try_current().is_ok() {
-        let knobs = knobs();
-        let run = move || {
-            set_knobs(knobs);
-            simulate(s, seed, hooks, make, traces)
-        };
-        return std::thread::scope(|scope| {
-            let worker =
-                std::thread::Builder::new().name(format!("retrysim {} seed {seed}", s.name)).spawn_scoped(scope, run);
-            match worker.map(|w| w.join()) {
-                Ok(Ok(result)) => result,
-                Ok(Err(panic)) => std::panic::resume_unwind(panic),
-                Err(e) => Err(RunError {
-                    scenario: s.name.clone(),
-                    seed,
-                    message: format!("could not start the simulation's thread: {e}"),
-                    wall_bound: None,
-                }),
-            }
-        });
-    }
-    simulate(s, seed, hooks, make, traces)
+    server: &'a Server,
+    shared: &'a Shared,
+    stepping: &'a Stepping,
 }
 
-/// Runs `s`; when a host owing ticks was woken through shared memory (see
-/// [`advance`](crate::sim::run::advance)), the run is not the one of ticking
-/// every host, so it runs again with every host ticked.
-fn simulate(
-    s: &Scenario,
-    seed: u64,
-    hooks: Hooks,
-    make: Arc<dyn MakeSubject>,
-    traces: Traces,
-) -> Result<Report, RunError> {
-    let mut woken = false;
-    let lazily = simulate_stepping(s, seed, hooks, make.clone(), traces, true, &mut woken);
-    if !woken {
-        return lazily;
-    }
-    let lazy_ticks = last_run_lazy_ticks();
-    let again = simulate_stepping(s, seed, hooks, make, traces, false, &mut woken);
-    record_lazy(lazy_ticks, 1);
-    again
-}
-
-/// One run; sets `woken` (and stops) when a host owing ticks was woken.
-fn simulate_stepping(
-    s: &Scenario,
-    seed: u64,
-    hooks: Hooks,
-    make: Arc<dyn MakeSubject>,
-    traces: Traces,
-    lazy: bool,
-    woken: &mut bool,
-) -> Result<Report, RunError> {
-    let fail = |message: String| RunError { scenario: s.name.clone(), seed, message, wall_bound: None };
-    s.validate().map_err(|e| fail(e.0))?;
-    // Every simulated timer registers here while the simulation runs.
-    let registry = timers::install();
-    let stepping = Stepping::new(s, registry.timers.clone(), hooks, lazy);
-    let make = stepping.watch_clients(make);
-    let mut sim = turmoil::Builder::new()
-        .epoch(epoch(s))
+/// The simulation for `s`, its hosts not yet added.
+fn build_sim(s: &Scenario, seed: u64) -> turmoil::Sim<'static> {
+    turmoil::Builder::new()
+        .epoch(s.epoch())
         .rng_seed(derive(seed, "turmoil", 0))
         .tick_duration(s.net.tick)
         .min_message_latency(s.net.min_latency)
@@ -361,18 +429,11 @@ fn simulate_stepping(
         // is full (a real one drops the SYN). A Hold fault releases every
         // connect the fleet retried meanwhile at once: room for them all.
         .tcp_capacity(TCP_CAPACITY)
-        .build();
+        .build()
+}
 
-    let server = Arc::new(Server {
-        api: Mutex::new(Api::new(s.api.clone())),
-        faults: Mutex::new(ServerFaults::new(s.faults.lost_answers_per_mille, derive(seed, "server", 0))),
-    });
-    let host_server = server.clone();
-    sim.host(API_HOST, move || serve(host_server.clone()));
-
-    let shared = Arc::new(Shared::new(s, traces));
-    crate::sim::world::fleet::spawn(&mut sim, s, seed, hooks, &make, &shared);
-
+/// Every switch of the scheduled faults, `(when, fault index, on)`, in order.
+fn fault_switches(s: &Scenario) -> Vec<(Duration, usize, bool)> {
     let mut schedule: Vec<(Duration, usize, bool)> = Vec::new();
     for (i, f) in s.faults.schedule.iter().enumerate() {
         schedule.push((f.at, i, true));
@@ -381,75 +442,73 @@ fn simulate_stepping(
         }
     }
     schedule.sort();
-    let mut next = 0;
-    let watch = watch();
-    let began = Instant::now();
-    let mut shown = Duration::ZERO;
-    // Ticks stepped, and at how many the watch last looked.
-    let (mut steps, mut looked): (u64, u64) = (0, 0);
-    loop {
-        // The wall clock is read between steps, never inside the simulation,
-        // about every 256 ticks (a skip may cover more).
-        if steps >= looked + 256 && (watch.max_wall.is_some() || watch.progress.is_some()) {
-            looked = steps;
-            let wall = began.elapsed();
-            if let Some(bound) = watch.max_wall.filter(|&b| wall >= b) {
-                let message = format!(
-                    "stopped after {} of wall time, the bound, at {} of virtual time with {} of {} jobs ended",
-                    humantime::format_duration(bound),
-                    humantime::format_duration(Duration::from_secs(sim.elapsed().as_secs())),
-                    shared.ended(),
-                    s.fleet.jobs
-                );
-                return Err(RunError { wall_bound: Some(bound), ..fail(message) });
-            }
-            if let Some((_, report)) = watch.progress.filter(|&(every, _)| wall >= shown + every) {
-                shown = wall;
-                report(&Progress {
-                    scenario: &s.name,
-                    seed,
-                    wall,
-                    virtual_time: sim.elapsed(),
-                    time_limit: s.time_limit,
-                    jobs_ended: shared.ended(),
-                    jobs: s.fleet.jobs,
-                });
-            }
-        }
-        while next < schedule.len() && schedule[next].0 <= sim.elapsed() {
-            let (_, i, start) = schedule[next];
-            apply(&mut sim, &server, &shared, &s.faults.schedule[i].fault, start, s);
-            next += 1;
-        }
-        // A panic inside a host is a harness bug: report it with the replay
-        // line instead of tearing down the caller (`retrysim run` exits 2).
-        let next_fault = schedule.get(next).map(|f| f.0);
-        let stepped =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| advance(&mut sim, &stepping, next_fault)));
-        record_lazy(sim.lazy_ticks(), 0);
-        if sim.lazy_woken() {
-            *woken = true;
-            return Err(fail("a host owing ticks was woken".to_owned()));
-        }
-        match stepped {
-            Ok(Ok((true, _))) => break,
-            Ok(Ok((false, ticks))) => steps += ticks,
-            Ok(Err(e)) => return Err(fail(unfinished(e.to_string(), s, &shared))),
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<String>()
-                    .map(String::as_str)
-                    .or_else(|| panic.downcast_ref::<&str>().copied())
-                    .unwrap_or("a panic without a message");
-                return Err(fail(format!("the simulation panicked (a harness bug, please report it): {what}")));
-            }
+    schedule
+}
+
+/// The wall-clock watch over one run ([`RunOptions::max_wall`],
+/// [`RunOptions::progress`]): it reads the wall clock between steps, about
+/// every 256 ticks (a skip may cover more), never inside the simulation.
+struct Watch {
+    max_wall: Option<Duration>,
+    progress: Option<(Duration, ProgressFn)>,
+    began: Instant,
+    shown: Duration,
+    /// Ticks stepped, and at how many the watch last looked.
+    steps: u64,
+    looked: u64,
+}
+
+impl Watch {
+    fn new(options: &RunOptions) -> Watch {
+        Watch {
+            max_wall: options.max_wall,
+            progress: options.progress,
+            began: Instant::now(),
+            shown: Duration::ZERO,
+            steps: 0,
+            looked: 0,
         }
     }
 
+    /// Stops the run past the bound; says what it does when it is time to.
+    fn look(&mut self, sim: &turmoil::Sim<'_>, world: &World<'_>) -> Result<(), RunError> {
+        if self.steps < self.looked + 256 || (self.max_wall.is_none() && self.progress.is_none()) {
+            return Ok(());
+        }
+        self.looked = self.steps;
+        let (s, wall) = (world.s, self.began.elapsed());
+        if let Some(bound) = self.max_wall.filter(|&b| wall >= b) {
+            let message = format!(
+                "stopped after {} of wall time, the bound, at {} of virtual time with {} of {} jobs ended",
+                humantime::format_duration(bound),
+                humantime::format_duration(Duration::from_secs(sim.elapsed().as_secs())),
+                world.shared.ended(),
+                s.fleet.jobs
+            );
+            return Err(RunError { wall_bound: Some(bound), ..RunError::of(s, world.seed, message) });
+        }
+        if let Some((_, report)) = self.progress.filter(|&(every, _)| wall >= self.shown + every) {
+            self.shown = wall;
+            report(&Progress {
+                scenario: &s.name,
+                seed: world.seed,
+                wall,
+                virtual_time: sim.elapsed(),
+                time_limit: s.time_limit,
+                jobs_ended: world.shared.ended(),
+                jobs: s.fleet.jobs,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The report of a run whose clients are done: records, ledger and facts.
+fn gather(s: &Scenario, seed: u64, server: &Server, shared: &Shared, make: &dyn MakeSubject) -> Report {
     let (mut records, mut deferred_records, fleet_facts) = shared.take();
     records.sort_by_key(|r| r.job);
     deferred_records.sort_by_key(|r| (r.job, r.started_ms));
-    let ledger = server.api.lock().unwrap_or_else(|e| e.into_inner()).take_ledger();
+    let ledger = lock(&server.api).take_ledger();
     count_unreported_attempts(&mut records, &ledger);
     let (promises, traced) = shared.client().unwrap_or_else(|| (Promises::of_policy(&s.policy), true));
     let mut report = report(s, seed, records, ledger, make.label(s), promises);
@@ -466,7 +525,7 @@ fn simulate_stepping(
         report.first_attempt_429_rate = if report.jobs == 0 { 0.0 } else { limited as f64 / report.jobs as f64 };
     }
     report.add_fleet_figures(deferred_records, fleet_facts);
-    Ok(report)
+    report
 }
 
 /// Why a run stopped early, with the jobs still running when it did.
@@ -502,28 +561,6 @@ fn count_unreported_attempts(records: &mut [JobRecord], ledger: &Ledger) {
     }
 }
 
-/// The fleet's gate, built inside the simulation (it reads tokio's clock).
-pub(crate) fn build_gate(s: &Scenario) -> Option<Arc<dyn Gate>> {
-    match s.fleet.gate {
-        GateConfig::None => None,
-        GateConfig::Ideal => Some(Arc::new(IdealGate::new(IdealSchedule::new(&s.api)))),
-        GateConfig::Pacing(c) => Some(Arc::new(Pacing::new(PacingState::new(c)))),
-        GateConfig::Aimd(c) => Some(Arc::new(Aimd::new(c))),
-    }
-}
-
-/// The fleet's retry budget, if the scenario has one.
-pub(crate) fn build_budget(s: &Scenario) -> Option<Arc<dyn RetryBudget>> {
-    match s.fleet.budget? {
-        BudgetConfig::TokenBucket { max_tokens, token_ratio_milli } => {
-            Some(Arc::new(TokenBucketBudget::new(max_tokens, token_ratio_milli)))
-        }
-        BudgetConfig::Percent { ttl, min_per_sec, per_mille } => {
-            Some(Arc::new(PercentBudget::new(ttl, min_per_sec, per_mille)))
-        }
-    }
-}
-
 fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, shared: &Shared, fault: &Fault, start: bool, s: &Scenario) {
     let fleet = fleet_hosts(s);
     match (fault, start) {
@@ -540,7 +577,7 @@ fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, shared: &Shared, fault: &F
         }
         (Fault::LimiterPartition { .. }, true) => sim.partition(fleet[0].as_str(), LIMITER_HOST),
         (Fault::LimiterPartition { .. }, false) => sim.repair(fleet[0].as_str(), LIMITER_HOST),
-        (Fault::LoseAnswer, _) => server.faults.lock().unwrap_or_else(|e| e.into_inner()).lose_next += 1,
+        (Fault::LoseAnswer, _) => lock(&server.faults).lose_next += 1,
         (Fault::LatencySpike { latency, .. }, true) => sim.set_max_message_latency(*latency),
         (Fault::LatencySpike { .. }, false) => sim.set_max_message_latency(s.net.max_latency),
         (Fault::Partition { .. }, true) => sim.partition(FLEET_HOST, API_HOST),
@@ -552,7 +589,7 @@ fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, shared: &Shared, fault: &F
             sim.bounce(API_HOST);
             // The restart kills the requests that were running: their keys
             // must not stay "in progress" forever.
-            server.api.lock().unwrap_or_else(|e| e.into_inner()).abort_running(sim.elapsed());
+            lock(&server.api).abort_running(sim.elapsed());
         }
     }
 }
@@ -607,7 +644,7 @@ fn report(
         failure_rate: 0.0,
         max_queue_depth: 0,
         queue_depth: Vec::new(),
-        queued_ms: records.iter().map(queued_ms).sum(),
+        queued_ms: records.iter().map(JobRecord::queued_ms).sum(),
         max_in_flight: max_in_flight(&ledger),
         deferred: 0,
         completed_after_deferral: 0,
@@ -618,19 +655,16 @@ fn report(
         scenario_config: s.clone(),
         promises,
         traced: true,
+        stepping: StepCounts::default(),
     }
 }
 
-/// Time a job's attempts waited at the gate.
-fn queued_ms(r: &JobRecord) -> u64 {
-    r.trace.events.iter().map(event_queued_ms).sum()
-}
-
-fn event_queued_ms(e: &Event) -> u64 {
-    match e.kind {
-        EventKind::Admitted { queued_ms } => queued_ms,
-        _ => 0,
+fn percentile(sorted: &[u64], p: u64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
     }
+    let rank = (sorted.len() as u64 * p).div_ceil(100).max(1) as usize;
+    sorted[rank.min(sorted.len()) - 1]
 }
 
 /// The most requests running at the API at once, counted at each arrival
@@ -691,7 +725,7 @@ impl Report {
             let background_attempts: u64 = deferred_records.iter().map(|d| d.attempts as u64).sum();
             self.retries += background_attempts;
             self.slept_ms += deferred_records.iter().map(|d| d.waited_ms).sum::<u64>();
-            self.queued_ms += deferred_records.iter().map(queued_ms).sum::<u64>();
+            self.queued_ms += deferred_records.iter().map(JobRecord::queued_ms).sum::<u64>();
             self.virtual_ms = self.virtual_ms.max(deferred_records.iter().map(|d| d.finished_ms).max().unwrap_or(0));
         }
         self.failure_rate = if self.jobs == 0 { 0.0 } else { self.gave_up_total as f64 / self.jobs as f64 };

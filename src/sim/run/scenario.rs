@@ -2,7 +2,7 @@
 //! all in one value that a TOML file can describe. And the named scenarios
 //! taken from the seed documents.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -11,9 +11,12 @@ use crate::core::duration_text;
 use crate::core::policy::Policy;
 use crate::gate::aimd::AimdConfig;
 use crate::gate::pacing::PacingConfig;
-use crate::sim::run::clients::{Builtin, ClientConfig};
 use crate::sim::run::defects::Defects;
-use crate::sim::world::api::{AdviceForm, ApiConfig, Envelope, LimiterConfig, LimiterKind, ScriptStep};
+use crate::sim::world::api::{
+    AdviceForm, ApiConfig, Envelope, LimiterConfig, LimiterKind, RateLimitFields, RateLimitedBody, ResetForm,
+    RetryAfterRounding, ScriptStep,
+};
+pub use crate::sim::world::limiter_service::CoordinatorConfig;
 use crate::sim::world::net::{Fault, ScheduledFault};
 
 /// Everything one simulation run needs except the seed.
@@ -92,60 +95,6 @@ impl Hosts {
     /// Whether this is the default.
     pub fn is_shared(&self) -> bool {
         *self == Hosts::Shared
-    }
-}
-
-/// The limiter service that coordinates per-worker hosts, and what a worker
-/// does when it cannot reach it.
-///
-/// **Partitioned away, a worker fails open with local limits**: it keeps
-/// working, but only through its own `fallback` gate (by default one attempt
-/// in flight and at most one every 10 s), until it reaches the service
-/// again. Failing closed would turn an outage of a helper service into an
-/// outage of the whole batch, while the API's own limiter still protects
-/// the API; failing open *without* limits would let every worker send at
-/// will at the moment the fleet has lost its coordination. Set the fallback
-/// so that `workers × fallback rate` stays under the API's limit (Envoy's
-/// global rate limit filter fails open by default for the same reason).
-///
-/// # Default
-/// `fallback = { initial_limit = 1, rate 0.1/s, fixed }`, `silence = 2s`,
-/// `heartbeat = 500ms`, `connect_timeout = 500ms`, `retry_after = 5s`,
-/// `lease = 60s`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct CoordinatorConfig {
-    /// Each worker's own limiter while the service is unreachable.
-    pub fallback: AimdConfig,
-    /// A worker that hears nothing from the service for this long while
-    /// waiting for a slot falls back (the service sends `WAIT` every `heartbeat`).
-    #[serde(with = "duration_text")]
-    pub silence: Duration,
-    /// How often the service tells a queued worker it is still there.
-    #[serde(with = "duration_text")]
-    pub heartbeat: Duration,
-    /// How long a connection attempt to the service may take.
-    #[serde(with = "duration_text")]
-    pub connect_timeout: Duration,
-    /// How long a worker stays on its fallback before trying the service again.
-    #[serde(with = "duration_text")]
-    pub retry_after: Duration,
-    /// The service reclaims a slot whose worker has not reported back for
-    /// this long (keep it above the policy's `attempt_timeout`).
-    #[serde(with = "duration_text")]
-    pub lease: Duration,
-}
-
-impl Default for CoordinatorConfig {
-    fn default() -> Self {
-        CoordinatorConfig {
-            fallback: AimdConfig::fixed(1, 100),
-            silence: Duration::from_secs(2),
-            heartbeat: Duration::from_millis(500),
-            connect_timeout: Duration::from_millis(500),
-            retry_after: Duration::from_secs(5),
-            lease: Duration::from_secs(60),
-        }
     }
 }
 
@@ -309,6 +258,68 @@ impl Default for Scenario {
     }
 }
 
+/// Which built-in client runs a scenario's jobs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Builtin {
+    /// retrysim's driver under the scenario's policy.
+    #[default]
+    Retrysim,
+    /// Seed 002's unkeyed client: no `Idempotency-Key`, and it resends a
+    /// POST after a network error as if nothing could have run ("retried
+    /// network errors like any other").
+    NoKeyNaive,
+    /// Retries at once, ignoring Retry-After (seed 002's first row).
+    RetryAtOnce,
+    /// Waits `min(8 s, 100 ms × 2^n)`, ignoring Retry-After.
+    ExponentialNoJitter,
+    /// Waits uniform `[0, min(8 s, 100 ms × 2^n)]`, ignoring Retry-After.
+    ExponentialFullJitter,
+}
+
+impl Builtin {
+    /// Every built-in client.
+    pub const ALL: [Builtin; 5] = [
+        Builtin::Retrysim,
+        Builtin::NoKeyNaive,
+        Builtin::RetryAtOnce,
+        Builtin::ExponentialNoJitter,
+        Builtin::ExponentialFullJitter,
+    ];
+
+    /// The policy this client really runs, from the scenario's: the
+    /// baselines read no advice and use seed 002's fixed backoffs.
+    pub fn policy(self, scenario: &Policy) -> Policy {
+        let ms = Duration::from_millis;
+        let ignoring = |backoff| Policy { use_advice: false, backoff, ..scenario.clone() };
+        match self {
+            Builtin::Retrysim => scenario.clone(),
+            Builtin::NoKeyNaive => Policy { idempotency_keys: false, ..scenario.clone() },
+            Builtin::RetryAtOnce => ignoring(Backoff { base: ms(0), cap: ms(0), jitter: Jitter::None }),
+            Builtin::ExponentialNoJitter => ignoring(Backoff { base: ms(100), cap: ms(8_000), jitter: Jitter::None }),
+            Builtin::ExponentialFullJitter => ignoring(Backoff { base: ms(100), cap: ms(8_000), jitter: Jitter::Full }),
+        }
+    }
+}
+
+/// A scenario's choice of client: a built-in one, and deliberate defects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientConfig {
+    /// The client.
+    pub kind: Builtin,
+    /// Deliberate defects (negative controls); all off by default.
+    #[serde(skip_serializing_if = "Defects::is_off")]
+    pub defects: Defects,
+}
+
+impl ClientConfig {
+    /// Whether this is retrysim's own client with no defect.
+    pub fn is_default(&self) -> bool {
+        *self == ClientConfig::default()
+    }
+}
+
 /// Why a scenario is not runnable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidScenario(pub String);
@@ -339,6 +350,11 @@ impl Scenario {
         let s: Scenario = toml::from_str(text).map_err(|e| InvalidScenario(e.to_string().trim_end().to_owned()))?;
         s.validate()?;
         Ok(s)
+    }
+
+    /// The simulation's fixed epoch: the API's `epoch_unix_s`.
+    pub fn epoch(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(self.api.epoch_unix_s)
     }
 
     /// The scenario as TOML, to copy and edit.
@@ -533,220 +549,190 @@ pub fn deferral_queue_full() -> Scenario {
     s
 }
 
-/// The names of the named scenarios, in the order `retrysim scenarios` lists them.
-pub const NAMES: [&str; 33] = [
-    "once-429-then-200",
-    "always-429-30s-budget-10s",
-    "queue-full-30s",
-    "two-429-then-success",
-    "five-retries-six-attempts",
-    "quota-exceeded",
-    "insufficient-credits-402",
-    "signup-required",
-    "deadline-wins",
-    "http-date-advice",
-    "skewed-server-clock",
-    "in-progress-409",
-    "network-error-unsafe-post",
-    "lost-answers-with-key",
-    "lost-answers-no-key",
-    "blinkimg-1s",
-    "malformed-advice",
-    "berlin-4-workers",
-    "berlin-40-workers",
-    "berlin-40-workers-admission",
-    "berlin-40-workers-budget",
-    "berlin-40-processes-local-gates",
-    "berlin-40-processes-coordinated",
-    "berlin-40-processes-limiter-partition",
-    "deferral-queue-full",
-    "retry-after-rounded-down",
-    "reset-unix-seconds",
-    "ietf-ratelimit-fields",
-    "html-429-no-code",
-    "no-date-skewed-clock",
-    "moving-window-1s",
-    "flask-limiter-fixed",
-    "flask-limiter-moving",
+/// What builds a named scenario, handed its name.
+type Build = fn(&str) -> Scenario;
+
+/// Every named scenario, in the order `retrysim scenarios` lists them: its
+/// name, and what builds it. The one list of them.
+const NAMED: [(&str, Build); 33] = [
+    ("once-429-then-200", |name| {
+        let once = &[(429, RATE_LIMITED, 1)];
+        scripted(name, "seed 000: one 429 (Retry-After 1), then 201", once, false, Policy::standard())
+    }),
+    ("always-429-30s-budget-10s", |name| {
+        let what = "seed 000: always 429 queue_full with 30 s advice; a 10 s budget gives up at once, zero sleep";
+        scripted(name, what, &[(429, "queue_full", 30)], true, Policy::interactive())
+    }),
+    ("queue-full-30s", |name| {
+        let what =
+            "seed 000: one 429 queue_full with 30 s advice; interactive (10 s) gives up, background (120 s) succeeds";
+        scripted(name, what, &[(429, "queue_full", 30)], false, Policy::interactive())
+    }),
+    ("two-429-then-success", |name| {
+        let what = "seed 003: two 429s, then success, under the batch preset";
+        scripted(name, what, &[(429, RATE_LIMITED, 2), (429, RATE_LIMITED, 2)], false, Policy::batch())
+    }),
+    ("five-retries-six-attempts", |name| {
+        let what = "seed 003: always 429; five retries means six attempts";
+        scripted(name, what, &[(429, RATE_LIMITED, 1)], true, Policy::batch())
+    }),
+    ("quota-exceeded", quota_exceeded),
+    ("insufficient-credits-402", insufficient_credits),
+    ("signup-required", signup_required),
+    ("deadline-wins", |name| {
+        let what = "seed 003: always 429 with 20 s advice against a 90 s deadline: the deadline wins";
+        scripted(name, what, &[(429, RATE_LIMITED, 20)], true, Policy::batch())
+    }),
+    ("http-date-advice", http_date_advice),
+    ("skewed-server-clock", skewed_server_clock),
+    ("in-progress-409", in_progress),
+    ("network-error-unsafe-post", network_error_unsafe_post),
+    ("lost-answers-with-key", |name| lost_answers(name, true)),
+    ("lost-answers-no-key", |name| lost_answers(name, false)),
+    ("blinkimg-1s", |_| blinkimg_1s()),
+    ("malformed-advice", |name| {
+        let what = "seed 001: Retry-After: soon is invalid: fall back to the backoff";
+        let mut s = scripted(name, what, &[(429, RATE_LIMITED, 2)], false, Policy::standard());
+        s.api.advice = AdviceForm::Malformed;
+        s
+    }),
+    ("berlin-4-workers", |name| berlin(name, 4)),
+    ("berlin-40-workers", |name| berlin(name, 40)),
+    ("berlin-40-workers-admission", |name| {
+        let mut s = berlin(name, 40);
+        s.description = "seed 003: the 40-worker batch through one AIMD admission queue (starts at 4 in flight)".into();
+        s.fleet.gate = GateConfig::Aimd(AimdConfig::default());
+        s
+    }),
+    ("berlin-40-workers-budget", |name| {
+        let mut s = berlin(name, 40);
+        s.description = "seed 001: the 40-worker batch with a shared gRPC retry budget (10 tokens, 0.1): retries stop, budget exhausted".into();
+        s.fleet.budget = Some(BudgetConfig::TokenBucket { max_tokens: 10, token_ratio_milli: 100 });
+        s
+    }),
+    ("berlin-40-processes-local-gates", berlin_local_gates),
+    ("berlin-40-processes-coordinated", berlin_coordinated),
+    ("berlin-40-processes-limiter-partition", berlin_limiter_partition),
+    ("deferral-queue-full", |_| deferral_queue_full()),
+    ("retry-after-rounded-down", retry_after_rounded_down),
+    ("reset-unix-seconds", reset_unix_seconds),
+    ("ietf-ratelimit-fields", ietf_ratelimit_fields),
+    ("html-429-no-code", html_429_no_code),
+    ("no-date-skewed-clock", no_date_skewed_clock),
+    ("moving-window-1s", moving_window),
+    ("flask-limiter-fixed", |name| flask_limiter(name, LimiterKind::FixedWindow)),
+    ("flask-limiter-moving", |name| flask_limiter(name, LimiterKind::MovingWindow)),
 ];
+
+/// The names of the named scenarios, in the order `retrysim scenarios` lists them.
+pub const NAMES: [&str; NAMED.len()] = {
+    let mut names = [""; NAMED.len()];
+    let mut i = 0;
+    while i < NAMED.len() {
+        names[i] = NAMED[i].0;
+        i += 1;
+    }
+    names
+};
 
 /// A named scenario, or `None`.
 pub fn named(name: &str) -> Option<Scenario> {
-    let rl = "RATE_LIMITED";
-    let s = match name {
-        "once-429-then-200" => {
-            scripted(name, "seed 000: one 429 (Retry-After 1), then 201", &[(429, rl, 1)], false, Policy::standard())
-        }
-        "always-429-30s-budget-10s" => scripted(
-            name,
-            "seed 000: always 429 queue_full with 30 s advice; a 10 s budget gives up at once, zero sleep",
-            &[(429, "queue_full", 30)],
-            true,
-            Policy::interactive(),
-        ),
-        "queue-full-30s" => scripted(
-            name,
-            "seed 000: one 429 queue_full with 30 s advice; interactive (10 s) gives up, background (120 s) succeeds",
-            &[(429, "queue_full", 30)],
-            false,
-            Policy::interactive(),
-        ),
-        "two-429-then-success" => scripted(
-            name,
-            "seed 003: two 429s, then success, under the batch preset",
-            &[(429, rl, 2), (429, rl, 2)],
-            false,
-            Policy::batch(),
-        ),
-        "five-retries-six-attempts" => scripted(
-            name,
-            "seed 003: always 429; five retries means six attempts",
-            &[(429, rl, 1)],
-            true,
-            Policy::batch(),
-        ),
-        "deadline-wins" => scripted(
-            name,
-            "seed 003: always 429 with 20 s advice against a 90 s deadline: the deadline wins",
-            &[(429, rl, 20)],
-            true,
-            Policy::batch(),
-        ),
-        "quota-exceeded" => {
-            let mut s = Scenario { name: name.into(), policy: Policy::batch(), ..Scenario::default() };
-            s.description =
-                "seed 002: a monthly quota of 2 credits and 3 jobs: the third stops at QUOTA_EXCEEDED".into();
-            s.api.accounts[0].monthly_quota = Some(2);
-            s.fleet.jobs = 3;
-            s
-        }
-        "insufficient-credits-402" => {
-            let mut s = Scenario { name: name.into(), policy: Policy::batch(), ..Scenario::default() };
-            s.description = "seed 002: 3 credits, conversions cost 2: the second job stops at 402".into();
-            s.api.accounts[0].credits = Some(3);
-            s.fleet.jobs = 2;
-            s.fleet.op = "convert".into();
-            s
-        }
-        "signup-required" => {
-            let mut s = Scenario { name: name.into(), policy: Policy::batch(), ..Scenario::default() };
-            s.description =
-                "seed 002: anonymous callers capped at 2 an hour: the third stops at SIGNUP_REQUIRED".into();
-            s.api.anonymous_cap = Some(2);
-            s.fleet.anonymous = true;
-            s.fleet.jobs = 3;
-            s
-        }
-        "http-date-advice" => {
-            let mut s = scripted(
-                name,
-                "seed 001: Retry-After as an HTTP-date, 3 s ahead",
-                &[(429, rl, 3)],
-                false,
-                Policy::standard(),
-            );
-            s.api.advice = AdviceForm::HeaderDate;
-            s
-        }
-        "skewed-server-clock" => {
-            let mut s = named("http-date-advice").expect("named");
-            s.name = name.into();
-            s.description = "seed 001: the server clock an hour ahead; its Date header corrects the wait".into();
-            s.api.clock_skew_ms = 3_600_000;
-            s
-        }
-        "malformed-advice" => {
-            let mut s = scripted(
-                name,
-                "seed 001: Retry-After: soon is invalid: fall back to the backoff",
-                &[(429, rl, 2)],
-                false,
-                Policy::standard(),
-            );
-            s.api.advice = AdviceForm::Malformed;
-            s
-        }
-        "in-progress-409" => {
-            let mut s = Scenario { name: name.into(), policy: Policy::standard(), ..Scenario::default() };
-            s.description =
-                "seed 002: a 3 s job, a 1 s attempt timeout: the retry meets 409 IN_PROGRESS, then the replay".into();
-            s.api.processing_ms = 3000;
-            s.policy.attempt_timeout = Duration::from_secs(1);
-            s
-        }
-        "network-error-unsafe-post" => {
-            let mut s = Scenario { name: name.into(), policy: Policy::standard(), ..Scenario::default() };
-            s.description = "seed 001: the answer to an unkeyed POST is lost; it is not replayed".into();
-            s.policy.idempotency_keys = false;
-            s.faults
-                .schedule
-                .push(ScheduledFault { at: Duration::ZERO, fault: crate::sim::world::net::Fault::LoseAnswer });
-            s
-        }
-        "lost-answers-with-key" => lost_answers(name, true),
-        "lost-answers-no-key" => lost_answers(name, false),
-        "blinkimg-1s" => blinkimg_1s(),
-        "berlin-4-workers" => berlin(name, 4),
-        "berlin-40-workers" => berlin(name, 40),
-        "berlin-40-workers-admission" => {
-            let mut s = berlin(name, 40);
-            s.description =
-                "seed 003: the 40-worker batch through one AIMD admission queue (starts at 4 in flight)".into();
-            s.fleet.gate = GateConfig::Aimd(AimdConfig::default());
-            s
-        }
-        "berlin-40-workers-budget" => {
-            let mut s = berlin(name, 40);
-            s.description = "seed 001: the 40-worker batch with a shared gRPC retry budget (10 tokens, 0.1): retries stop, budget exhausted".into();
-            s.fleet.budget = Some(BudgetConfig::TokenBucket { max_tokens: 10, token_ratio_milli: 100 });
-            s
-        }
-        "berlin-40-processes-local-gates" => {
-            let mut s = berlin(name, 40);
-            s.description = "seed 003: 40 workers as separate hosts, each with its own AIMD gate: a local limiter cannot control the fleet".into();
-            s.fleet.hosts = Hosts::PerWorker;
-            s.fleet.gate = GateConfig::Aimd(AimdConfig::default());
-            // 42 hosts: a 10 ms tick keeps the run fast (latencies round up to it).
-            s.net.tick = Duration::from_millis(10);
-            s
-        }
-        "berlin-40-processes-coordinated" => {
-            let mut s = berlin(name, 40);
-            s.description =
-                "seed 003: 40 workers as separate hosts, coordinated by an AIMD limiter service over the network"
-                    .into();
-            s.fleet.hosts = Hosts::PerWorker;
-            s.net.tick = Duration::from_millis(10);
-            s.fleet.gate = GateConfig::Aimd(AimdConfig::default());
-            s.fleet.coordinator =
-                Some(CoordinatorConfig { fallback: AimdConfig::fixed(1, 50), ..CoordinatorConfig::default() });
-            s
-        }
-        "berlin-40-processes-limiter-partition" => {
-            let mut s = named("berlin-40-processes-coordinated").expect("named");
-            s.name = name.into();
-            s.description =
-                "seed 003: the limiter service is partitioned away from 10 s to 40 s: workers fail open to 1 in flight, 1 per 20 s"
-                    .into();
-            s.faults.schedule.push(ScheduledFault {
-                at: Duration::from_secs(10),
-                fault: Fault::LimiterPartition { until: Duration::from_secs(40) },
-            });
-            s
-        }
-        "deferral-queue-full" => deferral_queue_full(),
-        "retry-after-rounded-down"
-        | "reset-unix-seconds"
-        | "ietf-ratelimit-fields"
-        | "html-429-no-code"
-        | "no-date-skewed-clock"
-        | "moving-window-1s" => habit(name)?,
-        "flask-limiter-fixed" => flask_limiter(name, LimiterKind::FixedWindow),
-        "flask-limiter-moving" => flask_limiter(name, LimiterKind::MovingWindow),
-        _ => return None,
-    };
-    let _ = Envelope::Blinkimg;
-    Some(s)
+    NAMED.iter().find(|(n, _)| *n == name).map(|(n, build)| build(n))
+}
+
+const RATE_LIMITED: &str = "RATE_LIMITED";
+
+fn quota_exceeded(name: &str) -> Scenario {
+    let mut s = Scenario { name: name.into(), policy: Policy::batch(), ..Scenario::default() };
+    s.description = "seed 002: a monthly quota of 2 credits and 3 jobs: the third stops at QUOTA_EXCEEDED".into();
+    s.api.accounts[0].monthly_quota = Some(2);
+    s.fleet.jobs = 3;
+    s
+}
+
+fn insufficient_credits(name: &str) -> Scenario {
+    let mut s = Scenario { name: name.into(), policy: Policy::batch(), ..Scenario::default() };
+    s.description = "seed 002: 3 credits, conversions cost 2: the second job stops at 402".into();
+    s.api.accounts[0].credits = Some(3);
+    s.fleet.jobs = 2;
+    s.fleet.op = "convert".into();
+    s
+}
+
+fn signup_required(name: &str) -> Scenario {
+    let mut s = Scenario { name: name.into(), policy: Policy::batch(), ..Scenario::default() };
+    s.description = "seed 002: anonymous callers capped at 2 an hour: the third stops at SIGNUP_REQUIRED".into();
+    s.api.anonymous_cap = Some(2);
+    s.fleet.anonymous = true;
+    s.fleet.jobs = 3;
+    s
+}
+
+fn http_date_advice(name: &str) -> Scenario {
+    let what = "seed 001: Retry-After as an HTTP-date, 3 s ahead";
+    let mut s = scripted(name, what, &[(429, RATE_LIMITED, 3)], false, Policy::standard());
+    s.api.advice = AdviceForm::HeaderDate;
+    s
+}
+
+fn skewed_server_clock(name: &str) -> Scenario {
+    let mut s = http_date_advice(name);
+    s.description = "seed 001: the server clock an hour ahead; its Date header corrects the wait".into();
+    s.api.clock_skew_ms = 3_600_000;
+    s
+}
+
+fn in_progress(name: &str) -> Scenario {
+    let mut s = Scenario { name: name.into(), policy: Policy::standard(), ..Scenario::default() };
+    s.description =
+        "seed 002: a 3 s job, a 1 s attempt timeout: the retry meets 409 IN_PROGRESS, then the replay".into();
+    s.api.processing_ms = 3000;
+    s.policy.attempt_timeout = Duration::from_secs(1);
+    s
+}
+
+fn network_error_unsafe_post(name: &str) -> Scenario {
+    let mut s = Scenario { name: name.into(), policy: Policy::standard(), ..Scenario::default() };
+    s.description = "seed 001: the answer to an unkeyed POST is lost; it is not replayed".into();
+    s.policy.idempotency_keys = false;
+    s.faults.schedule.push(ScheduledFault { at: Duration::ZERO, fault: Fault::LoseAnswer });
+    s
+}
+
+fn berlin_local_gates(name: &str) -> Scenario {
+    let mut s = berlin(name, 40);
+    s.description =
+        "seed 003: 40 workers as separate hosts, each with its own AIMD gate: a local limiter cannot control the fleet"
+            .into();
+    s.fleet.hosts = Hosts::PerWorker;
+    s.fleet.gate = GateConfig::Aimd(AimdConfig::default());
+    // 42 hosts: a 10 ms tick keeps the run fast (latencies round up to it).
+    s.net.tick = Duration::from_millis(10);
+    s
+}
+
+fn berlin_coordinated(name: &str) -> Scenario {
+    let mut s = berlin(name, 40);
+    s.description =
+        "seed 003: 40 workers as separate hosts, coordinated by an AIMD limiter service over the network".into();
+    s.fleet.hosts = Hosts::PerWorker;
+    s.net.tick = Duration::from_millis(10);
+    s.fleet.gate = GateConfig::Aimd(AimdConfig::default());
+    s.fleet.coordinator =
+        Some(CoordinatorConfig { fallback: AimdConfig::fixed(1, 50), ..CoordinatorConfig::default() });
+    s
+}
+
+fn berlin_limiter_partition(name: &str) -> Scenario {
+    let mut s = berlin_coordinated(name);
+    s.description =
+        "seed 003: the limiter service is partitioned away from 10 s to 40 s: workers fail open to 1 in flight, 1 per 20 s"
+            .into();
+    s.faults.schedule.push(ScheduledFault {
+        at: Duration::from_secs(10),
+        fault: Fault::LimiterPartition { until: Duration::from_secs(40) },
+    });
+    s
 }
 
 /// The server's wall clock half a second ahead: a run then starts half-way
@@ -773,7 +759,6 @@ pub const LATE_PHASE_MS: i64 = 900;
 /// sends it, truncated to the second), and the run starts at
 /// [`HALF_SECOND_PHASE_MS`].
 pub fn flask_limiter_habits(api: &mut ApiConfig) {
-    use crate::sim::world::api::{RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding};
     api.rate_limit_headers = true;
     api.rate_limit_fields = RateLimitFields::XRateLimit;
     api.rate_limit_reset = ResetForm::UnixSeconds;
@@ -803,57 +788,72 @@ pub fn flask_limiter(name: &str, kind: LimiterKind) -> Scenario {
 /// One habit at a time on seed 002's setup (`blinkimg-1s`), each against
 /// what it changes: the advice, the headers a pacing gate reads, the body's
 /// code, the clock, the window.
-fn habit(name: &str) -> Option<Scenario> {
-    use crate::sim::world::api::{RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding};
+fn habit(name: &str, description: &str) -> Scenario {
     let mut s = blinkimg_1s();
     s.name = name.into();
-    match name {
-        "retry-after-rounded-down" => {
-            s.description =
-                "seed 002's setup, Retry-After truncated as Flask-Limiter does, 0.9 s into a second: a 429 says 0, the retry meets the same window".into();
-            s.api.retry_after_rounding = RetryAfterRounding::Down;
-            s.api.clock_skew_ms = LATE_PHASE_MS;
-        }
-        "reset-unix-seconds" => {
-            s.description =
-                "seed 002's setup behind the Pacing gate, X-RateLimit-Reset in whole Unix seconds (int(reset + 1)) against a whole-second Date".into();
-            s.api.rate_limit_headers = true;
-            s.api.rate_limit_fields = RateLimitFields::XRateLimit;
-            s.api.rate_limit_reset = ResetForm::UnixSeconds;
-            s.api.clock_skew_ms = HALF_SECOND_PHASE_MS;
-            s.fleet.gate = GateConfig::Pacing(PacingConfig::default());
-        }
-        "ietf-ratelimit-fields" => {
-            s.description =
-                "seed 002's setup behind the Pacing gate, only draft-10's structured RateLimit and RateLimit-Policy fields".into();
-            s.api.rate_limit_headers = true;
-            s.api.rate_limit_fields = RateLimitFields::Structured;
-            s.fleet.gate = GateConfig::Pacing(PacingConfig::default());
-        }
-        "html-429-no-code" => {
-            s.description =
-                "seed 002's setup, 429 as Flask-Limiter's HTML page: a valid Retry-After but no error code".into();
-            s.api.rate_limited_body = RateLimitedBody::Html;
-            s.api.advice = AdviceForm::HeaderSeconds;
-        }
-        "no-date-skewed-clock" => {
-            s = named("skewed-server-clock")?;
-            s.name = name.into();
-            s.description =
-                "seed 001: the server clock an hour ahead and no Date header: the HTTP-date advice reads as an hour"
-                    .into();
-            s.api.send_date = false;
-        }
-        "moving-window-1s" => {
-            s.description =
-                "seed 002's setup behind the Pacing gate on limits' moving window: slots free one by one, RateLimit-Reset tells only the first".into();
-            s.api.limiter.kind = LimiterKind::MovingWindow;
-            s.api.rate_limit_headers = true;
-            s.fleet.gate = GateConfig::Pacing(PacingConfig::default());
-        }
-        _ => return None,
-    }
-    Some(s)
+    s.description = description.into();
+    s
+}
+
+fn retry_after_rounded_down(name: &str) -> Scenario {
+    let mut s = habit(
+        name,
+        "seed 002's setup, Retry-After truncated as Flask-Limiter does, 0.9 s into a second: a 429 says 0, the retry meets the same window",
+    );
+    s.api.retry_after_rounding = RetryAfterRounding::Down;
+    s.api.clock_skew_ms = LATE_PHASE_MS;
+    s
+}
+
+fn reset_unix_seconds(name: &str) -> Scenario {
+    let mut s = habit(
+        name,
+        "seed 002's setup behind the Pacing gate, X-RateLimit-Reset in whole Unix seconds (int(reset + 1)) against a whole-second Date",
+    );
+    s.api.rate_limit_headers = true;
+    s.api.rate_limit_fields = RateLimitFields::XRateLimit;
+    s.api.rate_limit_reset = ResetForm::UnixSeconds;
+    s.api.clock_skew_ms = HALF_SECOND_PHASE_MS;
+    s.fleet.gate = GateConfig::Pacing(PacingConfig::default());
+    s
+}
+
+fn ietf_ratelimit_fields(name: &str) -> Scenario {
+    let mut s = habit(
+        name,
+        "seed 002's setup behind the Pacing gate, only draft-10's structured RateLimit and RateLimit-Policy fields",
+    );
+    s.api.rate_limit_headers = true;
+    s.api.rate_limit_fields = RateLimitFields::Structured;
+    s.fleet.gate = GateConfig::Pacing(PacingConfig::default());
+    s
+}
+
+fn html_429_no_code(name: &str) -> Scenario {
+    let mut s =
+        habit(name, "seed 002's setup, 429 as Flask-Limiter's HTML page: a valid Retry-After but no error code");
+    s.api.rate_limited_body = RateLimitedBody::Html;
+    s.api.advice = AdviceForm::HeaderSeconds;
+    s
+}
+
+fn no_date_skewed_clock(name: &str) -> Scenario {
+    let mut s = skewed_server_clock(name);
+    s.description =
+        "seed 001: the server clock an hour ahead and no Date header: the HTTP-date advice reads as an hour".into();
+    s.api.send_date = false;
+    s
+}
+
+fn moving_window(name: &str) -> Scenario {
+    let mut s = habit(
+        name,
+        "seed 002's setup behind the Pacing gate on limits' moving window: slots free one by one, RateLimit-Reset tells only the first",
+    );
+    s.api.limiter.kind = LimiterKind::MovingWindow;
+    s.api.rate_limit_headers = true;
+    s.fleet.gate = GateConfig::Pacing(PacingConfig::default());
+    s
 }
 
 /// A clear error for an unknown name, listing the valid ones.

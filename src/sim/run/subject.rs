@@ -55,17 +55,17 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Request;
+use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::budget::RetryBudget;
-use crate::env::{Rng, TokioClock};
+use crate::core::policy::Policy;
+use crate::env::Rng;
 use crate::gate::Gate;
-pub use crate::sim::checks::blackbox::Promises;
-use crate::sim::run::job::JobOutcome;
 use crate::sim::run::scenario::Scenario;
 use crate::sim::world::connector::SimConnector;
 use crate::sim::world::net::SimTransport;
-use crate::sim::world::timers::SimTimer;
+use crate::sim::world::timers::{SimClock, SimTimer};
 use crate::trace::Trace;
 
 /// A boxed future that a [`Subject`] returns for a job.
@@ -101,6 +101,52 @@ impl SimNet {
     }
 }
 
+/// How one job ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobOutcome {
+    /// The final answer was a success with this status.
+    Succeeded {
+        /// The successful status.
+        status: u16,
+    },
+    /// The client gave up, for this reason.
+    GaveUp {
+        /// The give-up reason's short name, e.g. `advice_too_long`.
+        reason: String,
+    },
+}
+
+/// What a client under test promises; the black-box checks hold it to this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Promises {
+    /// Requests per run of a job, at most (`None`: no bound promised).
+    pub max_attempts: Option<u32>,
+    /// Every run of a job ends, and sends its last request, within this of its start.
+    pub deadline: Option<Duration>,
+    /// No request before the advice (`Retry-After`, a body hint) of the last
+    /// answer the job received has passed.
+    pub honours_retry_after: bool,
+}
+
+impl Promises {
+    /// What retrysim's own client promises under `policy`: `max_retries + 1`
+    /// attempts, the policy's deadline, and the advice if it reads it.
+    pub fn of_policy(policy: &Policy) -> Promises {
+        Promises {
+            max_attempts: Some(policy.max_retries.saturating_add(1)),
+            deadline: Some(policy.deadline),
+            honours_retry_after: policy.use_advice,
+        }
+    }
+
+    /// Nothing promised: only the checks every client owes (one charge per
+    /// key, nothing after a terminal answer, no unkeyed replay, no secrets).
+    pub fn nothing() -> Promises {
+        Promises { max_attempts: None, deadline: None, honours_retry_after: false }
+    }
+}
+
 /// One job, handed to the client under test.
 pub struct Job<'a> {
     /// The job's number (1-based).
@@ -119,7 +165,7 @@ pub struct Job<'a> {
     /// The worker's seeded generator: draw jitter and keys from it.
     pub rng: &'a mut dyn Rng,
     /// The clock on virtual time.
-    pub clock: &'a TokioClock,
+    pub clock: &'a SimClock,
     /// Cancelled when the job's caller gives up on it (a `cancel` fault):
     /// the client must then end the job within one clock step, whatever it
     /// waits on (invariant 12), e.g. with `select!` on `cancel.cancelled()`
@@ -216,7 +262,7 @@ pub struct Host<'a> {
     /// The scenario running.
     pub scenario: &'a Scenario,
     /// The host's clock on virtual time.
-    pub clock: TokioClock,
+    pub clock: SimClock,
     /// With per-worker hosts, the worker this host runs; `None` on the shared host.
     pub worker: Option<u32>,
     /// The fleet gate the scenario configures, if any (retrysim's client uses it).

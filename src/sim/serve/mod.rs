@@ -60,7 +60,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -74,6 +74,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::lock;
 use crate::sim::checks::blackbox::{BlackBoxCheck, check_ledger};
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;
@@ -207,10 +208,6 @@ impl Round {
 }
 
 type RoundCell = Arc<Mutex<Round>>;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Counts of what the front door did (not in the model's ledger).
 #[derive(Debug, Default)]

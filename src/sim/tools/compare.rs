@@ -38,11 +38,11 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
+use crate::core::lock;
 use crate::core::policy::Policy;
 use crate::gate::pacing::PacingConfig;
-use crate::sim::run::clients::Builtin;
-use crate::sim::run::runner::{self, Report, Traces};
-use crate::sim::run::scenario::{self, GateConfig, Scenario};
+use crate::sim::run::runner::{Report, RunOptions, Traces};
+use crate::sim::run::scenario::{self, Builtin, GateConfig, Scenario};
 use crate::sim::world::api::{LimiterConfig, LimiterKind};
 
 /// The presets, in the order `retrysim compare` lists them.
@@ -515,7 +515,7 @@ pub struct CompareError {
     /// What went wrong.
     pub message: String,
     /// The wall-time bound, when that is what stopped the run
-    /// ([`RunError::wall_bound`](runner::RunError::wall_bound)).
+    /// ([`RunError::wall_bound`](crate::sim::run::runner::RunError::wall_bound)).
     pub wall_bound: Option<Duration>,
 }
 
@@ -558,17 +558,20 @@ pub fn default_threads() -> usize {
 /// threads. Each run is its own deterministic simulation, so the result
 /// does not depend on the thread count or the order runs finish in.
 pub fn run(preset: &Preset, seeds: u32, threads: usize) -> Result<Comparison, CompareError> {
-    run_observed(preset, seeds, threads, &|_, _| {}, &|| false)
+    run_observed(preset, seeds, threads, RunOptions::default(), &|_, _| {}, &|| false)
 }
 
-/// [`run`], calling `progress(runs done, runs in all)` after each run, and
-/// starting no new run once `stop()` is true: each row then summarises the
-/// seeds it finished (its `runs`), a row with none is left out, and the
-/// comparison's `seeds` are still `1..=seeds`.
+/// [`run`], each run under `options` (its wall-time bound, say; only the
+/// figures are read, so no job keeps its trace), calling `progress(runs
+/// done, runs in all)` after each run, and starting no new run once
+/// `stop()` is true: each row then summarises the seeds it finished (its
+/// `runs`), a row with none is left out, and the comparison's `seeds` are
+/// still `1..=seeds`.
 pub fn run_observed(
     preset: &Preset,
     seeds: u32,
     threads: usize,
+    options: RunOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
     stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<Comparison, CompareError> {
@@ -587,16 +590,17 @@ pub fn run_observed(
             let Some(&(row, seed)) = tasks.get(i) else { break };
             let r = &preset.rows[row];
             // Only the figures are read: no job keeps its events.
-            let result = runner::run_keeping(&r.scenario, seed, Traces::None)
-                .map(|report| RunFigures::of(&report))
-                .map_err(|e| CompareError {
-                    preset: preset.name.clone(),
-                    row: r.name.clone(),
-                    seed,
-                    message: e.message,
-                    wall_bound: e.wall_bound,
-                });
-            results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(result);
+            let result =
+                options.traces(Traces::None).run(&r.scenario, seed).map(|report| RunFigures::of(&report)).map_err(
+                    |e| CompareError {
+                        preset: preset.name.clone(),
+                        row: r.name.clone(),
+                        seed,
+                        message: e.message,
+                        wall_bound: e.wall_bound,
+                    },
+                );
+            lock(&results)[i] = Some(result);
             progress(done.fetch_add(1, Ordering::Relaxed) + 1, tasks.len());
         }
     };

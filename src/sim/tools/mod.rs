@@ -1,5 +1,3 @@
-//! Tools on top of runs: policy comparisons, the ideal schedule, review text.
+//! Tools on top of runs: policy comparisons and timeline pictures.
 pub mod compare;
-pub mod oracle;
-pub mod render;
 pub mod timeline;

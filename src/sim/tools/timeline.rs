@@ -252,105 +252,141 @@ impl LaneMap {
     }
 }
 
-impl Timeline {
-    /// The picture of `r`.
-    pub fn of_report(r: &Report) -> Timeline {
-        let s = &r.scenario_config;
-        let span_ms = span_of(r);
-        let per_job = s.fleet.workers == 1 && s.fleet.jobs <= JOB_LANES;
-        let all_records = || r.records.iter().chain(&r.deferred_records);
-        let mut keys: BTreeSet<u32> = BTreeSet::new();
-        for rec in all_records() {
-            keys.insert(if per_job { rec.job } else { rec.worker });
-        }
-        for a in &r.ledger.arrivals {
-            let key = if per_job { job_of_label(&a.client) } else { worker_of_label(&a.client) };
-            keys.extend(key);
-        }
-        let group = keys.len().div_ceil(MAX_LANES).max(1);
-        let keys: Vec<u32> = keys.into_iter().collect();
-        let mut lanes: Vec<Lane> = keys
-            .chunks(group)
-            .map(|chunk| {
-                let first = chunk[0];
-                let last = chunk[chunk.len() - 1];
-                let label = match (per_job, first == last) {
-                    (true, _) => format!("job-{first}"),
-                    (false, true) => format!("w{first}"),
-                    (false, false) => format!("w{first}–w{last}"),
-                };
-                Lane { label, ..Lane::default() }
-            })
-            .collect();
-        let map = LaneMap { per_job, index: keys.iter().enumerate().map(|(i, &k)| (k, i / group)).collect() };
-        let columns = (MAX_CELLS / lanes.len().max(1)).clamp(100, PLOT_W as usize) as u32;
-        let column = |at: u64| ((u128::from(at) * u128::from(columns) / u128::from(span_ms)) as u32).min(columns - 1);
-        let mut totals: BTreeMap<Mark, u64> = BTreeMap::new();
-        let mut put = |lanes: &mut Vec<Lane>, lane: Option<usize>, at: u64, mark: Mark| {
-            *totals.entry(mark).or_insert(0) += 1;
-            if let Some(l) = lane {
-                *lanes[l].cells.entry((column(at), mark)).or_insert(0) += 1;
-            }
-        };
+/// The lanes of `r`'s picture: one per job (`per_job`) or per worker, up
+/// to [`MAX_LANES`] (neighbours share one beyond that), where each job or
+/// worker goes, and how many share a lane.
+fn lanes_of(r: &Report, per_job: bool) -> (Vec<Lane>, LaneMap, usize) {
+    let mut keys: BTreeSet<u32> = BTreeSet::new();
+    for rec in r.records.iter().chain(&r.deferred_records) {
+        keys.insert(if per_job { rec.job } else { rec.worker });
+    }
+    for a in &r.ledger.arrivals {
+        let key = if per_job { job_of_label(&a.client) } else { worker_of_label(&a.client) };
+        keys.extend(key);
+    }
+    let group = keys.len().div_ceil(MAX_LANES).max(1);
+    let keys: Vec<u32> = keys.into_iter().collect();
+    let lanes: Vec<Lane> = keys
+        .chunks(group)
+        .map(|chunk| {
+            let first = chunk[0];
+            let last = chunk[chunk.len() - 1];
+            let label = match (per_job, first == last) {
+                (true, _) => format!("job-{first}"),
+                (false, true) => format!("w{first}"),
+                (false, false) => format!("w{first}–w{last}"),
+            };
+            Lane { label, ..Lane::default() }
+        })
+        .collect();
+    let map = LaneMap { per_job, index: keys.iter().enumerate().map(|(i, &k)| (k, i / group)).collect() };
+    (lanes, map, group)
+}
 
-        // Attempts, and the waits between one job's attempts.
+/// The picture's title: the run and its figures.
+fn title_of(r: &Report) -> String {
+    format!(
+        "{} · seed {} · {} · {} requests, {} answered 429, {} of {} jobs succeeded, {:.1} s",
+        r.scenario,
+        r.seed,
+        r.policy,
+        r.requests,
+        r.limited,
+        r.succeeded,
+        r.jobs,
+        r.virtual_ms as f64 / 1000.0
+    )
+}
+
+/// The lanes being marked, and every mark counted.
+struct Plot {
+    lanes: Vec<Lane>,
+    map: LaneMap,
+    columns: u32,
+    span_ms: u64,
+    totals: BTreeMap<Mark, u64>,
+}
+
+impl Plot {
+    /// The column of the instant `at` (virtual ms).
+    fn column(&self, at: u64) -> u32 {
+        ((u128::from(at) * u128::from(self.columns) / u128::from(self.span_ms)) as u32).min(self.columns - 1)
+    }
+
+    /// Counts `mark`, and draws it in `lane` (if it has one) at `at`.
+    fn put(&mut self, lane: Option<usize>, at: u64, mark: Mark) {
+        *self.totals.entry(mark).or_insert(0) += 1;
+        if let Some(l) = lane {
+            let column = self.column(at);
+            *self.lanes[l].cells.entry((column, mark)).or_insert(0) += 1;
+        }
+    }
+
+    /// Attempts, and the waits between one job's attempts.
+    fn attempts(&mut self, r: &Report) {
         let mut previous: BTreeMap<&str, u64> = BTreeMap::new();
-        let mut waits: Vec<BTreeSet<(u32, u32)>> = vec![BTreeSet::new(); lanes.len()];
+        let mut waits: Vec<BTreeSet<(u32, u32)>> = vec![BTreeSet::new(); self.lanes.len()];
         for a in &r.ledger.arrivals {
             let job = job_of_label(&a.client).unwrap_or(0);
-            let lane = map.of(job, worker_of_label(&a.client).unwrap_or(0));
+            let lane = self.map.of(job, worker_of_label(&a.client).unwrap_or(0));
             let at = ms(a.at);
-            put(&mut lanes, lane, at, Mark::of_arrival(a));
+            self.put(lane, at, Mark::of_arrival(a));
             if let (Some(l), Some(&from)) = (lane, previous.get(a.client.as_str()))
                 && at > from
             {
-                waits[l].insert((column(from), column(at)));
+                waits[l].insert((self.column(from), self.column(at)));
             }
             previous.insert(a.client.as_str(), ms(a.answered_at.unwrap_or(a.at)));
         }
-        for (lane, ranges) in lanes.iter_mut().zip(waits) {
+        for (lane, ranges) in self.lanes.iter_mut().zip(waits) {
             lane.waits = merge(ranges);
         }
+    }
 
-        // How jobs ended: a final give-up where the last run ended, a deferral where the front end let go.
+    /// How jobs ended: a final give-up where the last run ended, a deferral
+    /// where the front end let go.
+    fn endings(&mut self, r: &Report) {
         let mut last_run: BTreeMap<u32, &JobRecord> = BTreeMap::new();
         for d in &r.deferred_records {
             last_run.insert(d.job, d);
         }
         for rec in &r.records {
             if last_run.contains_key(&rec.job) {
-                put(&mut lanes, map.of(rec.job, rec.worker), rec.finished_ms, Mark::Deferred);
+                self.put(self.map.of(rec.job, rec.worker), rec.finished_ms, Mark::Deferred);
             }
             let end = last_run.get(&rec.job).copied().unwrap_or(rec);
             if matches!(end.outcome, JobOutcome::GaveUp { .. }) {
-                put(&mut lanes, map.of(end.job, end.worker), end.finished_ms, Mark::GaveUp);
+                self.put(self.map.of(end.job, end.worker), end.finished_ms, Mark::GaveUp);
             }
         }
+    }
 
-        let deadline =
-            r.records.iter().max_by_key(|rec| (rec.finished_ms - rec.started_ms, std::cmp::Reverse(rec.job))).and_then(
-                |rec| {
-                    Some(Deadline {
-                        job: rec.job,
-                        lane: map.of(rec.job, rec.worker)?,
-                        start_ms: rec.started_ms,
-                        at_ms: rec.started_ms.saturating_add(ms(s.policy.deadline)),
-                    })
-                },
-            );
-        let title = format!(
-            "{} · seed {} · {} · {} requests, {} answered 429, {} of {} jobs succeeded, {:.1} s",
-            r.scenario,
-            r.seed,
-            r.policy,
-            r.requests,
-            r.limited,
-            r.succeeded,
-            r.jobs,
-            r.virtual_ms as f64 / 1000.0
-        );
+    /// The deadline of the job that took longest (the first such job).
+    fn longest_job(&self, r: &Report) -> Option<Deadline> {
+        let rec = r.records.iter().max_by_key(|rec| (rec.finished_ms - rec.started_ms, std::cmp::Reverse(rec.job)))?;
+        Some(Deadline {
+            job: rec.job,
+            lane: self.map.of(rec.job, rec.worker)?,
+            start_ms: rec.started_ms,
+            at_ms: rec.started_ms.saturating_add(ms(r.scenario_config.policy.deadline)),
+        })
+    }
+}
+
+impl Timeline {
+    /// The picture of `r`.
+    pub fn of_report(r: &Report) -> Timeline {
+        let s = &r.scenario_config;
+        let span_ms = span_of(r);
+        let per_job = s.fleet.workers == 1 && s.fleet.jobs <= JOB_LANES;
+        let (lanes, map, group) = lanes_of(r, per_job);
+        let columns = (MAX_CELLS / lanes.len().max(1)).clamp(100, PLOT_W as usize) as u32;
+        let mut plot = Plot { lanes, map, columns, span_ms, totals: BTreeMap::new() };
+        plot.attempts(r);
+        plot.endings(r);
+        let deadline = plot.longest_job(r);
         Timeline {
-            title,
+            title: title_of(r),
             span_ms,
             columns,
             lane_unit: match (per_job, group) {
@@ -358,11 +394,11 @@ impl Timeline {
                 (false, 1) => "worker",
                 (false, _) => "workers",
             },
-            lanes,
+            lanes: plot.lanes,
             windows: windows(r, span_ms),
             faults: faults(r),
             deadline,
-            totals,
+            totals: plot.totals,
         }
     }
 

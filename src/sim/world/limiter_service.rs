@@ -25,7 +25,7 @@
 //! gate (a fixed [`crate::gate::aimd::Aimd`]: by default one in
 //! flight and at most one every 10 s), and tries the service again after
 //! `retry_after`. The reasons are in
-//! [`crate::sim::run::scenario::CoordinatorConfig`]; the
+//! [`CoordinatorConfig`]; the
 //! property tests check that no worker exceeds its fallback limit while the
 //! service is unreachable, and that the batch still completes.
 
@@ -36,7 +36,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -44,20 +44,72 @@ use turmoil::net::TcpStream;
 use turmoil::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::core::classify::Class;
+use crate::core::duration_text;
+use crate::core::lock;
 use crate::gate::aimd::Aimd;
+use crate::gate::aimd::AimdConfig;
 use crate::gate::{Admission, Feedback, Gate};
-use crate::sim::run::scenario::CoordinatorConfig;
 use crate::sim::world::net::sim_now;
-use crate::sim::world::timers;
+use crate::sim::world::timers::{self, SimClock};
+
+/// The limiter service that coordinates per-worker hosts, and what a worker
+/// does when it cannot reach it.
+///
+/// **Partitioned away, a worker fails open with local limits**: it keeps
+/// working, but only through its own `fallback` gate (by default one attempt
+/// in flight and at most one every 10 s), until it reaches the service
+/// again. Failing closed would turn an outage of a helper service into an
+/// outage of the whole batch, while the API's own limiter still protects
+/// the API; failing open *without* limits would let every worker send at
+/// will at the moment the fleet has lost its coordination. Set the fallback
+/// so that `workers × fallback rate` stays under the API's limit (Envoy's
+/// global rate limit filter fails open by default for the same reason).
+///
+/// # Default
+/// `fallback = { initial_limit = 1, rate 0.1/s, fixed }`, `silence = 2s`,
+/// `heartbeat = 500ms`, `connect_timeout = 500ms`, `retry_after = 5s`,
+/// `lease = 60s`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CoordinatorConfig {
+    /// Each worker's own limiter while the service is unreachable.
+    pub fallback: AimdConfig,
+    /// A worker that hears nothing from the service for this long while
+    /// waiting for a slot falls back (the service sends `WAIT` every `heartbeat`).
+    #[serde(with = "duration_text")]
+    pub silence: Duration,
+    /// How often the service tells a queued worker it is still there.
+    #[serde(with = "duration_text")]
+    pub heartbeat: Duration,
+    /// How long a connection attempt to the service may take.
+    #[serde(with = "duration_text")]
+    pub connect_timeout: Duration,
+    /// How long a worker stays on its fallback before trying the service again.
+    #[serde(with = "duration_text")]
+    pub retry_after: Duration,
+    /// The service reclaims a slot whose worker has not reported back for
+    /// this long (keep it above the policy's `attempt_timeout`).
+    #[serde(with = "duration_text")]
+    pub lease: Duration,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            fallback: AimdConfig::fixed(1, 100),
+            silence: Duration::from_secs(2),
+            heartbeat: Duration::from_millis(500),
+            connect_timeout: Duration::from_millis(500),
+            retry_after: Duration::from_secs(5),
+            lease: Duration::from_secs(60),
+        }
+    }
+}
 
 /// The limiter service's host name.
 pub const LIMITER_HOST: &str = "limiter";
 /// Its port.
 pub const LIMITER_PORT: u16 = 7070;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn class_name(class: Class) -> &'static str {
     match class {
@@ -236,7 +288,7 @@ pub struct RemoteGate {
     commands: mpsc::UnboundedSender<Command>,
     /// Told when the connection to the service is (re)established.
     reconnected: Arc<Notify>,
-    fallback: Aimd,
+    fallback: Aimd<SimClock>,
     /// How long this worker holds its first fallback admission after losing
     /// the service, so the fleet does not fall back in one synchronized burst.
     stagger: Duration,
@@ -260,7 +312,7 @@ impl RemoteGate {
     pub fn start(
         worker: u32,
         config: CoordinatorConfig,
-        fallback: Aimd,
+        fallback: Aimd<SimClock>,
         stagger: Duration,
         routes: RouteLog,
     ) -> RemoteGate {

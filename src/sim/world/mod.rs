@@ -1,9 +1,8 @@
-//! What is simulated: the API, the network, the fleet, the limiter service
-//! and the deferral queue.
+//! What is simulated: the API, the network, the limiter service, the ideal
+//! gate that knows the API's window, and the timers the runner watches.
 pub mod api;
 pub mod connector;
-pub mod deferral;
-pub mod fleet;
 pub mod limiter_service;
 pub mod net;
+pub mod oracle;
 pub mod timers;

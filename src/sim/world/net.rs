@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::classify::TransportFailure;
 use crate::core::duration_text;
+use crate::core::lock;
 use crate::env::{Rng, Transport, TransportError, exchange, seeded_rng};
 use crate::sim::world::api::{Api, Begin};
 use crate::sim::world::timers;
@@ -133,10 +134,6 @@ pub struct Server {
     pub api: Mutex<Api>,
     /// The faults the server side applies: answers to lose.
     pub faults: Mutex<ServerFaults>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The answer was cut off on purpose; hyper then drops the connection.

@@ -3,8 +3,8 @@
 //! happens (issue 16, [`advance`](crate::sim::run::advance)).
 //!
 //! Every sleep of the harness goes through [`sleep`], [`sleep_until`] or
-//! [`timeout`]: the driver's clock ([`TokioClock`](crate::env::TokioClock)),
-//! the API's processing time, the limiter service, the pacing gate. They
+//! [`timeout`]: the clients' and the gates' clock ([`SimClock`]), the API's
+//! processing time, the limiter service. They
 //! are tokio's own timers, registered here while they are pending: from
 //! their first poll (when tokio arms the timer too) until they complete or
 //! are dropped, which is after the task they woke has run. Outside a
@@ -23,9 +23,12 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
+
+use crate::core::lock;
+use crate::env::{Clock, TokioClock};
 
 /// The pending deadlines of one simulation.
 #[derive(Debug, Default)]
@@ -197,6 +200,37 @@ pub fn timeout<F: Future>(d: Duration, f: F) -> impl Future<Output = Result<F::O
     }
 }
 
+/// The harness's [`Clock`]: tokio's time (virtual under turmoil), a wall
+/// clock at `epoch + now()`, and sleeps registered with the simulation's
+/// timers so that the runner sees their deadlines. It is what the harness
+/// hands a client ([`Job::clock`](crate::sim::run::subject::Job::clock),
+/// [`Host::clock`](crate::sim::run::subject::Host::clock)) and what it runs
+/// the fleet's gates on. Outside a simulation its sleeps are tokio's.
+#[derive(Debug, Clone)]
+pub struct SimClock(TokioClock);
+
+impl SimClock {
+    /// A clock whose wall time is `epoch + now()`. Must be created inside a
+    /// tokio runtime (a simulated host); `now()` counts from its creation.
+    pub fn from_epoch(epoch: SystemTime) -> SimClock {
+        SimClock(TokioClock::from_epoch(epoch))
+    }
+}
+
+impl Clock for SimClock {
+    fn now(&self) -> Duration {
+        self.0.now()
+    }
+
+    fn wall(&self) -> SystemTime {
+        self.0.wall()
+    }
+
+    fn sleep(&self, d: Duration) -> impl Future<Output = ()> + Send {
+        sleep(d)
+    }
+}
+
 /// A hyper [`Timer`](hyper::rt::Timer) on the simulation's clock whose
 /// sleeps the harness sees: give it to a hyper or hyper-util client inside
 /// the simulation (`.pool_timer(SimTimer)`, `.timer(SimTimer)`) in place of
@@ -234,10 +268,6 @@ impl Future for SimSleep {
 }
 
 impl hyper::rt::Sleep for SimSleep {}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 #[cfg(test)]
 mod tests {
@@ -314,8 +344,8 @@ mod tests {
         assert_eq!(registered(|| Box::pin(SimTimer.sleep(Duration::from_millis(300)))), at(300));
         assert_eq!(
             registered(|| Box::pin(async {
-                let clock = crate::env::TokioClock::real();
-                crate::env::Clock::sleep(&clock, Duration::from_secs(4)).await
+                let clock = SimClock::from_epoch(SystemTime::UNIX_EPOCH);
+                clock.sleep(Duration::from_secs(4)).await
             })),
             at(4_000)
         );

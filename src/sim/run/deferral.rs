@@ -22,11 +22,13 @@ use http::{HeaderValue, Request};
 use tokio::sync::Notify;
 
 use crate::client::IDEMPOTENCY_KEY;
-use crate::env::{Clock, TokioClock, seeded_rng};
+use crate::core::lock;
+use crate::env::{Clock, seeded_rng};
 use crate::sim::run::job::{JobKind, JobOutcome, JobRecord, Run, request};
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::Subject;
+use crate::sim::world::timers::SimClock;
 use crate::trace::{EventKind, Millis};
 
 /// Give-ups that mean "the wait is longer than this caller can afford":
@@ -85,7 +87,7 @@ impl DeferralQueue {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// Queues a front-end give-up that waiting longer would fix. Only keyed
@@ -167,7 +169,7 @@ impl DeferralQueue {
 pub(crate) async fn background_worker(
     i: u32,
     client: &dyn Subject,
-    clock: &TokioClock,
+    clock: &SimClock,
     s: &Scenario,
     seed: u64,
     queue: &DeferralQueue,

@@ -25,19 +25,25 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::budget::RetryBudget;
-use crate::env::{TokioClock, seeded_rng};
+use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
+use crate::core::lock;
+use crate::env::seeded_rng;
 use crate::gate::aimd::{Aimd, GateFact, GateLog};
+use crate::gate::pacing::{Pacing, PacingState};
 use crate::gate::{Admission, Feedback, Gate};
-use crate::sim::run::clients::{Builtin, builtin};
-use crate::sim::run::job::{JobRecord, run_job};
-use crate::sim::run::runner::{FLEET_HOST, Traces, build_budget, build_gate, compact, epoch};
-use crate::sim::run::scenario::{GateConfig, Hosts, Scenario};
+use crate::sim::run::clients::builtin;
+use crate::sim::run::deferral::{self, DeferralQueue};
+use crate::sim::run::job::{JobRecord, Traces, compact, run_job};
+use crate::sim::run::scenario::{BudgetConfig, Builtin, GateConfig, Hosts, Scenario};
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{Host, MakeSubject, Promises, Subject};
-use crate::sim::world::deferral::{self, DeferralQueue};
 use crate::sim::world::limiter_service::{LIMITER_HOST, RemoteGate, RouteFact, RouteLog, serve_limiter};
 use crate::sim::world::net::sim_now;
+use crate::sim::world::oracle::{IdealGate, IdealSchedule};
+use crate::sim::world::timers::SimClock;
+
+/// The fleet's host name.
+pub const FLEET_HOST: &str = "fleet";
 
 /// Wraps a retry budget (see [`Hooks`]).
 pub type WrapBudget = fn(Arc<dyn RetryBudget>) -> Arc<dyn RetryBudget>;
@@ -101,10 +107,6 @@ pub fn fleet_hosts(s: &Scenario) -> Vec<String> {
 /// Worker `w`'s host name with per-worker hosts.
 pub fn worker_host(w: u32) -> String {
     format!("w{w}")
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// What the hosts and the runner share (turmoil runs every host on one thread).
@@ -209,11 +211,34 @@ impl Shared {
     }
 }
 
+/// The fleet's gate, built inside the simulation (on the simulation's clock).
+fn build_gate(s: &Scenario) -> Option<Arc<dyn Gate>> {
+    let clock = SimClock::from_epoch(s.epoch());
+    match s.fleet.gate {
+        GateConfig::None => None,
+        GateConfig::Ideal => Some(Arc::new(IdealGate::with_clock(IdealSchedule::new(&s.api), clock))),
+        GateConfig::Pacing(c) => Some(Arc::new(Pacing::with_clock(PacingState::new(c), clock))),
+        GateConfig::Aimd(c) => Some(Arc::new(Aimd::with_clock(c, clock))),
+    }
+}
+
+/// The fleet's retry budget, if the scenario has one.
+fn build_budget(s: &Scenario) -> Option<Arc<dyn RetryBudget>> {
+    match s.fleet.budget? {
+        BudgetConfig::TokenBucket { max_tokens, token_ratio_milli } => {
+            Some(Arc::new(TokenBucketBudget::new(max_tokens, token_ratio_milli)))
+        }
+        BudgetConfig::Percent { ttl, min_per_sec, per_mille } => {
+            Some(Arc::new(PercentBudget::new(ttl, min_per_sec, per_mille)))
+        }
+    }
+}
+
 /// Builds a gate from the scenario, an AIMD one writing its facts to `log`,
 /// wrapped by the hook if there is one.
 fn gate_for(s: &Scenario, log: &GateLog, hooks: Hooks) -> Option<Arc<dyn Gate>> {
     let gate: Arc<dyn Gate> = match s.fleet.gate {
-        GateConfig::Aimd(c) => Arc::new(Aimd::new(c).with_log(log.clone())),
+        GateConfig::Aimd(c) => Arc::new(Aimd::with_clock(c, SimClock::from_epoch(s.epoch())).with_log(log.clone())),
         _ => build_gate(s)?,
     };
     // A deliberate defect of the scenario's client (`[client.defects]`).
@@ -228,7 +253,7 @@ fn budget_for(s: &Scenario, hooks: Hooks) -> Option<Arc<dyn RetryBudget>> {
     let budget = build_budget(s)?;
     // A deliberate defect of the scenario's client (`[client.defects]`).
     let ratio = match s.fleet.budget {
-        Some(crate::sim::run::scenario::BudgetConfig::TokenBucket { token_ratio_milli, .. }) => Some(token_ratio_milli),
+        Some(BudgetConfig::TokenBucket { token_ratio_milli, .. }) => Some(token_ratio_milli),
         _ => None,
     };
     let budget = s.client.defects.wrap_budget(budget, ratio);
@@ -263,7 +288,7 @@ fn spawn_shared(
 ) {
     let (scenario, shared, make) = (Arc::new(s.clone()), shared.clone(), make.clone());
     sim.client(FLEET_HOST, async move {
-        let clock = TokioClock::from_epoch(epoch(&scenario));
+        let clock = SimClock::from_epoch(scenario.epoch());
         let gate = gate_for(&scenario, &shared.gate_log, hooks)
             .map(|inner| Arc::new(MeteredGate { inner, depth: shared.depth.clone() }) as Arc<dyn Gate>);
         let budget = budget_for(&scenario, hooks);
@@ -327,11 +352,11 @@ fn spawn_per_worker(
     for w in 0..s.fleet.workers {
         let (scenario, shared, make) = (scenario.clone(), shared.clone(), make.clone());
         sim.client(worker_host(w), async move {
-            let clock = TokioClock::from_epoch(epoch(&scenario));
+            let clock = SimClock::from_epoch(scenario.epoch());
             let log = shared.local_logs[&w].clone();
             let gate: Option<Arc<dyn Gate>> = match scenario.fleet.coordinator {
                 Some(c) => {
-                    let fallback = Aimd::new(c.fallback).with_log(log);
+                    let fallback = Aimd::with_clock(c.fallback, SimClock::from_epoch(scenario.epoch())).with_log(log);
                     let interval = Duration::from_micros(1_000_000_000 / c.fallback.max_rate_milli.max(1) as u64);
                     let stagger = interval * w / scenario.fleet.workers;
                     let remote = RemoteGate::start(w, c, fallback, stagger, shared.routes.clone());

@@ -107,7 +107,7 @@ impl Schedule for IdealSchedule {
 /// An oracle that admits exactly what the limiter will accept: the [`Gate`]
 /// that runs an [`IdealSchedule`]. Build it inside the simulation: it reads
 /// tokio's (virtual) clock.
-pub type IdealGate = Scheduled<IdealSchedule>;
+pub type IdealGate<C = crate::env::TokioClock> = Scheduled<IdealSchedule, C>;
 
 #[cfg(test)]
 mod tests {
