@@ -266,6 +266,7 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
         };
         let path = req.uri().path().to_owned();
         let (mut attempts, mut unclear, mut waited, mut previous_wait) = (0u32, 0u32, Duration::ZERO, None);
+        let mut throttled = 0u32;
         loop {
             attempts += 1;
             if let Some(gate) = &self.gate {
@@ -409,8 +410,10 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
                     (Advice::none(), None, Some(e))
                 }
             };
-            if class == Class::Unclear {
-                unclear += 1;
+            match class {
+                Class::Unclear => unclear += 1,
+                Class::Throttled => throttled += 1,
+                _ => {}
             }
             let attempted = Attempted {
                 operation,
@@ -420,6 +423,7 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
                 advice: &advice,
                 attempts,
                 unclear,
+                throttled,
                 elapsed: deadline.elapsed(now),
                 previous_wait,
                 cancelled: cancel.is_cancelled(),

@@ -44,7 +44,9 @@ pub struct ExplainArgs {
     /// Time since the operation's first attempt, e.g. `3s`, `1500ms`.
     #[arg(long, default_value = "0s")]
     elapsed: String,
-    /// Which attempt this answer is for (1 = the first).
+    /// Which attempt this answer is for (1 = the first); the earlier ones
+    /// are taken to have had the same class (so a 429 at attempt 2 or later
+    /// is an advice refused again).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     attempt: u32,
     /// Policy preset: interactive, background, batch, standard.
@@ -157,6 +159,7 @@ fn explain(args: &ExplainArgs) -> Result<String, UserError> {
         advice: &advice,
         attempts: attempt,
         unclear: if class == Class::Unclear { attempt } else { 0 },
+        throttled: if class == Class::Throttled { attempt } else { 0 },
         elapsed,
         previous_wait: None,
         cancelled: false,
