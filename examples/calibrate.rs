@@ -57,6 +57,18 @@ enum PolicyName {
     /// The same with `learn_phase` off: the gate trusts the rounded reset
     /// (a negative control for the conformance script's ideal-time check).
     PacingNoPhase,
+    /// The `interactive` preset, as a service ships it (`Policy::preset`).
+    Interactive,
+    /// The `background` preset.
+    Background,
+    /// The `batch` preset.
+    Batch,
+    /// The `standard` preset.
+    Standard,
+    /// `background` as it was before issue 26: a zero `Retry-After` spread
+    /// over at most 100 ms and no escalation of an advice refused again (a
+    /// negative control: against a server that rounds down it loses jobs).
+    BackgroundBefore,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -259,7 +271,18 @@ async fn ledger(url: &Uri, method: http::Method, path: &str) -> Result<serde_jso
 }
 
 fn policy_for(name: PolicyName) -> Policy {
+    let preset = |n: &str| Policy::preset(n).expect("a preset");
     match name {
+        PolicyName::Interactive => preset("interactive"),
+        PolicyName::Background => preset("background"),
+        PolicyName::Batch => preset("batch"),
+        PolicyName::Standard => preset("standard"),
+        PolicyName::BackgroundBefore => {
+            let mut p = preset("background");
+            p.escalate = false;
+            p.spread.rounded_zero = Duration::ZERO;
+            p.named("background-before")
+        }
         PolicyName::RetryAfterJitter | PolicyName::Pacing | PolicyName::PacingNoPhase => scenario::retry_after_jitter(),
         PolicyName::ExponentialFullJitter => compare::blinkimg_1s()
             .row("exponential-full-jitter")
@@ -286,7 +309,7 @@ async fn run(args: &Args, seed: u64) -> Result<(Report, Vec<Sent>), Failure> {
     let pacing = match args.policy {
         PolicyName::Pacing => Some(PacingConfig::default()),
         PolicyName::PacingNoPhase => Some(PacingConfig { learn_phase: false, ..PacingConfig::default() }),
-        PolicyName::RetryAfterJitter | PolicyName::ExponentialFullJitter => None,
+        _ => None,
     };
     if let Some(config) = pacing {
         let gate: Arc<dyn Gate> = Arc::new(Pacing::new(PacingState::new(config)));

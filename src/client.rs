@@ -329,6 +329,9 @@ struct Execution<'a, C, T> {
     attempts: u32,
     /// Answers classified `Unclear` so far.
     unclear: u32,
+    /// Answers classified `Throttled` so far (a second one is an advice
+    /// that was waited out and refused again).
+    throttled: u32,
     /// Time slept between attempts so far.
     waited: Duration,
     previous_wait: Option<Duration>,
@@ -356,6 +359,7 @@ impl<'a, C: Clock, T: Transport> Execution<'a, C, T> {
             path,
             attempts: 0,
             unclear: 0,
+            throttled: 0,
             waited: Duration::ZERO,
             previous_wait: None,
         };
@@ -514,8 +518,10 @@ impl<'a, C: Clock, T: Transport> Execution<'a, C, T> {
         rng: &mut dyn Rng,
         now: Duration,
     ) -> Decision {
-        if class == Class::Unclear {
-            self.unclear += 1;
+        match class {
+            Class::Unclear => self.unclear += 1,
+            Class::Throttled => self.throttled += 1,
+            _ => {}
         }
         let attempted = Attempted {
             operation: self.operation,
@@ -525,6 +531,7 @@ impl<'a, C: Clock, T: Transport> Execution<'a, C, T> {
             advice,
             attempts: self.attempts,
             unclear: self.unclear,
+            throttled: self.throttled,
             elapsed: self.deadline.elapsed(now),
             previous_wait: self.previous_wait,
             cancelled: self.cancel.is_cancelled(),

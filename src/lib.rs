@@ -62,7 +62,7 @@
 //! let advice = read_advice(&headers, envelope.as_ref(), SystemTime::UNIX_EPOCH);
 //! let attempted = Attempted {
 //!     operation: Operation::Keyed, class, status: Some(429), code, advice: &advice,
-//!     attempts: 1, unclear: 0, elapsed: Duration::ZERO, previous_wait: None, cancelled: false,
+//!     attempts: 1, unclear: 0, throttled: 1, elapsed: Duration::ZERO, previous_wait: None, cancelled: false,
 //! };
 //! // A person is waiting: 30 s is longer than the interactive budget allows.
 //! let d = decide(&Policy::interactive(), &attempted, Draws { backoff: 1, spread: 2 }, None, Duration::ZERO);

@@ -254,6 +254,13 @@ fn wait_words(why: &WaitWhy) -> String {
             d(why.advised.unwrap_or_default()),
             d(why.jitter)
         ),
+        WaitBasis::RefusedAgain => format!(
+            "refused again: {} (advice {} escalated, backoff window {}) + jitter {}",
+            d(why.base),
+            d(why.advised.unwrap_or_default()),
+            d(why.window.unwrap_or_default()),
+            d(why.jitter)
+        ),
     }
 }
 

@@ -44,7 +44,9 @@ pub struct ExplainArgs {
     /// Time since the operation's first attempt, e.g. `3s`, `1500ms`.
     #[arg(long, default_value = "0s")]
     elapsed: String,
-    /// Which attempt this answer is for (1 = the first).
+    /// Which attempt this answer is for (1 = the first); the earlier ones
+    /// are taken to have had the same class (so a 429 at attempt 2 or later
+    /// is an advice refused again).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     attempt: u32,
     /// Policy preset: interactive, background, batch, standard.
@@ -149,6 +151,7 @@ impl Read {
             advice: &self.advice,
             attempts: attempt,
             unclear: if self.class == Class::Unclear { attempt } else { 0 },
+            throttled: if self.class == Class::Throttled { attempt } else { 0 },
             elapsed: self.elapsed,
             previous_wait: None,
             cancelled: false,

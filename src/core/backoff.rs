@@ -89,9 +89,21 @@ impl Backoff {
 /// the same instant do not all arrive at it (seed 001: "add a small
 /// randomized spread afterward").
 ///
+/// A zero advice in whole seconds (`Retry-After: 0`, a past HTTP-date:
+/// [`Advice::in_whole_seconds`](crate::core::retry_after::Advice::in_whole_seconds))
+/// gets a spread of up to at least [`rounded_zero`](Spread::rounded_zero): a
+/// delta-seconds value of N only says "somewhere in [N, N+1) seconds", and a
+/// server that rounds down, such as Flask-Limiter, says `0` for most of its
+/// window, so the retries of a fleet are spread over that second instead of
+/// meeting the same full window within 100 ms (issue 26). A larger N keeps
+/// the share below: an advice waited out and refused again escalates by the
+/// second it may have left out ([`Policy::escalate`](crate::core::policy::Policy::escalate)).
+///
 /// # Default
-/// `clamp(20% of the advice, 100 ms, 1 s)`: a zero advice gets 1 to 100 ms
-/// (never 0: see [`Spread::draw`]), a 60 s advice gets up to 1 s.
+/// `clamp(20% of the advice, 100 ms, 1 s)`, and up to 1 s on a zero advice
+/// in whole seconds: `Retry-After: 0` gets 1 ms to 1 s (never 0: see
+/// [`Spread::draw`]), a body's `resetAt` that has passed 1 to 100 ms, a 2 s
+/// advice up to 400 ms, a 60 s advice up to 1 s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spread {
     /// The share of the advice, in per mille (200 = 20%).
@@ -102,11 +114,25 @@ pub struct Spread {
     /// The most spread, so a long advice is not stretched much further.
     #[serde(with = "crate::core::duration_text")]
     pub max: Duration,
+    /// The least cap on a zero advice in whole seconds, which covers its
+    /// rounding (1 s); zero turns the cover off (seed 002's clients, which
+    /// add a flat 0-250 ms). Missing from a file: 1 s.
+    #[serde(with = "crate::core::duration_text", default = "one_second")]
+    pub rounded_zero: Duration,
+}
+
+fn one_second() -> Duration {
+    Duration::from_secs(1)
 }
 
 impl Default for Spread {
     fn default() -> Self {
-        Spread { per_mille: 200, min: Duration::from_millis(100), max: Duration::from_secs(1) }
+        Spread {
+            per_mille: 200,
+            min: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+            rounded_zero: one_second(),
+        }
     }
 }
 
@@ -117,13 +143,35 @@ impl Spread {
         share.clamp(self.min, self.max.max(self.min))
     }
 
+    /// The largest spread for an advice given in whole seconds: [`cap`](Spread::cap),
+    /// and for a zero advice at least [`rounded_zero`](Spread::rounded_zero).
+    pub fn cap_whole_seconds(&self, advice: Duration) -> Duration {
+        let cap = self.cap(advice);
+        if advice.is_zero() { cap.max(self.rounded_zero) } else { cap }
+    }
+
+    /// The largest spread any advice can get: what a bound on a wait adds.
+    pub fn largest(&self) -> Duration {
+        self.max.max(self.min).max(self.rounded_zero)
+    }
+
     /// A spread drawn in `[0, cap(advice)]`; for a zero advice in
     /// `[1 ms, cap]`. The spread is then the whole wait, and the core rounds
     /// a spread down to whole milliseconds: a draw under 1 ms would retry at
     /// once, in step with every client told the same instant. A cap under
     /// 1 ms gives 1 ms; a zero cap (spread turned off) gives zero.
     pub fn draw(&self, advice: Duration, draw: u64) -> Duration {
-        let cap = self.cap(advice);
+        Spread::draw_under(self.cap(advice), advice, draw)
+    }
+
+    /// [`draw`](Spread::draw) for an advice in whole seconds: in `[0,
+    /// cap_whole_seconds(advice)]`, so a retry told `0` lands anywhere in
+    /// the second the rounding left out (and a fleet's retries spread over it).
+    pub fn draw_whole_seconds(&self, advice: Duration, draw: u64) -> Duration {
+        Spread::draw_under(self.cap_whole_seconds(advice), advice, draw)
+    }
+
+    fn draw_under(cap: Duration, advice: Duration, draw: u64) -> Duration {
         if advice.is_zero() && !cap.is_zero() {
             let one = Duration::from_millis(1);
             return one + uniform(cap.saturating_sub(one), draw);
@@ -231,11 +279,44 @@ mod tests {
         }
         assert_eq!(s.draw(Duration::ZERO, u64::MAX), MS(100));
         // A spread turned off stays off; a cap under 1 ms gives 1 ms.
-        let off = Spread { per_mille: 0, min: Duration::ZERO, max: Duration::ZERO };
+        let off = Spread { per_mille: 0, min: Duration::ZERO, max: Duration::ZERO, rounded_zero: Duration::ZERO };
         assert_eq!(off.draw(Duration::ZERO, u64::MAX), Duration::ZERO);
-        let tiny = Spread { per_mille: 0, min: Duration::from_micros(300), max: Duration::from_micros(300) };
+        assert_eq!(off.draw_whole_seconds(Duration::ZERO, u64::MAX), Duration::ZERO);
+        let tiny = Spread { per_mille: 0, min: Duration::from_micros(300), max: Duration::from_micros(300), ..off };
         assert_eq!(tiny.draw(Duration::ZERO, 0), MS(1));
         // A non-zero advice keeps the full range from zero.
         assert_eq!(s.draw(MS(2000), 0), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_zero_whole_second_advice_is_spread_over_the_second_its_rounding_left_out() {
+        // Issue 26: `Retry-After: 0` from a server that rounds down means
+        // "under a second"; a spread of at most 100 ms put every retry of a
+        // fleet in the same, still full, second.
+        let s = Spread::default();
+        assert_eq!(s.cap_whole_seconds(Duration::ZERO), MS(1000));
+        assert_eq!(s.draw_whole_seconds(Duration::ZERO, u64::MAX), MS(1000));
+        assert_eq!(s.draw_whole_seconds(Duration::ZERO, 0), MS(1));
+        assert_eq!(s.draw_whole_seconds(Duration::ZERO, 1 << 63), Duration::from_nanos(500_500_000));
+        // A longer advice keeps its share (escalation covers its rounding).
+        assert_eq!(s.cap_whole_seconds(MS(2000)), MS(400));
+        assert_eq!(s.cap_whole_seconds(MS(60_000)), MS(1000));
+        // A zero advice that is not in whole seconds keeps the plain cap.
+        assert_eq!(s.draw(Duration::ZERO, u64::MAX), MS(100));
+        // A zero cover is seed 002's flat spread.
+        let flat = Spread { per_mille: 0, min: MS(250), max: MS(250), rounded_zero: Duration::ZERO };
+        assert_eq!(flat.cap_whole_seconds(Duration::ZERO), MS(250));
+        assert_eq!((s.largest(), flat.largest()), (MS(1000), MS(250)));
+        let wide = Spread { rounded_zero: MS(3000), ..s };
+        assert_eq!((wide.cap_whole_seconds(Duration::ZERO), wide.largest()), (MS(3000), MS(3000)));
+    }
+
+    #[test]
+    fn a_spread_read_from_a_file_without_the_cover_gets_one_second() {
+        let s: Spread = serde_json::from_str(r#"{"per_mille":0,"min":"250ms","max":"250ms"}"#).unwrap();
+        assert_eq!(s.rounded_zero, MS(1000));
+        let s: Spread =
+            serde_json::from_str(r#"{"per_mille":0,"min":"250ms","max":"250ms","rounded_zero":"0s"}"#).unwrap();
+        assert_eq!(s.rounded_zero, Duration::ZERO);
     }
 }

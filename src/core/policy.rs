@@ -50,6 +50,15 @@ pub struct Policy {
     pub advice_mode: AdviceMode,
     /// The random spread added to an advised wait.
     pub spread: Spread,
+    /// An advice that was waited out and refused again has proven wrong (a
+    /// server that rounds `Retry-After` down, or a fleet that filled the
+    /// window first). On, an operation's k-th throttled answer after its
+    /// first (k from 0) waits at least the larger of the advice plus k + 1
+    /// seconds (when the advice is in whole seconds: each refusal proves it
+    /// a second short once more) and the backoff's draw for retry k
+    /// ([`WaitBasis::RefusedAgain`]), plus the spread. On in every preset;
+    /// off, every throttled answer waits its advice (seed 002's clients).
+    pub escalate: bool,
     /// Retries allowed for 429s with no or an unknown code.
     pub unclear_max_retries: u32,
     /// Whether to read `Retry-After` and body hints at all. Off, the backoff
@@ -91,6 +100,7 @@ impl Policy {
             backoff: Backoff { base: ms(200), cap: ms(2_000), jitter: Jitter::Full },
             advice_mode: AdviceMode::AdvicePlusSpread,
             spread: Spread::default(),
+            escalate: true,
             unclear_max_retries: 1,
             use_advice: true,
             idempotency_keys: true,
@@ -184,6 +194,9 @@ pub struct Attempted<'a> {
     pub attempts: u32,
     /// Unclear answers so far, this one included.
     pub unclear: u32,
+    /// Throttled answers so far, this one included: from 2 on, an advice was
+    /// waited out and refused again (see [`Policy::escalate`]).
+    pub throttled: u32,
     /// Time since the first attempt started (monotonic).
     pub elapsed: Duration,
     /// The previous wait, for decorrelated jitter.
@@ -229,8 +242,13 @@ pub enum WaitBasis {
     Advice(AdviceSource),
     /// The policy's backoff: there was no usable advice.
     Backoff,
-    /// `max(advice, backoff)`, and the backoff draw was larger.
+    /// `max(advice, backoff)` ([`AdviceMode::MaxOfAdviceAndBackoff`]), and
+    /// the backoff draw was larger.
     BackoffOverAdvice,
+    /// An advice waited out and refused again ([`Policy::escalate`]): the
+    /// larger of the advice plus a second per such refusal (for a
+    /// whole-second advice) and a backoff draw from the escalation's window.
+    RefusedAgain,
 }
 
 /// Why the core stopped retrying. Every variant says what the caller can do next.
@@ -377,6 +395,11 @@ pub enum Decision {
     },
 }
 
+/// What a whole-second advice may leave out: a delta-seconds value of N
+/// means somewhere in [N, N+1) seconds. An escalation adds it once per
+/// refusal of a waited-out advice.
+const ROUNDING: Duration = Duration::from_secs(1);
+
 fn give_up(reason: GiveUpReason) -> Decision {
     Decision::GiveUp { reason }
 }
@@ -433,19 +456,38 @@ pub fn decide(
             if adv > policy.max_single_wait {
                 return give_up(GiveUpReason::AdviceTooLong { advised: adv, max_single_wait: policy.max_single_wait });
             }
-            let jitter = policy.spread.draw(adv, draws.spread);
-            match policy.advice_mode {
-                AdviceMode::MaxOfAdviceAndBackoff if backoff > adv => {
-                    WaitWhy { basis: WaitBasis::BackoffOverAdvice, advised: Some(adv), base: backoff, jitter, window }
-                }
-                AdviceMode::MaxOfAdviceAndBackoff | AdviceMode::AdvicePlusSpread => WaitWhy {
+            let whole_seconds = a.advice.in_whole_seconds();
+            let jitter = if whole_seconds {
+                policy.spread.draw_whole_seconds(adv, draws.spread)
+            } else {
+                policy.spread.draw(adv, draws.spread)
+            };
+            let mut why = if policy.advice_mode == AdviceMode::MaxOfAdviceAndBackoff && backoff > adv {
+                WaitWhy { basis: WaitBasis::BackoffOverAdvice, advised: Some(adv), base: backoff, jitter, window }
+            } else {
+                WaitWhy {
                     basis: WaitBasis::Advice(a.advice.source),
                     advised: Some(adv),
                     base: adv,
                     jitter,
                     window: None,
-                },
+                }
+            };
+            if policy.escalate && a.class == Class::Throttled && a.throttled >= 2 {
+                // Refused again after waiting an earlier advice out: each such
+                // refusal proves a whole-second value a second short once
+                // more, and the backoff counts from this operation's first
+                // escalation; the longer wins (docs/DESIGN.md "Retry-After").
+                let escalation = a.throttled - 2;
+                let rounding = if whole_seconds { ROUNDING.saturating_mul(escalation + 1) } else { Duration::ZERO };
+                let again = policy.backoff.wait(escalation, a.previous_wait, draws.backoff);
+                let base = adv.saturating_add(rounding).max(again);
+                if base > why.base {
+                    let window = Some(policy.backoff.window(escalation));
+                    why = WaitWhy { basis: WaitBasis::RefusedAgain, advised: Some(adv), base, jitter, window };
+                }
             }
+            why
         }
     };
     // Whole milliseconds: traces show what is slept, and rounding the base
@@ -501,6 +543,7 @@ mod tests {
             advice,
             attempts,
             unclear: 0,
+            throttled: u32::from(class == Class::Throttled),
             elapsed,
             previous_wait: None,
             cancelled: false,
@@ -538,9 +581,10 @@ mod tests {
 
     #[test]
     fn zero_advice_still_gets_jitter() {
+        // Up to a whole second for `Retry-After: 0` (issue 26), never zero.
         let adv = advice(0);
         let d = decide(&Policy::standard(), &attempted(Class::Throttled, &adv, 1, S(0)), draws(u64::MAX), None, S(0));
-        assert!(matches!(d, Decision::Retry { wait, .. } if wait == Duration::from_millis(100)), "{d:?}");
+        assert!(matches!(d, Decision::Retry { wait, .. } if wait == S(1)), "{d:?}");
     }
 
     #[test]
@@ -555,6 +599,103 @@ mod tests {
                 assert!(wait >= Duration::from_millis(1), "{}, draw {x}: {why:?}", p.name);
             }
         }
+    }
+
+    #[test]
+    fn a_zero_retry_after_is_spread_over_the_second_it_may_leave_out() {
+        // Issue 26: `Retry-After: 0` from a server that rounds down means
+        // "under a second"; the spread was at most 100 ms.
+        let adv = advice(0);
+        for p in Policy::PRESETS.map(|n| Policy::preset(n).unwrap()) {
+            let spread_only = Draws { backoff: 0, spread: u64::MAX };
+            let top = decide(&p, &attempted(Class::Throttled, &adv, 1, S(0)), spread_only, None, S(0));
+            assert!(matches!(top, Decision::Retry { wait, .. } if wait == S(1)), "{}: {top:?}", p.name);
+        }
+        // A body's resetAt that has passed is not in whole seconds: 100 ms at most.
+        let reset = Advice { source: AdviceSource::BodyReset, ..advice(0) };
+        let d = decide(&Policy::standard(), &attempted(Class::Throttled, &reset, 1, S(0)), draws(u64::MAX), None, S(0));
+        assert!(matches!(d, Decision::Retry { wait, .. } if wait == Duration::from_millis(100)), "{d:?}");
+        // Seed 002's flat spread has no cover.
+        let mut flat = Policy::standard();
+        flat.spread.rounded_zero = Duration::ZERO;
+        let d = decide(&flat, &attempted(Class::Throttled, &adv, 1, S(0)), draws(u64::MAX), None, S(0));
+        assert!(matches!(d, Decision::Retry { wait, .. } if wait == Duration::from_millis(100)), "{d:?}");
+    }
+
+    fn refused(throttled: u32, adv: &Advice) -> Attempted<'_> {
+        Attempted { throttled, ..attempted(Class::Throttled, adv, throttled, S(3)) }
+    }
+
+    #[test]
+    fn an_advice_waited_out_and_refused_again_escalates() {
+        // Issue 26: the second throttled answer waits at least the advice
+        // plus the second its rounding may leave out, whatever the draws;
+        // each further refusal adds a second more.
+        let p = Policy::standard(); // backoff 500 ms .. 20 s, full jitter
+        let adv = advice(0);
+        let d = decide(&p, &refused(2, &adv), draws(0), None, S(0));
+        let Decision::Retry { wait, why } = d else { panic!("{d:?}") };
+        assert_eq!((why.basis, why.base, why.advised), (WaitBasis::RefusedAgain, S(1), Some(S(0))));
+        assert_eq!((wait, why.window), (Duration::from_millis(1_001), Some(Duration::from_millis(500))));
+        // The 4th escalation (5th throttled answer, k = 3): the advice plus
+        // 4 s, against a draw from the backoff's 4 s window (counted from
+        // the first escalation); a backoff over it wins.
+        let d = decide(&p, &refused(5, &advice(1)), draws(u64::MAX), None, S(0));
+        let Decision::Retry { why, .. } = d else { panic!("{d:?}") };
+        assert_eq!((why.basis, why.base, why.window), (WaitBasis::RefusedAgain, S(5), Some(S(4))));
+        let trace = crate::trace::render_event(
+            "w0",
+            &crate::trace::Event { at_ms: 0, kind: crate::trace::EventKind::Wait { ms: 5_200, why } },
+        );
+        assert!(trace.contains("refused again: 5.000s (advice 1.000s escalated, backoff window 4.000s)"), "{trace}");
+        let d = decide(&p, &refused(7, &advice(0)), draws(u64::MAX), None, S(0));
+        let Decision::Retry { why, .. } = d else { panic!("{d:?}") };
+        assert_eq!((why.base, why.window), (S(16), Some(S(16))));
+    }
+
+    #[test]
+    fn escalation_needs_a_refusal_after_a_waited_advice_and_the_policy() {
+        let adv = advice(0);
+        // The first throttled answer: the advice alone (the negative control).
+        let first = decide(&Policy::standard(), &refused(1, &adv), draws(0), None, S(0));
+        let Decision::Retry { why, .. } = first else { panic!("{first:?}") };
+        assert_eq!((why.basis, why.base), (WaitBasis::Advice(AdviceSource::HeaderSeconds), S(0)));
+        // Off (seed 002's clients): every refusal waits its advice.
+        let off = Policy { escalate: false, ..Policy::standard() };
+        let d = decide(&off, &refused(4, &adv), draws(u64::MAX), None, S(0));
+        let Decision::Retry { why, .. } = d else { panic!("{d:?}") };
+        assert_eq!(why.base, S(0));
+        // A 409 in progress with advice is not a refusal.
+        let mut busy = refused(4, &adv);
+        busy.class = Class::InProgress;
+        let d = decide(&Policy::standard(), &busy, draws(0), None, S(0));
+        let Decision::Retry { why, .. } = d else { panic!("{d:?}") };
+        assert_eq!(why.base, S(0));
+    }
+
+    #[test]
+    fn an_advice_with_milliseconds_escalates_by_the_backoff_alone() {
+        // A resetAt is exact: no second to cover, only the backoff.
+        let reset = Advice { source: AdviceSource::BodyReset, ..advice(0) };
+        let d = decide(&Policy::standard(), &refused(2, &reset), draws(u64::MAX), None, S(0));
+        let Decision::Retry { why, .. } = d else { panic!("{d:?}") };
+        assert_eq!((why.basis, why.base), (WaitBasis::RefusedAgain, Duration::from_millis(500)));
+        let d = decide(&Policy::standard(), &refused(2, &reset), draws(0), None, S(0));
+        let Decision::Retry { why, .. } = d else { panic!("{d:?}") };
+        assert_eq!((why.basis, why.base), (WaitBasis::Advice(AdviceSource::BodyReset), S(0)));
+    }
+
+    #[test]
+    fn batch_escalation_keeps_its_larger_backoff() {
+        // Batch already takes max(advice, backoff for the attempt); a refusal
+        // adds the rounding second when that is larger.
+        let adv = advice(2);
+        let d = decide(&Policy::batch(), &refused(4, &adv), draws(u64::MAX), None, S(0));
+        let Decision::Retry { why, .. } = d else { panic!("{d:?}") };
+        assert_eq!((why.basis, why.base), (WaitBasis::BackoffOverAdvice, S(8)));
+        let d = decide(&Policy::batch(), &refused(2, &adv), draws(0), None, S(0));
+        let Decision::Retry { why, .. } = d else { panic!("{d:?}") };
+        assert_eq!((why.basis, why.base), (WaitBasis::RefusedAgain, S(3)));
     }
 
     #[test]

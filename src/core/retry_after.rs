@@ -116,6 +116,20 @@ impl Advice {
     pub fn none() -> Advice {
         Advice { source: AdviceSource::None, wait: None, header: HeaderState::Missing, server_date_used: false }
     }
+
+    /// Whether the wait was given in whole seconds, so that the true wait
+    /// may be up to a second longer: `Retry-After` in either form (a
+    /// delta-seconds value of N means somewhere in [N, N+1) s, and an
+    /// HTTP-date and the `Date` it is read against have whole seconds), and a
+    /// body's `retry_after_seconds` without a fraction. A `resetAt` is not:
+    /// it carries milliseconds.
+    pub fn in_whole_seconds(&self) -> bool {
+        match self.source {
+            AdviceSource::HeaderSeconds | AdviceSource::HeaderDate => true,
+            AdviceSource::BodySeconds => self.wait.is_some_and(|w| w.subsec_nanos() == 0),
+            AdviceSource::BodyReset | AdviceSource::None => false,
+        }
+    }
 }
 
 /// Parses strict delta-seconds: `1*DIGIT` (ASCII) after trimming spaces and tabs; saturates.
@@ -840,6 +854,23 @@ mod tests {
                 server_date_used: false,
             }
         );
+    }
+
+    #[test]
+    fn which_advice_is_in_whole_seconds() {
+        // Issue 26: these may be up to a second short, so the spread covers it.
+        let seconds = read_advice(&headers(&[(&RETRY_AFTER, "0")]), None, at(RESET));
+        let date =
+            read_advice(&headers(&[(&RETRY_AFTER, &fmt(RESET + 3))]), None, at(RESET) + Duration::from_millis(1));
+        assert_eq!((seconds.source, date.source), (AdviceSource::HeaderSeconds, AdviceSource::HeaderDate));
+        assert!(seconds.in_whole_seconds() && date.in_whole_seconds());
+        assert!(body_advice(Some(json!(30)), None).in_whole_seconds());
+        // A fraction, a resetAt with milliseconds, no advice: precise or none.
+        assert!(!body_advice(Some(json!(2.5)), None).in_whole_seconds());
+        let reset = body_advice(None, Some(json!("2026-10-17T09:12:33.250Z")));
+        assert_eq!(reset.source, AdviceSource::BodyReset);
+        assert!(!reset.in_whole_seconds());
+        assert!(!Advice::none().in_whole_seconds());
     }
 
     #[test]

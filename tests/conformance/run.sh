@@ -11,7 +11,15 @@
 # Each configuration runs CONFORMANCE_REPEATS times (default 5) on the real
 # server and on seeds 1..CONFORMANCE_REPEATS in the simulator; then the
 # negative controls run once each, to show that every check can fail.
-# Loopback only; about three minutes; the server is stopped by its PID.
+#
+# Then the production presets where slots are scarce (issue 26): 8 workers,
+# 60 jobs, 10 requests per 1 s window, on Flask-Limiter's fixed window
+# (/fixed10) and on tests/conformance/rounding_server.py (Retry-After
+# int(reset - now): 0 for a whole window), CONFORMANCE_PRESET_REPEATS times
+# each (default 3), with their simulated twins: the `habits` rows
+# flask-fixed/PRESET and retry-after-truncated/PRESET with 10 writes and 60
+# jobs. `background` as it was before issue 26 is the negative control.
+# Loopback only; about six minutes; the servers are stopped by their PIDs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -39,19 +47,29 @@ cargo build --release --quiet --example calibrate --bin retrysim
 CALIBRATE=target/release/examples/calibrate
 RETRYSIM=target/release/retrysim
 
-rm -rf "$OUT" && mkdir -p "$OUT"
+rm -rf "$OUT" && mkdir -p "$OUT/twins"
 "$VENV/bin/python" tests/conformance/server.py --port-file "$OUT/port" >"$OUT/server.log" 2>&1 &
 SERVER=$!
-trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-    [ -s "$OUT/port" ] && break
-    if ! kill -0 "$SERVER" 2>/dev/null; then
-        echo "conformance: the server did not start:" && cat "$OUT/server.log" && exit 1
-    fi
-    sleep 0.1
-done
-[ -s "$OUT/port" ] || { echo "conformance: the server did not report its port in 10 s" && exit 1; }
+"$VENV/bin/python" tests/conformance/rounding_server.py --limit 10 --port-file "$OUT/rounding-port" \
+    >"$OUT/rounding-server.log" 2>&1 &
+ROUNDING=$!
+trap 'kill "$SERVER" "$ROUNDING" 2>/dev/null || true; wait "$SERVER" "$ROUNDING" 2>/dev/null || true' EXIT
+# Waits for a server's port file; fails with its log if it died or never wrote one.
+wait_port() {
+    local pid=$1 file=$2 log=$3
+    for _ in $(seq 1 100); do
+        [ -s "$file" ] && return 0
+        if ! kill -0 "$pid" 2>/dev/null; then
+            echo "conformance: a server did not start:" && cat "$log" && exit 1
+        fi
+        sleep 0.1
+    done
+    echo "conformance: a server did not report its port in 10 s:" && cat "$log" && exit 1
+}
+wait_port "$SERVER" "$OUT/port" "$OUT/server.log"
+wait_port "$ROUNDING" "$OUT/rounding-port" "$OUT/rounding-server.log"
 BASE="http://127.0.0.1:$(cat "$OUT/port")"
+ROUNDING_URL="http://127.0.0.1:$(cat "$OUT/rounding-port")/v1/jobs"
 echo "conformance: Flask-Limiter on $BASE; $REPEATS runs of each configuration"
 
 # One real run: a JSON line tagged with its window and policy (and a control name).
@@ -91,4 +109,41 @@ real fixed pacing-no-phase pacing-no-phase >>"$OUT/controls.jsonl"
 real fixed pacing fixed-seed-twice --jobs 10 --seed 42 >/dev/null
 real fixed pacing fixed-seed-twice --jobs 10 --seed 42 --no-reset >>"$OUT/controls.jsonl"
 
-"$VENV/bin/python" tests/conformance/report.py "$OUT/real.jsonl" "$OUT/sim.jsonl" "$OUT/controls.jsonl"
+# The production presets where slots are scarce (issue 26).
+PRESETS=(interactive background batch standard)
+PRESET_REPEATS=${CONFORMANCE_PRESET_REPEATS:-3}
+preset_real() {
+    local server=$1 url=$2 policy=$3 control=$4
+    local json
+    json=$(timeout 90 "$CALIBRATE" --url "$url" --policy "$policy" --jobs 60 --limit 10 --format json --time-limit 60s)
+    echo "{\"server\":\"$server\",\"policy\":\"$policy\",\"control\":\"$control\",\"run\":$json}"
+}
+for rep in $(seq 1 "$PRESET_REPEATS"); do
+    for preset in "${PRESETS[@]}"; do
+        preset_real flask-limiter "$BASE/fixed10/v1/jobs" "$preset" "" >>"$OUT/presets-real.jsonl"
+        preset_real rounding "$ROUNDING_URL" "$preset" "" >>"$OUT/presets-real.jsonl"
+    done
+    echo "conformance: preset runs $rep/$PRESET_REPEATS done"
+done
+# The twins, from the habits preset's rows with the scarce slots written in
+# (checked: a format change must not leave 30 writes and 120 jobs behind).
+for pair in flask-limiter:flask-fixed rounding:retry-after-truncated; do
+    server=${pair%%:*} habit=${pair#*:}
+    for preset in "${PRESETS[@]}"; do
+        twin="$OUT/twins/$server-$preset.toml"
+        "$RETRYSIM" compare --preset habits --show "$habit/$preset" |
+            sed -e 's/^writes = 30$/writes = 10/' -e 's/^jobs = 120$/jobs = 60/' >"$twin"
+        grep -q '^writes = 10$' "$twin" && grep -q '^jobs = 60$' "$twin" || {
+            echo "conformance: cannot write 10 writes and 60 jobs into $habit/$preset's twin ($twin)" && exit 1
+        }
+        for seed in $(seq 1 "$PRESET_REPEATS"); do
+            json=$("$RETRYSIM" run --config "$twin" --seed "$seed" --format json | tr -d '\n')
+            echo "{\"server\":\"$server\",\"policy\":\"$preset\",\"seed\":$seed,\"run\":$json}" >>"$OUT/presets-sim.jsonl"
+        done
+    done
+done
+# Negative control: background as it was before issue 26 loses jobs on the rounding server.
+preset_real rounding "$ROUNDING_URL" background-before background-before >>"$OUT/presets-controls.jsonl"
+
+"$VENV/bin/python" tests/conformance/report.py "$OUT/real.jsonl" "$OUT/sim.jsonl" "$OUT/controls.jsonl" \
+    "$OUT/presets-real.jsonl" "$OUT/presets-sim.jsonl" "$OUT/presets-controls.jsonl"

@@ -1,11 +1,13 @@
 """A real Flask-Limiter server for retrysim's calibration (tests/conformance/run.sh).
 
-Two endpoints, each limited to 30 requests per 1 second for the whole fleet
-(one key for every caller), with Flask-Limiter's default headers and its
-default HTML 429 page:
+Three endpoints, each limited for the whole fleet (one key for every
+caller), with Flask-Limiter's default headers and its default HTML 429 page:
 
-  POST /fixed/v1/jobs    the `fixed-window` strategy of `limits`
-  POST /moving/v1/jobs   the `moving-window` strategy of `limits`
+  POST /fixed/v1/jobs    30 per 1 second, the `fixed-window` strategy of `limits`
+  POST /moving/v1/jobs   30 per 1 second, the `moving-window` strategy of `limits`
+  POST /fixed10/v1/jobs  10 per 1 second, fixed window: fewer slots than a
+                         fleet of 8 needs, where the production presets met
+                         the truncated Retry-After (issue 26)
 
 What Flask-Limiter 4.1 then sends on every answer (read from its source,
 `flask_limiter/_extension.py`, and from `limits/strategies.py` and
@@ -39,6 +41,7 @@ from waitress import create_server
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 LIMIT = "30 per 1 second"
+LIMIT_10 = "10 per 1 second"
 
 
 class Ledger:
@@ -91,9 +94,9 @@ class Ledger:
 LEDGER = Ledger()
 
 
-def jobs_app(strategy):
-    """One Flask app with one limiter of the given `limits` strategy."""
-    app = Flask(f"jobs-{strategy}")
+def jobs_app(strategy, limit=LIMIT):
+    """One Flask app with one limiter of the given `limits` strategy and limit."""
+    app = Flask(f"jobs-{strategy}-{limit}")
     app.config.update(
         RATELIMIT_HEADERS_ENABLED=True,
         RATELIMIT_STORAGE_URI="memory://",
@@ -103,7 +106,7 @@ def jobs_app(strategy):
     limiter = Limiter(key_func=lambda: "fleet", app=app)
 
     @app.post("/v1/jobs")
-    @limiter.limit(LIMIT)
+    @limiter.limit(limit)
     def create_job():
         return jsonify({"id": "job", "key": request.headers.get("Idempotency-Key")}), 201
 
@@ -119,6 +122,7 @@ def jobs_app(strategy):
 def build():
     fixed, fixed_limiter = jobs_app("fixed-window")
     moving, moving_limiter = jobs_app("moving-window")
+    fixed10, fixed10_limiter = jobs_app("fixed-window", LIMIT_10)
     root = Flask("conformance")
 
     @root.get("/__stats")
@@ -130,9 +134,10 @@ def build():
         LEDGER.reset()
         fixed_limiter.reset()
         moving_limiter.reset()
+        fixed10_limiter.reset()
         return jsonify({"reset": True})
 
-    return DispatcherMiddleware(root, {"/fixed": fixed, "/moving": moving})
+    return DispatcherMiddleware(root, {"/fixed": fixed, "/moving": moving, "/fixed10": fixed10})
 
 
 def main():

@@ -459,7 +459,13 @@ fn random_policy(g: &mut Draw) -> Policy {
             jitter: g.pick(&[Jitter::None, Jitter::Full, Jitter::Full, Jitter::Equal, Jitter::Decorrelated]),
         },
         advice_mode: g.pick(&[AdviceMode::AdvicePlusSpread, AdviceMode::MaxOfAdviceAndBackoff]),
-        spread: Spread { per_mille: g.range(0, 500) as u32, min: spread_min, max: spread_min + g.ms(0, 1_000) },
+        spread: Spread {
+            per_mille: g.range(0, 500) as u32,
+            min: spread_min,
+            max: spread_min + g.ms(0, 1_000),
+            ..Spread::default()
+        },
+        escalate: true,
         unclear_max_retries: g.range(0, 3) as u32,
         use_advice: g.chance(950),
         idempotency_keys: g.chance(900),

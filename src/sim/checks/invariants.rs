@@ -778,16 +778,19 @@ pub const RECOVERY_ROUNDS: u32 = 8;
 
 /// An upper bound on the time the limiter needs to accept every job once,
 /// with refused jobs coming back after their advice. Each round (two windows,
-/// the advice's rounding to whole seconds, the spread, a round trip and the
-/// processing) accepts at least `min(writes, workers)` jobs: every waiter
+/// the advice's rounding to whole seconds, the backoff's cap when an advice
+/// refused again escalates, the spread, a round trip and the processing) accepts at least `min(writes, workers)` jobs: every waiter
 /// retries once per round, and a window accepts its first `writes` hits.
 pub fn service_bound(s: &Scenario) -> Duration {
     let f = &s.fleet;
     let per_round = s.api.limiter.writes.min(f.workers).max(1);
     let window = Duration::from_millis(s.api.limiter.window_ms);
+    // An advice refused again may wait up to the backoff's cap instead.
+    let escalation = if s.policy.escalate { s.policy.backoff.cap } else { Duration::ZERO };
     let round = window * 2
         + Duration::from_secs(1)
-        + s.policy.spread.max.max(s.policy.spread.min)
+        + escalation
+        + s.policy.spread.largest()
         + s.net.max_latency * 2
         + Duration::from_millis(s.api.processing_ms);
     round * f.jobs.div_ceil(per_round)
@@ -803,7 +806,7 @@ pub fn liveness_needs(s: &Scenario) -> (Duration, u32) {
     let p = &s.policy;
     let heal = faults_heal_at(s);
     let window = Duration::from_millis(s.api.limiter.window_ms);
-    let round = window + p.spread.max.max(p.spread.min) + p.backoff.cap + p.attempt_timeout;
+    let round = window + p.spread.largest() + p.backoff.cap + p.attempt_timeout;
     let service = service_bound(s);
     let deadline = heal + service + round * RECOVERY_ROUNDS;
     let base = p.backoff.base.max(Duration::from_millis(1));

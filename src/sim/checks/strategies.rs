@@ -86,7 +86,13 @@ pub fn arb_random_policy() -> impl Strategy<Value = Policy> {
                 attempt_timeout,
                 backoff: Backoff { base: MS(base), cap: MS(base.max(cap)), jitter },
                 advice_mode,
-                spread: Spread { per_mille, min: MS(spread_min), max: MS(spread_min + spread_extra) },
+                spread: Spread {
+                    per_mille,
+                    min: MS(spread_min),
+                    max: MS(spread_min + spread_extra),
+                    ..Spread::default()
+                },
+                escalate: true,
                 unclear_max_retries,
                 use_advice,
                 idempotency_keys,
@@ -408,7 +414,7 @@ pub fn arb_exhausting_scenario() -> impl Strategy<Value = Scenario> {
             let fleet = Fleet { jobs: fleet.jobs.min(fleet.workers * 2), ..fleet };
             // Advice ≤ 2 s, read as up to 4 s from a date; the larger of it
             // and the backoff, plus the spread, per retry.
-            let spread = policy.spread.max.max(policy.spread.min);
+            let spread = policy.spread.largest();
             let per_retry = MS(4_000).max(policy.backoff.cap) + spread + MS(500);
             policy.max_single_wait = policy.max_single_wait.max(MS(5_000));
             policy.deadline = per_retry * policy.max_retries + policy.min_attempt_time + MS(5_000);

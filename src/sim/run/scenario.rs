@@ -483,7 +483,14 @@ pub fn retry_after_jitter() -> Policy {
         max_single_wait: Duration::from_secs(120),
         backoff: Backoff { base: Duration::from_millis(100), cap: Duration::from_secs(8), jitter: Jitter::Full },
         advice_mode: AdviceMode::AdvicePlusSpread,
-        spread: Spread { per_mille: 0, min: Duration::from_millis(250), max: Duration::from_millis(250) },
+        // Seed 002's client: a flat 0-250 ms on any advice, and no escalation.
+        spread: Spread {
+            per_mille: 0,
+            min: Duration::from_millis(250),
+            max: Duration::from_millis(250),
+            rounded_zero: Duration::ZERO,
+        },
+        escalate: false,
         ..Policy::standard()
     }
 }

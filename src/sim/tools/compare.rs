@@ -225,10 +225,11 @@ pub fn berlin() -> Preset {
 
 /// The habits of the `habits` preset: a name, what it is, and how it
 /// changes seed 002's API (see `sim::world::api::habits` for their sources).
-pub const HABITS: [(&str, &str); 11] = [
+pub const HABITS: [(&str, &str); 12] = [
     ("fastify", "@fastify/rate-limit, seed 002's API: Retry-After rounded up, RateLimit-* in seconds left"),
     ("retry-after-down-mid", "Flask-Limiter's truncated Retry-After, the run 0.5 s into a wall-clock second"),
     ("retry-after-down-late", "Flask-Limiter's truncated Retry-After, the run 0.9 s into a wall-clock second"),
+    ("retry-after-truncated", "Retry-After int(reset - now), 0 for a whole 1 s window, with an HTML 429"),
     ("reset-unix", "X-RateLimit-Reset in whole Unix seconds (int(reset + 1)) against a whole-second Date"),
     ("no-date", "X-RateLimit-Reset in Unix seconds and no Date header to measure it against"),
     ("ietf-fields", "only draft-10's structured RateLimit and RateLimit-Policy fields"),
@@ -251,6 +252,12 @@ pub fn with_habit(habit: &str) -> Option<Scenario> {
         "retry-after-down-mid" | "retry-after-down-late" => {
             api.retry_after_rounding = RetryAfterRounding::Down;
             api.clock_skew_ms = if habit.ends_with("late") { LATE_PHASE_MS } else { HALF_SECOND_PHASE_MS };
+        }
+        "retry-after-truncated" => {
+            api.retry_after_rounding = RetryAfterRounding::Truncate;
+            api.rate_limited_body = RateLimitedBody::Html;
+            api.advice = crate::sim::world::api::AdviceForm::HeaderSeconds;
+            api.clock_skew_ms = HALF_SECOND_PHASE_MS;
         }
         "reset-unix" | "no-date" => {
             api.rate_limit_fields = RateLimitFields::XRateLimit;
@@ -281,7 +288,9 @@ pub fn with_habit(habit: &str) -> Option<Scenario> {
 /// How each of seed 002's kinds of policy fares under each habit of
 /// [`HABITS`]: retrying at once, exponential backoff with full jitter
 /// (both ignore `Retry-After`), Retry-After plus jitter, and the Pacing
-/// gate. Rows are `habit/policy`.
+/// gate; then the production presets ([`Policy::PRESETS`]), whose retries
+/// and deadlines are a service's, not seed 002's 50 tries. Rows are
+/// `habit/policy`.
 ///
 /// One ideal row is the yardstick for all: the oracle reads no header and
 /// meets no refusal, and it admits an attempt only a whole window after an
@@ -311,6 +320,12 @@ pub fn habits() -> Preset {
         for (policy, mut s) in rows {
             s.description = format!("{what}; {}", s.description);
             p.push(&format!("{habit}/{policy}"), s);
+        }
+        // The production presets, as a service ships them (issue 26: the
+        // comparison ran only 50-try policies, so nobody saw them lose jobs).
+        for name in Policy::PRESETS {
+            let policy = Policy::preset(name).expect("a preset");
+            p.push(&format!("{habit}/{name}"), with_policy(&base, policy, &format!("{what}; the {name} preset")));
         }
     }
     let fastify = with_habit("fastify").expect("a habit");
@@ -857,9 +872,9 @@ mod tests {
     }
 
     #[test]
-    fn the_habits_preset_crosses_every_habit_with_four_policies_and_one_ideal() {
+    fn the_habits_preset_crosses_every_habit_with_eight_policies_and_one_ideal() {
         let p = habits();
-        assert_eq!(p.rows.len(), HABITS.len() * 4 + 1);
+        assert_eq!(p.rows.len(), HABITS.len() * 8 + 1);
         assert_eq!(
             p.row_names()[..4],
             [
@@ -872,7 +887,11 @@ mod tests {
         assert_eq!(p.row_names().last(), Some(&"ideal"));
         for (habit, _) in HABITS {
             let rows: Vec<_> = p.rows.iter().filter(|r| r.name.starts_with(&format!("{habit}/"))).collect();
-            assert_eq!(rows.len(), 4, "{habit}");
+            assert_eq!(rows.len(), 8, "{habit}");
+            for (row, preset) in rows[4..].iter().zip(Policy::PRESETS) {
+                assert_eq!(row.name, format!("{habit}/{preset}"));
+                assert_eq!(row.scenario.policy, Policy::preset(preset).unwrap());
+            }
             let control = with_habit("fastify").unwrap().api;
             assert!(habit == "fastify" || rows.iter().all(|r| r.scenario.api != control), "{habit} changes the API");
         }

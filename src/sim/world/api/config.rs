@@ -266,6 +266,9 @@ pub enum RetryAfterRounding {
     /// current wall-clock second says `Retry-After: 0`, and the advice is up
     /// to a second early.
     Down,
+    /// `int(reset - now)`: the wait truncated to whole seconds, so `0` for a
+    /// whole 1 s window (tests/conformance/rounding_server.py; issue 26).
+    Truncate,
 }
 
 /// The body of a request-rate refusal.
@@ -389,7 +392,7 @@ mod tests {
     #[test]
     fn a_bad_habit_names_its_key_and_the_allowed_values() {
         let cases = [
-            ("retry_after_rounding = \"nearest\"", "`up` or `down`"),
+            ("retry_after_rounding = \"nearest\"", "`up`, `down`, `truncate`"),
             ("rate_limit_reset = \"unix\"", "`seconds_left` or `unix_seconds`"),
             ("rate_limit_fields = \"ietf\"", "`draft6`, `x_ratelimit`, `structured`, `draft6_and_structured`"),
             ("rate_limited_body = \"text\"", "`envelope` or `html`"),

@@ -21,6 +21,9 @@
 //!   a second early otherwise. It depends on where in the wall-clock second the
 //!   window started, which is why the Flask-Limiter scenarios start the server
 //!   clock half a second into one.
+//! - `truncate`: `int(reset - now)`, the wait rounded down whatever the phase
+//!   (a hand-written limiter such as `tests/conformance/rounding_server.py`,
+//!   the server of issue 26): `0` for the whole of a 1 s window.
 //!
 //! # `rate_limit_reset`
 //! - `seconds_left` (default): @fastify/rate-limit's `x-ratelimit-reset` /
@@ -99,6 +102,8 @@ pub(crate) fn retry_after_seconds(rounding: RetryAfterRounding, wait: Duration, 
         RetryAfterRounding::Up => whole_seconds_at_least_one(wait),
         // int(reset_at - time.time()), a positive float truncated.
         RetryAfterRounding::Down => flask_reset_at(wall.plus(wait)).since(wall).as_secs(),
+        // int(reset - now): what is left, truncated.
+        RetryAfterRounding::Truncate => wait.as_secs(),
     }
 }
 
@@ -192,6 +197,16 @@ mod tests {
         for (phase, wait, expected) in cases {
             let got = retry_after_seconds(RetryAfterRounding::Down, ms(wait), wall(phase));
             assert_eq!(got, expected, "now = x.{phase:03}, wait {wait} ms");
+        }
+    }
+
+    #[test]
+    fn truncate_is_the_wait_rounded_down_whatever_the_phase() {
+        for phase in [0, 500, 900] {
+            for (wait, expected) in [(0, 0), (300, 0), (999, 0), (1_000, 1), (1_999, 1), (59_400, 59)] {
+                let got = retry_after_seconds(RetryAfterRounding::Truncate, ms(wait), wall(phase));
+                assert_eq!(got, expected, "now = x.{phase:03}, wait {wait} ms");
+            }
         }
     }
 
