@@ -10,6 +10,7 @@ mod fleet;
 mod foreign;
 mod habits;
 mod hunt_catches;
+mod hunt_seeds;
 mod hunt_workflow;
 mod integrations;
 mod lean_build;
