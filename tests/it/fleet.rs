@@ -18,8 +18,10 @@ use retrysim::sim::checks::fleet::{
     FleetViolation, api_within_gate_limit, budget_allowance, check_fleet, deferred_charged_once,
     fallback_within_local_limit, gate_window,
 };
+use retrysim::sim::checks::hunt;
 use retrysim::sim::checks::invariants::check_run;
 use retrysim::sim::run::fleet::Hooks;
+use retrysim::sim::run::job::job_of_label;
 use retrysim::sim::run::render::{Show, render_run};
 use retrysim::sim::run::runner::{JobOutcome, Report, RunOptions, run};
 use retrysim::sim::run::scenario::{BudgetConfig, GateConfig, Scenario, berlin, named};
@@ -253,6 +255,33 @@ fn negative_control_a_leaky_gate_is_caught_by_the_ledger() {
     assert!(!found.is_empty(), "a gate that lets every third attempt past must be caught\n{}", replay(&r));
     // The gate's own facts cannot see what went around it: only the ledger can.
     assert!(gate_window(&r).is_empty());
+}
+
+#[test]
+fn a_cancelled_run_gives_its_slot_back_and_a_leak_is_still_caught() {
+    // Hunt seed 19576: a cancel at 655 ms ends runs whose requests the API
+    // works on for 1.5 s; their slots come back to the gate, which admits
+    // more while the API still runs the abandoned ones. Those count until
+    // their run ended, not until the API answered.
+    let seed = 19576;
+    let s = hunt::swarm(seed, hunt::Kind::All);
+    let r = run(&s, seed).unwrap_or_else(|e| panic!("{e}"));
+    let ended = |job: u32| r.records.iter().find(|j| j.job == job).map(|j| j.finished_ms);
+    let abandoned = r
+        .ledger
+        .arrivals
+        .iter()
+        .filter(|a| {
+            let end = job_of_label(&a.client).and_then(ended);
+            a.answered_at.zip(end).is_some_and(|(answer, end)| answer.as_millis() as u64 > end)
+        })
+        .count();
+    assert!(abandoned > 0, "the situation: runs cancelled while the API worked on their requests");
+    assert!(r.records.iter().any(|j| matches!(&j.outcome, JobOutcome::GaveUp { reason } if reason == "cancelled")));
+    assert_clean(&r, api_within_gate_limit(&r));
+    // The same run with a gate that lets every third attempt past it: still caught.
+    let leaky = run_hooked(&s, seed, Hooks { gate: Some(leak_gate), ..Hooks::default() });
+    assert!(!api_within_gate_limit(&leaky).is_empty(), "a leaky gate must be caught beside a cancel");
 }
 
 // ---- The shared retry budget ------------------------------------------------

@@ -11,6 +11,7 @@ mod foreign;
 mod function_lengths;
 mod habits;
 mod hunt_catches;
+mod hunt_seeds;
 mod hunt_workflow;
 mod integrations;
 mod layers;

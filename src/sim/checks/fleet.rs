@@ -336,8 +336,9 @@ fn max_limit_between(steps: &[(Duration, u32)], from: Duration, to: Duration) ->
     steps.iter().filter(|(t, _)| *t > from && *t <= to).map(|s| s.1).fold(at_from, u32::max)
 }
 
-/// Requests running at the API at the instant of each arrival (the arrival included).
-fn running_at_arrivals(arrivals: &[Arrival]) -> Vec<(usize, u32)> {
+/// Requests running at the API at the instant of each arrival (the arrival
+/// included). A request counts from its arrival until `ends[i]`.
+fn running_at_arrivals(arrivals: &[Arrival], ends: &[Option<Duration>]) -> Vec<(usize, u32)> {
     arrivals
         .iter()
         .enumerate()
@@ -345,7 +346,7 @@ fn running_at_arrivals(arrivals: &[Arrival]) -> Vec<(usize, u32)> {
             let running = arrivals
                 .iter()
                 .enumerate()
-                .filter(|(j, b)| *j == i || (b.at <= a.at && b.answered_at.is_none_or(|end| end > a.at)))
+                .filter(|(j, b)| *j == i || (b.at <= a.at && ends[*j].is_none_or(|end| end > a.at)))
                 .count();
             (i, running as u32)
         })
@@ -361,7 +362,9 @@ fn running_at_arrivals(arrivals: &[Arrival]) -> Vec<(usize, u32)> {
 /// attempt went through it: no fallback routes, and no attempt that timed
 /// out on the client while the server still ran it, and no hold or latency
 /// spike that delays a request past the slack, and no background run of a
-/// deferred job (those bypass the gate).
+/// deferred job (those bypass the gate). A request counts until its answer
+/// left, or until its run ended if that was sooner (a cancelled run gave its
+/// slot back; the server may still be working on it).
 pub fn api_within_gate_limit(r: &Report) -> Vec<FleetViolation> {
     let s = &r.scenario_config;
     let GateConfig::Aimd(config) = s.fleet.gate else { return Vec::new() };
@@ -391,8 +394,31 @@ pub fn api_within_gate_limit(r: &Report) -> Vec<FleetViolation> {
     if !r.deferred_records.is_empty() {
         return Vec::new();
     }
+    // A request holds its slot at the gate until its answer left the API or
+    // the run that sent it ended, whichever came first: a run ends only once
+    // the client called the gate's `done` for every attempt, and a run its
+    // caller cancelled while an answer was on its way (`Fault::Cancel`) gave
+    // its slot back while the server still worked (found by the hunt: seeds
+    // 4093, 19576, 19593, 19811, 33030, 47055, 57718, 94128). A request
+    // admitted once the slot came back arrives at least a tick later, so the
+    // run's end plus a tick (its end is kept in whole milliseconds, rounded
+    // down: never later than that).
+    let run_ends: BTreeMap<u32, Duration> =
+        r.records.iter().map(|j| (j.job, Duration::from_millis(j.finished_ms) + s.net.tick)).collect();
+    let ends: Vec<Option<Duration>> = r
+        .ledger
+        .arrivals
+        .iter()
+        .map(|a| {
+            let run_end = crate::sim::run::job::job_of_label(&a.client).and_then(|job| run_ends.get(&job).copied());
+            match (a.answered_at, run_end) {
+                (Some(t), Some(e)) => Some(t.min(e)),
+                (t, e) => t.or(e),
+            }
+        })
+        .collect();
     let mut out = Vec::new();
-    for (i, running) in running_at_arrivals(&r.ledger.arrivals) {
+    for (i, running) in running_at_arrivals(&r.ledger.arrivals, &ends) {
         let at = r.ledger.arrivals[i].at;
         let limit = max_limit_between(&steps, at.saturating_sub(slack), at);
         if running > limit {

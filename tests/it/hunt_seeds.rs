@@ -1,0 +1,56 @@
+//! Seeds a deep hunt once failed on, kept as regressions (issue 27: 11 of
+//! 100,000). Each was a check that judged wrongly, not a defect of the
+//! client; docs/DESIGN.md ("Seeds the deep hunt found") says what each was.
+//! Every one must stay clean under every check the hunt runs.
+
+use retrysim::sim::checks::hunt::{self, Kind, Target};
+use retrysim::sim::run::runner::run;
+
+/// A cancel (`Fault::Cancel`) ended runs whose requests the API was still
+/// working on: each run gave its gate slot back, and the checker counted
+/// the abandoned requests against the gate's limit (`api-within-gate-limit`).
+const CANCELLED_WHILE_RUNNING: [u64; 8] = [4093, 19576, 19593, 19811, 33030, 47055, 57718, 94128];
+
+/// A front end's last request arrived in the very tick its run ended and
+/// the deferred job's background run started; the checker gave it to the
+/// background run, one request over its bound (`attempt-bound`).
+const ARRIVED_AS_THE_BACKGROUND_RUN_STARTED: [u64; 3] = [16991, 76980, 94448];
+
+#[test]
+fn the_deep_hunts_failing_seeds_stay_clean() {
+    let target = Target::of(Kind::All);
+    for seed in CANCELLED_WHILE_RUNNING.into_iter().chain(ARRIVED_AS_THE_BACKGROUND_RUN_STARTED) {
+        let result = hunt::check_seed(seed, &target, true);
+        assert_eq!(result.kind, Kind::Fleet, "seed {seed} draws a fleet");
+        assert!(result.findings.is_empty(), "seed {seed}: {:#?}", result.findings);
+    }
+}
+
+/// What [`ARRIVED_AS_THE_BACKGROUND_RUN_STARTED`]'s verdict rests on: a
+/// request reaches the API at least one tick after the run that sent it
+/// started (a connect completes a step after its SYN). Measured on jobs
+/// with one run each, where every request is that run's.
+#[test]
+fn a_request_arrives_at_least_a_tick_after_its_run_started() {
+    let target = Target::of(Kind::All);
+    let mut seen = 0;
+    for seed in 1..=200 {
+        let s = target.scenario(seed);
+        let r = run(&s, seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let tick = s.net.tick.as_millis() as u64;
+        for j in r.records.iter().filter(|j| r.deferred_records.iter().all(|d| d.job != j.job)) {
+            let label = format!(" job-{}", j.job);
+            for a in r.ledger.arrivals.iter().filter(|a| a.client.ends_with(&label)) {
+                let at = a.at.as_millis() as u64;
+                assert!(
+                    at >= j.started_ms + tick,
+                    "seed {seed}: job {} started at {} ms, a request arrived at {at} ms (tick {tick} ms)",
+                    j.job,
+                    j.started_ms
+                );
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen > 1_000, "only {seen} requests measured");
+}
