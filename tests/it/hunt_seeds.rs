@@ -20,7 +20,7 @@ const ARRIVED_AS_THE_BACKGROUND_RUN_STARTED: [u64; 3] = [16991, 76980, 94448];
 fn the_deep_hunts_failing_seeds_stay_clean() {
     let target = Target::of(Kind::All);
     for seed in CANCELLED_WHILE_RUNNING.into_iter().chain(ARRIVED_AS_THE_BACKGROUND_RUN_STARTED) {
-        let result = hunt::check_seed(seed, &target, true);
+        let result = hunt::check_seed(seed, &target, true, &Default::default());
         assert_eq!(result.kind, Kind::Fleet, "seed {seed} draws a fleet");
         assert!(result.findings.is_empty(), "seed {seed}: {:#?}", result.findings);
     }
