@@ -42,12 +42,10 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use retrysim::sim::checks::blackbox::BlackBoxCheck;
-use retrysim::sim::checks::blackbox::black_box;
 use retrysim::sim::run::scenario::ClientConfig;
 use retrysim::sim::run::scenario::{self, GateConfig};
 use retrysim::sim::tools::compare::Figure;
-use retrysim::testing::{Harness, Promises, Report, trace_text};
+use retrysim::testing::{BlackBoxCheck, Harness, Promises, Report, black_box, trace_text};
 
 #[allow(dead_code)]
 #[path = "backon.rs"]

@@ -7,7 +7,8 @@
 //!
 //! - **You have a retry client and want to test it** (in your own
 //!   `cargo test`, on virtual time, against a simulated rate-limited API):
-//!   start at [`testing`](testing/index.html) (feature `sim`, on by default):
+//!   start at [`testing`](testing/index.html) (feature `sim`, which the
+//!   default features `cli` and `proptest` turn on):
 //!   [`Harness`](testing/struct.Harness.html), the
 //!   [`Subject`](testing/trait.Subject.html) your client implements, the
 //!   snapshot text and the hunt over seeds. Put retrysim in
@@ -107,12 +108,11 @@
 //! toml nor proptest.
 //!
 //! # Layout
-//! - [`core`]: Retry-After, classification, backoff, the policy and
-//!   [`decide`](core::policy::decide), budgets. Pure.
-//! - [`env`](mod@env): the injected `Clock`, `Rng`, `Transport`, and real ones.
-//! - [`client`]: the async driver. [`trace`]: what it did, rendered.
-//! - `testing` (feature `sim`): the front door to the harness for your tests.
-//! - `sim` (feature `sim`): the simulated API, network, scenarios, runner and checkers.
+//! Each module uses only the ones before it: [`core`] (pure) ←
+//! [`env`](mod@env), [`client`], [`gate`], [`trace`] (production) ← `sim`
+//! (the harness's workings: advanced, for checks of your own) ← `testing`
+//! (the harness's front door). `docs/DESIGN.md`, "Layout", says where each
+//! part lives.
 
 #![warn(missing_docs)]
 

@@ -82,18 +82,30 @@ use std::sync::{Arc, Mutex};
 
 use crate::core::lock;
 use crate::sim::checks::check_report;
-use crate::sim::checks::hunt::{self, Kind};
-use crate::sim::checks::invariants::{self as check, Violation};
+use crate::sim::checks::hunt;
+use crate::sim::checks::invariants as check;
 use crate::sim::run::clients::ScenarioClient;
 use crate::sim::run::render::{Show, render_run};
 use crate::sim::run::runner::RunOptions;
-use crate::sim::run::scenario::{self, Scenario};
+use crate::sim::run::scenario;
 
-pub use crate::sim::checks::invariants::Invariant;
+// The front door re-exports on purpose what a user's test names: the client
+// boundary, the scenario and its faults, the report and what it holds, and
+// the checks' verdicts. The rest of `sim` is the harness's workings.
+pub use crate::sim::checks::blackbox::{BlackBoxCheck, BlackBoxViolation, black_box};
+pub use crate::sim::checks::hunt::Kind;
+pub use crate::sim::checks::invariants::{Invariant, Violation};
+pub use crate::sim::run::job::{JobKind, JobRecord};
 pub use crate::sim::run::runner::{Report, RunError};
-pub use crate::sim::run::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, SimNet, Subject, from_fn};
+pub use crate::sim::run::scenario::Scenario;
+pub use crate::sim::run::subject::{
+    BoxFuture, Host, Job, JobEnd, JobOutcome, MakeSubject, Promises, SimNet, Subject, from_fn,
+};
 pub use crate::sim::serve::{ServeOptions, ServeReport, Served};
+pub use crate::sim::world::api::{Arrival, ArrivalOutcome, Ledger};
 pub use crate::sim::world::connector::SimConnector;
+pub use crate::sim::world::net::{Fault, ScheduledFault};
+pub use crate::sim::world::timers::{SimClock, SimTimer};
 
 /// The environment variable that narrows [`Harness::hunt`] to one seed.
 pub const SEED_VAR: &str = "RETRYSIM_SEED";

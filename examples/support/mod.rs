@@ -10,10 +10,8 @@ use http::Request;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use retrysim::sim::checks::blackbox::black_box;
 use retrysim::sim::run::job::job_of_label;
-use retrysim::sim::world::api::ArrivalOutcome;
-use retrysim::testing::{Harness, Invariant, Report, SimConnector};
+use retrysim::testing::{ArrivalOutcome, Harness, Invariant, Report, SimConnector, black_box};
 
 /// hyper-util's client over the simulated network.
 pub type HttpClient = Client<SimConnector, Full<Bytes>>;

@@ -1,6 +1,10 @@
-//! The deterministic simulation harness, in layers that each use only the
-//! ones before them (docs/DESIGN.md, "Layout"; `tests/it/layers.rs` holds
-//! the code to it):
+//! The deterministic simulation harness's workings. A test of your own
+//! client needs only [`testing`](crate::testing), which re-exports what it
+//! names from here; the modules below are for writing checks, strategies or
+//! tools of your own (advanced: their paths follow the code's layers).
+//!
+//! The harness is in layers that each use only the ones before them
+//! (docs/DESIGN.md, "Layout"; `tests/it/layers.rs` holds the code to it):
 //!
 //! - [`world`]: what is simulated. The API and its limiters
 //!   ([`world::api`]), the network and its faults ([`world::net`], and

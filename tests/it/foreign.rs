@@ -12,10 +12,10 @@ use retrysim::core::body::ErrorEnvelope;
 use retrysim::core::classify::{Class, Classifier, DefaultTable, Outcome, TransportFailure};
 use retrysim::core::retry_after::read_advice;
 use retrysim::env::{Clock, Rng, Transport, TransportError};
-use retrysim::sim::checks::blackbox::BlackBoxCheck;
-use retrysim::sim::checks::hunt::Kind;
-use retrysim::sim::world::net::{Fault, ScheduledFault};
-use retrysim::testing::{BoxFuture, Harness, Invariant, Job, JobEnd, Promises, Subject, from_fn, trace_text};
+use retrysim::testing::{
+    BlackBoxCheck, BoxFuture, Fault, Harness, Invariant, Job, JobEnd, Kind, Promises, ScheduledFault, Subject, from_fn,
+    trace_text,
+};
 
 /// How the loop chooses its idempotency key.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -176,8 +176,7 @@ fn harness(scenario: &str, client: Loop, label: &'static str) -> Harness {
 /// The black-box checks a seed's run broke.
 fn broken(h: &Harness, seed: u64) -> Vec<BlackBoxCheck> {
     let r = h.run(seed).unwrap_or_else(|e| panic!("{e}"));
-    let mut found: Vec<BlackBoxCheck> =
-        retrysim::sim::checks::blackbox::black_box(&r).iter().map(|v| v.check).collect();
+    let mut found: Vec<BlackBoxCheck> = retrysim::testing::black_box(&r).iter().map(|v| v.check).collect();
     found.dedup();
     found
 }

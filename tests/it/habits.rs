@@ -16,12 +16,12 @@ use retrysim::sim::checks::invariants::check_run;
 use retrysim::sim::run::clients::Retrysim;
 use retrysim::sim::run::runner::{Report, RunOptions, run};
 use retrysim::sim::run::scenario::{Fleet, GateConfig, Scenario, named};
-use retrysim::sim::run::subject::{Host, Promises, from_fn};
 use retrysim::sim::tools::compare;
 use retrysim::sim::world::api::{
     AdviceForm, ApiConfig, ArrivalOutcome, LimiterKind, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding,
 };
 use retrysim::sim::world::net::SimTransport;
+use retrysim::testing::{Host, Promises, from_fn};
 
 const SEEDS: [u64; 3] = [1, 2, 3];
 

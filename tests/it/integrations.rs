@@ -14,10 +14,7 @@ use std::time::Duration;
 
 use audit::backon_example::{self, Variant};
 use audit::tower_retry;
-use retrysim::sim::checks::blackbox::BlackBoxCheck;
-use retrysim::sim::checks::blackbox::black_box;
-use retrysim::sim::world::api::ArrivalOutcome;
-use retrysim::testing::{Harness, Report, trace_text};
+use retrysim::testing::{ArrivalOutcome, BlackBoxCheck, Harness, Report, black_box, trace_text};
 
 /// The black-box checks a report breaks, each once.
 fn broken(r: &Report) -> Vec<BlackBoxCheck> {

@@ -63,7 +63,7 @@ use retrysim::env::Clock;
 use retrysim::sim::checks::hunt::{Kind, Target, check_seed};
 use retrysim::sim::run::clients::ScenarioClient;
 use retrysim::sim::run::scenario::Scenario;
-use retrysim::sim::run::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, Subject};
+use retrysim::testing::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, Subject};
 use std::sync::Arc;
 
 /// A run's whole report (its records, traces and the server's ledger

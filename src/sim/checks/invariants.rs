@@ -705,7 +705,7 @@ pub fn check_liveness(r: &Report) -> Option<Violation> {
 
 /// When every scheduled fault has healed: the latest `until` of a lasting
 /// fault, or the latest instant of a one-off fault (a lost answer, a bounce).
-pub fn faults_heal_at(s: &Scenario) -> Duration {
+pub(crate) fn faults_heal_at(s: &Scenario) -> Duration {
     s.faults.schedule.iter().map(|f| f.fault.until().unwrap_or(f.at).max(f.at)).max().unwrap_or_default()
 }
 
@@ -802,7 +802,7 @@ pub fn service_bound(s: &Scenario) -> Duration {
 /// job waits at least its advice, one second), plus the retries a backoff may
 /// spend while faults last (one per `backoff.base`, plus slack for jitter
 /// draws shorter than the base).
-pub fn liveness_needs(s: &Scenario) -> (Duration, u32) {
+pub(crate) fn liveness_needs(s: &Scenario) -> (Duration, u32) {
     let p = &s.policy;
     let heal = faults_heal_at(s);
     let window = Duration::from_millis(s.api.limiter.window_ms);

@@ -94,7 +94,7 @@ impl<T: Transport + 'static> Subject for Retrysim<T> {
 /// Builds the built-in client `kind` with `defects` under the scenario
 /// `policy`, on a host's clock, gate and budget. `seed` seeds what a
 /// defect draws.
-pub fn builtin(kind: Builtin, defects: Defects, policy: &Policy, host: Host<'_>, seed: u64) -> Arc<dyn Subject> {
+pub(crate) fn builtin(kind: Builtin, defects: Defects, policy: &Policy, host: Host<'_>, seed: u64) -> Arc<dyn Subject> {
     let declared = Promises::of_policy(policy);
     let running = defects.running_policy(&kind.policy(policy));
     let replayable = kind == Builtin::NoKeyNaive || defects.replay_unsafe;

@@ -178,7 +178,7 @@ impl Classifier for TerminalAsThrottled {
 
 /// A transport that replaces the `Idempotency-Key` of every attempt after a
 /// job's first with a fresh one. Attempts are told apart by the job's label.
-pub struct FreshKeys<T> {
+pub(crate) struct FreshKeys<T> {
     inner: T,
     state: Mutex<(BTreeMap<String, u32>, Pcg64)>,
 }
@@ -209,7 +209,7 @@ impl<T: Transport> Transport for FreshKeys<T> {
 
 /// A gate that tells the gate it wraps every 429 as a neutral outcome: an
 /// AIMD gate then never cuts its limit.
-pub struct Ignores429(pub Arc<dyn Gate>);
+pub(crate) struct Ignores429(pub Arc<dyn Gate>);
 
 impl Gate for Ignores429 {
     fn admit(&self) -> Admission<'_> {
@@ -233,7 +233,7 @@ impl Gate for Ignores429 {
 /// `RateLimit-Reset` / `X-RateLimit-Reset` field (nor the structured
 /// field's `t`): a pacing gate then never
 /// learns when the window resets.
-pub struct DropsReset(pub Arc<dyn Gate>);
+pub(crate) struct DropsReset(pub Arc<dyn Gate>);
 
 impl Gate for DropsReset {
     fn admit(&self) -> Admission<'_> {
@@ -278,7 +278,7 @@ impl Defects {
 }
 
 /// A retry budget whose every deposit is made `times` times over.
-pub struct Refunds {
+pub(crate) struct Refunds {
     inner: Arc<dyn RetryBudget>,
     times: u32,
 }
@@ -310,7 +310,7 @@ impl Defects {
 
 /// A transport that, when `on`, keeps only the first `Retry-After` line of
 /// every response, as a middleware copying `headers.get(..)` would.
-pub struct FirstRetryAfter<T> {
+pub(crate) struct FirstRetryAfter<T> {
     inner: T,
     on: bool,
 }

@@ -33,7 +33,7 @@ use crate::trace::{EventKind, Millis};
 
 /// Give-ups that mean "the wait is longer than this caller can afford":
 /// the work is fine, the budget is short.
-pub fn deferrable(reason: &str) -> bool {
+pub(crate) fn deferrable(reason: &str) -> bool {
     matches!(reason, "advice_too_long" | "deadline_would_pass")
 }
 

@@ -97,7 +97,7 @@ pub struct Cancellation {
 }
 
 /// The names of the hosts the fleet's workers run on.
-pub fn fleet_hosts(s: &Scenario) -> Vec<String> {
+pub(crate) fn fleet_hosts(s: &Scenario) -> Vec<String> {
     match s.fleet.hosts {
         Hosts::Shared => vec![FLEET_HOST.to_owned()],
         Hosts::PerWorker => (0..s.fleet.workers).map(worker_host).collect(),
@@ -105,7 +105,7 @@ pub fn fleet_hosts(s: &Scenario) -> Vec<String> {
 }
 
 /// Worker `w`'s host name with per-worker hosts.
-pub fn worker_host(w: u32) -> String {
+pub(crate) fn worker_host(w: u32) -> String {
     format!("w{w}")
 }
 

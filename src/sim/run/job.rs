@@ -144,7 +144,7 @@ pub(crate) fn compact(record: &mut JobRecord) {
 }
 
 /// The give-up reason of a job whose client panicked.
-pub const CLIENT_PANICKED: &str = "client_panicked";
+pub(crate) const CLIENT_PANICKED: &str = "client_panicked";
 
 /// Which kind job `job` of a run with `seed` is, from the scenario's mix.
 pub fn kind_of(s: &Scenario, seed: u64, job: u32) -> JobKind {

@@ -30,7 +30,7 @@ use crate::trace::EventKind;
 
 /// turmoil's per-host TCP capacity: the listener backlog and each stream's
 /// buffer, in messages (turmoil's default is 64; buffers grow lazily).
-pub const TCP_CAPACITY: usize = 1 << 16;
+pub(crate) const TCP_CAPACITY: usize = 1 << 16;
 
 pub use crate::sim::run::job::{JobKind, JobOutcome, JobRecord, PLANTED_SECRETS, Traces};
 

@@ -543,7 +543,7 @@ pub fn berlin(name: &str, workers: u32) -> Scenario {
 /// 24 jobs: most meet `queue_full`, give up at once (advice too long) and
 /// are deferred with their key (202). One background worker (120 s budget)
 /// waits the 30 s out and runs them with the same key.
-pub fn deferral_queue_full() -> Scenario {
+pub(crate) fn deferral_queue_full() -> Scenario {
     let mut s = Scenario { name: "deferral-queue-full".into(), policy: Policy::interactive(), ..Scenario::default() };
     s.description =
         "seed 000: interactive (10 s) front end defers queue_full (30 s advice) to a background worker (120 s), same key".into();
@@ -756,7 +756,7 @@ pub const HALF_SECOND_PHASE_MS: i64 = 500;
 /// refusals, which come early in each window, fall in the wall-clock second
 /// of the window's reset, so Flask-Limiter's truncated `Retry-After` says 0.
 /// At [`HALF_SECOND_PHASE_MS`] the same workload never sees a 0.
-pub const LATE_PHASE_MS: i64 = 900;
+pub(crate) const LATE_PHASE_MS: i64 = 900;
 
 /// Flask-Limiter's habits on an API (see `sim::world::api::habits` for the source
 /// of each): `X-RateLimit-*` headers on every answer (with
@@ -765,7 +765,7 @@ pub const LATE_PHASE_MS: i64 = 900;
 /// and only the header to carry the wait. `Date` is sent (Werkzeug's server
 /// sends it, truncated to the second), and the run starts at
 /// [`HALF_SECOND_PHASE_MS`].
-pub fn flask_limiter_habits(api: &mut ApiConfig) {
+pub(crate) fn flask_limiter_habits(api: &mut ApiConfig) {
     api.rate_limit_headers = true;
     api.rate_limit_fields = RateLimitFields::XRateLimit;
     api.rate_limit_reset = ResetForm::UnixSeconds;
@@ -780,7 +780,7 @@ pub fn flask_limiter_habits(api: &mut ApiConfig) {
 /// 1 s, in memory) in front of seed 002's workload: 8 workers, 120 jobs,
 /// Retry-After plus up to 250 ms of jitter. The later calibration runs the
 /// same against the real Flask-Limiter.
-pub fn flask_limiter(name: &str, kind: LimiterKind) -> Scenario {
+pub(crate) fn flask_limiter(name: &str, kind: LimiterKind) -> Scenario {
     let mut s = blinkimg_1s();
     s.name = name.into();
     s.api.limiter.kind = kind;

@@ -82,7 +82,7 @@ use crate::sim::world::api::{Api, Arrival, Begin, Ledger, NO_KEY, arrival_index}
 use crate::sim::world::net::{Fault, ScheduledFault, ServerFaults};
 
 /// The path prefix of the control requests (ledger, report, reset).
-pub const CONTROL_PREFIX: &str = "/__retrysim/";
+pub(crate) const CONTROL_PREFIX: &str = "/__retrysim/";
 
 /// What keeps slow or flooding clients from exhausting the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -583,7 +583,7 @@ pub struct CheckVerdict {
 }
 
 /// The checks `serve` runs, in this order.
-pub const CHECKS: [BlackBoxCheck; 5] = [
+pub(crate) const CHECKS: [BlackBoxCheck; 5] = [
     BlackBoxCheck::OneChargePerKey,
     BlackBoxCheck::OneKeyPerJob,
     BlackBoxCheck::EarlyRetry,

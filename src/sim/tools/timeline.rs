@@ -34,7 +34,7 @@ use crate::sim::world::net::Fault;
 /// The most lanes drawn; more workers share lanes.
 pub const MAX_LANES: usize = 48;
 /// Runs with one worker and at most this many jobs get a lane per job.
-pub const JOB_LANES: u32 = 40;
+pub(crate) const JOB_LANES: u32 = 40;
 /// The most limiter windows drawn as bars; more are merged.
 pub const MAX_BARS: usize = 400;
 /// The plot's width in SVG units: at most one column per unit.

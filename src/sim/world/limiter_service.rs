@@ -107,9 +107,9 @@ impl Default for CoordinatorConfig {
 }
 
 /// The limiter service's host name.
-pub const LIMITER_HOST: &str = "limiter";
+pub(crate) const LIMITER_HOST: &str = "limiter";
 /// Its port.
-pub const LIMITER_PORT: u16 = 7070;
+pub(crate) const LIMITER_PORT: u16 = 7070;
 
 fn class_name(class: Class) -> &'static str {
     match class {
@@ -275,7 +275,7 @@ fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 }
 
 /// Where workers record their route switches.
-pub type RouteLog = Arc<Mutex<Vec<RouteFact>>>;
+pub(crate) type RouteLog = Arc<Mutex<Vec<RouteFact>>>;
 
 enum Command {
     Acquire(oneshot::Sender<Route>),

@@ -22,12 +22,12 @@ use crate::sim::world::api::{Api, Begin};
 use crate::sim::world::timers;
 
 /// The API's host name in the simulated network.
-pub const API_HOST: &str = "api";
+pub(crate) const API_HOST: &str = "api";
 /// The API's port.
-pub const API_PORT: u16 = 80;
+pub(crate) const API_PORT: u16 = 80;
 
 /// Virtual time since the simulation started (zero outside a simulation).
-pub fn sim_now() -> Duration {
+pub(crate) fn sim_now() -> Duration {
     turmoil::sim_elapsed().unwrap_or_default()
 }
 
@@ -102,7 +102,7 @@ pub struct ScheduledFault {
 
 /// What the server side reads about faults while it runs.
 #[derive(Debug)]
-pub struct ServerFaults {
+pub(crate) struct ServerFaults {
     /// Answers to lose after the handler ran, per mille, drawn from `rng`.
     pub lost_per_mille: u32,
     /// Scheduled single losses not yet spent.
@@ -129,11 +129,11 @@ impl ServerFaults {
 }
 
 /// The API's state, shared by every connection and kept across bounces.
-pub struct Server {
+pub(crate) struct Server {
     /// The simulated API: its limiter, idempotency store and ledger.
-    pub api: Mutex<Api>,
+    pub(crate) api: Mutex<Api>,
     /// The faults the server side applies: answers to lose.
-    pub faults: Mutex<ServerFaults>,
+    pub(crate) faults: Mutex<ServerFaults>,
 }
 
 /// The answer was cut off on purpose; hyper then drops the connection.
@@ -185,7 +185,7 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
 /// The API host's program: accept connections and serve each with hyper.
 /// `Date` comes from the model's (simulated, possibly skewed) clock, never
 /// from hyper's, which reads the real one.
-pub async fn serve(server: Arc<Server>) -> turmoil::Result {
+pub(crate) async fn serve(server: Arc<Server>) -> turmoil::Result {
     let listener = turmoil::net::TcpListener::bind((IpAddr::V4(Ipv4Addr::UNSPECIFIED), API_PORT)).await?;
     loop {
         let (stream, _) = listener.accept().await?;

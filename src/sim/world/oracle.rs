@@ -45,7 +45,7 @@ use crate::sim::world::api::{ApiConfig, LimiterKind};
 
 /// The oracle's bookkeeping (pure, on the gate's timeline).
 #[derive(Debug, Clone)]
-pub struct IdealSchedule {
+pub(crate) struct IdealSchedule {
     limit: u32,
     window: Duration,
     processing: Duration,
@@ -107,7 +107,7 @@ impl Schedule for IdealSchedule {
 /// An oracle that admits exactly what the limiter will accept: the [`Gate`]
 /// that runs an [`IdealSchedule`]. Build it inside the simulation: it reads
 /// tokio's (virtual) clock.
-pub type IdealGate<C = crate::env::TokioClock> = Scheduled<IdealSchedule, C>;
+pub(crate) type IdealGate<C = crate::env::TokioClock> = Scheduled<IdealSchedule, C>;
 
 #[cfg(test)]
 mod tests {
