@@ -88,6 +88,7 @@ use crate::sim::run::scenario::{self, Scenario};
 use crate::sim::tools::render::{Show, render_run};
 use crate::sim::world::fleet::Hooks;
 
+pub use crate::sim::checks::fleet::FleetViolation;
 pub use crate::sim::checks::invariants::Invariant;
 pub use crate::sim::run::runner::{Report, RunError};
 pub use crate::sim::run::subject::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, SimNet, Subject, from_fn};
@@ -208,7 +209,9 @@ impl Harness {
 
     /// Runs seed `seed` and checks every invariant that applies: the
     /// black-box checks against the client's [`Promises`], the trace-based
-    /// ones when the client writes retrysim's trace, and determinism.
+    /// ones when the client writes retrysim's trace, the fleet checks, the
+    /// model's self-check, and determinism: the same checks as
+    /// `retrysim hunt` (both judge by [`hunt::judge`]).
     pub fn check(&self, seed: u64) -> Checked {
         self.check_in(seed, current_test().as_deref())
     }
@@ -216,7 +219,15 @@ impl Harness {
     fn check_in(&self, seed: u64, test: Option<&str>) -> Checked {
         let replay = replay_line(seed, test);
         let scenario = self.scenario(seed).name;
-        let mut checked = Checked { seed, scenario, report: None, violations: Vec::new(), run_error: None, replay };
+        let mut checked = Checked {
+            seed,
+            scenario,
+            report: None,
+            violations: Vec::new(),
+            fleet: Vec::new(),
+            run_error: None,
+            replay,
+        };
         let first = match self.run(seed) {
             Ok(r) => r,
             Err(e) => {
@@ -224,7 +235,7 @@ impl Harness {
                 return checked;
             }
         };
-        checked.violations = check::check_report(&first);
+        (checked.violations, checked.fleet) = hunt::judge(&first);
         if self.determinism {
             match self.run(seed) {
                 Ok(second) => checked.violations.extend(check::check_determinism(&first, &second)),
@@ -288,8 +299,11 @@ pub struct Checked {
     pub scenario: String,
     /// The run's report (`None` when the run failed, and in a [`Hunt`]).
     pub report: Option<Report>,
-    /// Every violation found.
+    /// Every violation of a numbered invariant found.
     pub violations: Vec<Violation>,
+    /// Every broken fleet property (budgets, gates, deferral) and model
+    /// self-check (`model-limiter`) found.
+    pub fleet: Vec<FleetViolation>,
     /// Why the run did not finish (a client that never returned, cut at the
     /// scenario's `time_limit`; an invalid scenario).
     pub run_error: Option<String>,
@@ -300,7 +314,7 @@ pub struct Checked {
 impl Checked {
     /// Whether the run finished and broke nothing.
     pub fn passed(&self) -> bool {
-        self.run_error.is_none() && self.violations.is_empty()
+        self.run_error.is_none() && self.violations.is_empty() && self.fleet.is_empty()
     }
 }
 
@@ -314,6 +328,9 @@ impl fmt::Display for Checked {
             write!(f, "\n  the run did not finish: {e}")?;
         }
         for v in &self.violations {
+            write!(f, "\n  {v}")?;
+        }
+        for v in &self.fleet {
             write!(f, "\n  {v}")?;
         }
         write!(f, "\nreplay: {}", self.replay)

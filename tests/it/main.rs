@@ -9,6 +9,7 @@ mod external_user;
 mod fleet;
 mod foreign;
 mod habits;
+mod harness_checks;
 mod hunt_catches;
 mod hunt_seeds;
 mod hunt_workflow;
