@@ -96,6 +96,7 @@ pub use crate::sim::checks::blackbox::{BlackBoxCheck, BlackBoxViolation, black_b
 pub use crate::sim::checks::hunt::Kind;
 pub use crate::sim::checks::invariants::{Invariant, Violation};
 pub use crate::sim::run::job::{JobKind, JobRecord};
+pub use crate::sim::checks::fleet::FleetViolation;
 pub use crate::sim::run::runner::{Report, RunError};
 pub use crate::sim::run::scenario::Scenario;
 pub use crate::sim::run::subject::{
@@ -221,7 +222,9 @@ impl Harness {
 
     /// Runs seed `seed` and checks every invariant that applies: the
     /// black-box checks against the client's [`Promises`], the trace-based
-    /// ones when the client writes retrysim's trace, and determinism.
+    /// ones when the client writes retrysim's trace, the fleet checks, the
+    /// model's self-check, and determinism: the same checks as
+    /// `retrysim hunt` (both judge by [`hunt::judge`]).
     pub fn check(&self, seed: u64) -> Checked {
         self.check_in(seed, current_test().as_deref())
     }
@@ -229,7 +232,15 @@ impl Harness {
     fn check_in(&self, seed: u64, test: Option<&str>) -> Checked {
         let replay = replay_line(seed, test);
         let scenario = self.scenario(seed).name;
-        let mut checked = Checked { seed, scenario, report: None, violations: Vec::new(), run_error: None, replay };
+        let mut checked = Checked {
+            seed,
+            scenario,
+            report: None,
+            violations: Vec::new(),
+            fleet: Vec::new(),
+            run_error: None,
+            replay,
+        };
         let first = match self.run(seed) {
             Ok(r) => r,
             Err(e) => {
@@ -237,7 +248,7 @@ impl Harness {
                 return checked;
             }
         };
-        checked.violations = check_report(&first);
+        (checked.violations, checked.fleet) = hunt::judge(&first);
         if self.determinism {
             match self.run(seed) {
                 Ok(second) => checked.violations.extend(check::check_determinism(&first, &second)),
@@ -301,8 +312,11 @@ pub struct Checked {
     pub scenario: String,
     /// The run's report (`None` when the run failed, and in a [`Hunt`]).
     pub report: Option<Report>,
-    /// Every violation found.
+    /// Every violation of a numbered invariant found.
     pub violations: Vec<Violation>,
+    /// Every broken fleet property (budgets, gates, deferral) and model
+    /// self-check (`model-limiter`) found.
+    pub fleet: Vec<FleetViolation>,
     /// Why the run did not finish (a client that never returned, cut at the
     /// scenario's `time_limit`; an invalid scenario).
     pub run_error: Option<String>,
@@ -313,7 +327,7 @@ pub struct Checked {
 impl Checked {
     /// Whether the run finished and broke nothing.
     pub fn passed(&self) -> bool {
-        self.run_error.is_none() && self.violations.is_empty()
+        self.run_error.is_none() && self.violations.is_empty() && self.fleet.is_empty()
     }
 }
 
@@ -327,6 +341,9 @@ impl fmt::Display for Checked {
             write!(f, "\n  the run did not finish: {e}")?;
         }
         for v in &self.violations {
+            write!(f, "\n  {v}")?;
+        }
+        for v in &self.fleet {
             write!(f, "\n  {v}")?;
         }
         write!(f, "\nreplay: {}", self.replay)

@@ -10,6 +10,7 @@ mod fleet;
 mod foreign;
 mod function_lengths;
 mod habits;
+mod harness_checks;
 mod hunt_catches;
 mod hunt_seeds;
 mod hunt_workflow;

@@ -623,9 +623,27 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default()
 }
 
-/// Runs one seed under `options` and checks every invariant: 1–7, 9 and 11
-/// on the run (from the trace and, black-box, from the ledger), 8 when
-/// `determinism` is set (a second run), 10 when the scenario qualifies.
+/// Every check one run is judged by, but determinism (it needs a second
+/// run, [`check::check_determinism`]): the trace-based and black-box
+/// invariants with liveness where it applies ([`check_report`]), the
+/// fleet controls' checks (budgets, gates, deferral, efficiency:
+/// [`check_fleet`](crate::sim::checks::fleet::check_fleet)) and the model's
+/// self-check (the limiter's verdicts against a reference, as
+/// `model-limiter`). [`check_seed`] and `testing::Harness::check` both judge
+/// by it, so a user's `cargo test` and `retrysim hunt` agree.
+pub fn judge(r: &crate::sim::run::runner::Report) -> (Vec<Violation>, Vec<crate::sim::checks::fleet::FleetViolation>) {
+    let violations = check_report(r);
+    let mut fleet = crate::sim::checks::fleet::check_fleet(r);
+    for x in crate::sim::checks::model::check_model(r) {
+        fleet.push(crate::sim::checks::fleet::FleetViolation { property: "model-limiter", message: x.message });
+    }
+    (violations, fleet)
+}
+
+/// Runs one seed under `options` and judges it by [`judge`] (invariants
+/// 1–7, 9, 11 and 12 from the trace and, black-box, from the ledger, 10
+/// when the scenario qualifies, the fleet checks and the model's), and by 8
+/// when `determinism` is set (a second run).
 pub fn check_seed(seed: u64, target: &Target, determinism: bool, options: &RunOptions) -> SeedResult {
     let s = target.scenario(seed);
     let replay = target.replay(seed);
@@ -673,18 +691,10 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool, options: &RunOp
         }
     };
     result.virtual_ms = first.virtual_ms;
-    // The trace-based checks, the black-box ones next to them, and liveness
-    // where it applies.
-    let mut violations = check_report(&first);
-    // The fleet controls' checks: budgets, gates, deferral, efficiency.
-    let fleet = crate::sim::checks::fleet::check_fleet(&first);
+    let (mut violations, fleet) = judge(&first);
     let mut fleet_by: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
     for x in fleet {
         fleet_by.entry(x.property).or_default().push(x.message);
-    }
-    // The model's own self-check: the limiter's verdicts against a reference.
-    for x in crate::sim::checks::model::check_model(&first) {
-        fleet_by.entry("model-limiter").or_default().push(x.message);
     }
     if determinism {
         match run(&s) {

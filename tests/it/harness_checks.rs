@@ -1,0 +1,59 @@
+//! `testing::Harness::check` (and so `assert_holds` and `Harness::hunt`)
+//! judges a run by the same checks as `retrysim hunt` (issue 27): both call
+//! `hunt::judge`. This keeps them in step from the outside: on seeds where
+//! a deliberate defect breaks a fleet check or the model's self-check, the
+//! harness finds exactly what the hunt finds.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use retrysim::sim::checks::hunt::{self, Kind, SeedResult, Target};
+use retrysim::testing::{Checked, Harness};
+
+/// What the hunt found on a seed: each invariant or check, and how often.
+fn by_hunt(r: &SeedResult) -> BTreeMap<String, usize> {
+    r.findings.iter().map(|f| (f.invariant.clone(), f.count)).collect()
+}
+
+/// What the harness found, named as the hunt names it.
+fn by_harness(c: &Checked) -> BTreeMap<String, usize> {
+    let mut found: BTreeMap<String, usize> = BTreeMap::new();
+    for v in &c.violations {
+        *found.entry(v.invariant.to_string()).or_default() += 1;
+    }
+    for v in &c.fleet {
+        *found.entry(v.property.to_owned()).or_default() += 1;
+    }
+    if c.run_error.is_some() {
+        found.insert("run-failed".into(), 1);
+    }
+    found
+}
+
+#[test]
+fn harness_check_judges_by_the_hunts_checks() {
+    // Defects only the fleet checks or the model's check catch, and one an
+    // invariant catches (the client is the scenario's own in both).
+    let defects = [
+        "aimd-ignores-429",
+        "window-admits-one-more",
+        "budget-refunds-too-much",
+        "deferral-drops-jobs",
+        "extra-attempt",
+    ];
+    let mut seen = BTreeSet::new();
+    for defect in defects {
+        let mut target = Target::of(Kind::All);
+        assert!(target.sabotage.set(defect), "{defect} is a defect");
+        for seed in 1..=40 {
+            let hunted = by_hunt(&hunt::check_seed(seed, &target, true));
+            let checked = Harness::of(target.scenario(seed)).check(seed);
+            assert_eq!(by_harness(&checked), hunted, "--sabotage {defect}, seed {seed}:\n{checked}");
+            assert_eq!(checked.passed(), hunted.is_empty());
+            seen.extend(hunted.into_keys());
+        }
+    }
+    // Not vacuous: fleet checks and the model's check were among them.
+    for name in ["aimd-backs-off", "model-limiter", "budget-allowance", "deferred-once", "attempt-bound"] {
+        assert!(seen.contains(name), "no seed broke {name}: {seen:?}");
+    }
+}
