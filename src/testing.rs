@@ -81,7 +81,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::core::lock;
-use crate::sim::checks::check_report;
 use crate::sim::checks::hunt;
 use crate::sim::checks::invariants as check;
 use crate::sim::run::clients::ScenarioClient;

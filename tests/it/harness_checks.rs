@@ -45,7 +45,7 @@ fn harness_check_judges_by_the_hunts_checks() {
         let mut target = Target::of(Kind::All);
         assert!(target.sabotage.set(defect), "{defect} is a defect");
         for seed in 1..=40 {
-            let hunted = by_hunt(&hunt::check_seed(seed, &target, true));
+            let hunted = by_hunt(&hunt::check_seed(seed, &target, true, &Default::default()));
             let checked = Harness::of(target.scenario(seed)).check(seed);
             assert_eq!(by_harness(&checked), hunted, "--sabotage {defect}, seed {seed}:\n{checked}");
             assert_eq!(checked.passed(), hunted.is_empty());
