@@ -118,7 +118,9 @@ fn interrupt(args: &[&str], progress: &str, signal: &str) -> (Option<i32>, Strin
             panic!("retrysim did not stop within 30 s of {signal}");
         }
     };
-    seen.extend(lines.try_iter());
+    // Every line the child wrote: the reader ends at the pipe's end, which
+    // has come (the child exited), however late a loaded machine runs it.
+    seen.extend(lines.iter());
     (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), seen.join("\n"))
 }
 
