@@ -62,7 +62,7 @@ pub struct Arrival {
     pub answered_at: Option<Duration>,
     /// The network lost the answer after the server produced it.
     pub lost: bool,
-    /// The request body's [`body_digest`]: `retrysim serve` groups requests
+    /// The request body's 64-bit FNV-1a digest: `retrysim serve` groups requests
     /// with neither a client label nor a key into operations by it. Not in
     /// the JSON ledger.
     #[serde(skip)]
