@@ -648,7 +648,10 @@ mod tests {
             &crate::trace::Event { at_ms: 0, kind: crate::trace::EventKind::Wait { ms: 5_200, why } },
         );
         assert!(trace.contains("refused again: 5.000s (advice 1.000s escalated, backoff window 4.000s)"), "{trace}");
-        let d = decide(&p, &refused(7, &advice(0)), draws(u64::MAX), None, S(0));
+        // Later escalations grow with the backoff (16 s window at k = 5) for
+        // a policy that allows that many tries.
+        let many = Policy { max_retries: 10, ..Policy::standard() };
+        let d = decide(&many, &refused(7, &advice(0)), draws(u64::MAX), None, S(0));
         let Decision::Retry { why, .. } = d else { panic!("{d:?}") };
         assert_eq!((why.base, why.window), (S(16), Some(S(16))));
     }
