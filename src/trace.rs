@@ -320,6 +320,21 @@ mod tests {
     }
 
     #[test]
+    fn an_escalated_wait_says_so() {
+        use crate::core::policy::{WaitBasis, WaitWhy};
+        let s = Duration::from_secs;
+        let why = WaitWhy {
+            basis: WaitBasis::RefusedAgain,
+            advised: Some(s(1)),
+            base: s(5),
+            jitter: Duration::from_millis(200),
+            window: Some(s(4)),
+        };
+        let line = render_event("w0", &Event { at_ms: 0, kind: EventKind::Wait { ms: 5_200, why } });
+        assert!(line.contains("refused again: 5.000s (advice 1.000s escalated, backoff window 4.000s)"), "{line}");
+    }
+
+    #[test]
     fn lines_read_like_the_issue_example() {
         let mut t = Trace::new("w0 job-1");
         t.push(

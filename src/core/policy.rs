@@ -643,11 +643,6 @@ mod tests {
         let d = decide(&p, &refused(5, &advice(1)), draws(u64::MAX), None, S(0));
         let Decision::Retry { why, .. } = d else { panic!("{d:?}") };
         assert_eq!((why.basis, why.base, why.window), (WaitBasis::RefusedAgain, S(5), Some(S(4))));
-        let trace = crate::trace::render_event(
-            "w0",
-            &crate::trace::Event { at_ms: 0, kind: crate::trace::EventKind::Wait { ms: 5_200, why } },
-        );
-        assert!(trace.contains("refused again: 5.000s (advice 1.000s escalated, backoff window 4.000s)"), "{trace}");
         // Later escalations grow with the backoff (16 s window at k = 5) for
         // a policy that allows that many tries.
         let many = Policy { max_retries: 10, ..Policy::standard() };
