@@ -48,7 +48,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "kebab-case")]
 enum PolicyName {
-    /// Wait Retry-After plus 0–250 ms, 50 tries (seed 002's best).
+    /// Wait Retry-After plus 0–250 ms, 50 tries (brief 002's best).
     RetryAfterJitter,
     /// Wait uniform[0, min(8 s, 100 ms × 2^n)], ignoring Retry-After, 50 tries.
     ExponentialFullJitter,
@@ -77,7 +77,7 @@ enum Uncoded429 {
     /// advice (Flask-Limiter always sends `Retry-After`) is throttling.
     Throttled,
     /// A negative control: every 429 without a code is unclear (3 tries),
-    /// as the default table judged before issue 11; jobs are lost.
+    /// as the default table once judged it; jobs are lost.
     Unclear,
 }
 

@@ -29,7 +29,7 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 static REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
 /// The last answer of a failed operation, kept whole so the caller can show
-/// it, or queue the work under the same key (seed 000).
+/// it, or queue the work under the same key (brief 000).
 #[derive(Debug, Clone)]
 pub struct LastAnswer {
     /// The final status, `429` or whatever ended the operation.
@@ -113,9 +113,9 @@ pub struct NoIdempotencyKey;
 /// A request extension: the caller vouches that this request may be sent
 /// again even when the server may already have run it (a POST that only
 /// reads, or one the server deduplicates by other means). Method names alone
-/// do not say this (seed 001); the driver then treats the request as
+/// do not say this (brief 001); the driver then treats the request as
 /// idempotent. A wrong vouch double-charges: it is how the harness models
-/// seed 002's naive client that "retried network errors like any other".
+/// brief 002's naive client that "retried network errors like any other".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Replayable;
 

@@ -88,7 +88,8 @@ impl<R: rand_core::Rng + Send> Rng for R {
 /// draws every `Idempotency-Key` from this generator, so two runs with the
 /// same seed send the same keys: the second run's POSTs are deduplicated
 /// against the first run's, and the server *replays the old answers* instead
-/// of doing the new work (issue 11: 65 of 120 "successes" were replays). A
+/// of doing the new work (against a real server, 65 of 120 "successes" of
+/// a second run were replays). A
 /// production client uses [`os_rng`].
 pub fn seeded_rng(seed: u64) -> Pcg64 {
     Pcg64::seed_from_u64(seed)

@@ -89,7 +89,7 @@
 //! match client.execute_traced(req, &mut rng, &Default::default(), &mut trace).await {
 //!     // What it took, without reading the trace.
 //!     Ok(done) => println!("{} after {} attempt(s)", done.response.status(), done.attempts),
-//!     // Queue the work under the same key and answer 202 (seed 000).
+//!     // Queue the work under the same key and answer 202 (brief 000).
 //!     Err(e) => println!("{e}; key {:?}", e.idempotency_key),
 //! }
 //! print!("{}", trace.render());

@@ -367,7 +367,7 @@ mod tests {
 
     #[test]
     fn a_huge_advice_is_shown_exactly() {
-        // Issue 12: 2^64 - 1 s saturated at u64::MAX ms, 1000x too small.
+        // 2^64 - 1 s once saturated at u64::MAX ms, 1000x too small.
         let advice = Advice {
             source: AdviceSource::HeaderSeconds,
             wait: Some(Duration::from_secs(u64::MAX)),

@@ -39,7 +39,7 @@ pub enum CompareFormat {
 /// Arguments of `retrysim compare`.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The preset: blinkimg-1s (seed 002's table), blinkimg-60s, berlin (seed 003).
+    /// The preset: blinkimg-1s (brief 002's table), blinkimg-60s, berlin (brief 003).
     #[arg(long, default_value = "blinkimg-1s")]
     preset: String,
     /// Run seeds 1..=K; each figure is the median over them, with its range.

@@ -1,7 +1,7 @@
 //! Exponential windows and jitter, computed from random draws passed in.
 //!
 //! Jitter exists so that clients that failed together do not retry together
-//! (seed 001: "no jitter is the dangerous default"). Every function here is
+//! (brief 001: "no jitter is the dangerous default"). Every function here is
 //! pure: a draw is a `u64` from the caller's generator, mapped onto a range
 //! with integer arithmetic so results are identical on every platform.
 
@@ -36,7 +36,7 @@ fn nanos_to_duration(n: u128) -> Duration {
 pub enum Jitter {
     /// The window itself. Synchronises a fleet: for tests and comparison only.
     None,
-    /// Uniform in `[0, window]` (AWS "full jitter"; seed 003).
+    /// Uniform in `[0, window]` (AWS "full jitter"; brief 003).
     Full,
     /// `window/2` plus uniform in `[0, window/2]`: keeps half the wait.
     Equal,
@@ -86,7 +86,7 @@ impl Backoff {
 }
 
 /// The random spread added on top of an advised wait, so that clients told
-/// the same instant do not all arrive at it (seed 001: "add a small
+/// the same instant do not all arrive at it (brief 001: "add a small
 /// randomized spread afterward").
 ///
 /// A zero advice in whole seconds (`Retry-After: 0`, a past HTTP-date:
@@ -184,9 +184,9 @@ impl Spread {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AdviceMode {
-    /// `advice + spread`: the server knows when the window rolls (seed 002's winner).
+    /// `advice + spread`: the server knows when the window rolls (brief 002's winner).
     AdvicePlusSpread,
-    /// `max(advice, backoff draw) + spread` (seed 003): a valid advice is a
+    /// `max(advice, backoff draw) + spread` (brief 003): a valid advice is a
     /// minimum, never truncated to the backoff cap.
     MaxOfAdviceAndBackoff,
 }
@@ -270,7 +270,7 @@ mod tests {
 
     #[test]
     fn a_zero_advice_always_gets_a_spread_of_at_least_one_ms() {
-        // Issue 12: the spread is then the whole wait, and the core rounds it
+        // The spread is then the whole wait, and the core rounds it
         // down to whole milliseconds; a draw under 1 ms meant retrying at once.
         let s = Spread::default();
         for draw in [0, 1, u64::MAX / 100, u64::MAX / 99, 1 << 63, u64::MAX] {

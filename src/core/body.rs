@@ -1,8 +1,8 @@
 //! The JSON error envelope a rate-limited API sends with a refusal.
 //!
 //! Two shapes are in the wild and both are read:
-//! `{"error":{"code","message","requestId","resetAt"}}` (Blinkimg, seed 002) and
-//! `{"error":{"type","message","retry_after_seconds"}}` (Sume, seed 000).
+//! `{"error":{"code","message","requestId","resetAt"}}` (Blinkimg, brief 002) and
+//! `{"error":{"type","message","retry_after_seconds"}}` (Sume, brief 000).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -167,7 +167,7 @@ mod tests {
         assert_eq!(ErrorEnvelope::parse(br#"{"error":"nope"}"#), None);
     }
 
-    /// Issue 12: members the core does not read must not hide the ones it does.
+    /// Members the core does not read must not hide the ones it does.
     #[test]
     fn a_duplicate_member_keeps_the_code() {
         let b = ErrorEnvelope::parse(br#"{"error":{"code":"QUOTA_EXCEEDED","message":"a","message":"b"}}"#).unwrap();

@@ -3,7 +3,7 @@
 //! # Why budgets and not only max retries?
 //! A per-operation limit keeps one call finite, but when many calls fail at
 //! once every one of them can stay within its own limit while the fleet as a
-//! whole multiplies the load on a struggling API (seed 001). A shared budget
+//! whole multiplies the load on a struggling API (brief 001). A shared budget
 //! caps retry traffic across all operations: once it is spent, calls give up
 //! with [`GiveUpReason::BudgetExhausted`](crate::core::policy::GiveUpReason)
 //! ("budget exhausted") instead of extending the incident.

@@ -240,7 +240,7 @@ mod tests {
         DefaultTable::default().classify(outcome)
     }
 
-    /// Issue 12: a repeated code member; a terminal code among them wins, in either order.
+    /// A repeated code member: a terminal code among them wins, in either order.
     #[test]
     fn a_terminal_code_among_repeated_codes_wins() {
         let map = HeaderMap::new();

@@ -84,7 +84,7 @@ const fn ms(n: u64) -> Duration {
 }
 
 impl Policy {
-    /// A person is waiting (seed 000: "5 to 10 seconds").
+    /// A person is waiting (brief 000: "5 to 10 seconds").
     ///
     /// 3 retries, deadline 10 s, max single wait 10 s, 500 ms reserved per
     /// attempt, 5 s attempt timeout, full-jitter backoff 200 ms..2 s, advice
@@ -107,7 +107,7 @@ impl Policy {
         }
     }
 
-    /// A background worker (seed 000: "120 seconds, which is two full windows").
+    /// A background worker (brief 000: "120 seconds, which is two full windows").
     ///
     /// 8 retries, deadline 120 s, max single wait 60 s, 1 s reserved per
     /// attempt, 30 s attempt timeout, full-jitter backoff 1 s..30 s, advice
@@ -126,7 +126,7 @@ impl Policy {
         .named("background")
     }
 
-    /// Seed 003's overnight batch: 5 retries, deadline 90 s, full jitter base
+    /// Brief 003's overnight batch: 5 retries, deadline 90 s, full jitter base
     /// 1 s cap 30 s, `max(advice, backoff) + spread` (a valid advice is never
     /// truncated to the 30 s cap), max single wait 90 s, 1 s reserved per
     /// attempt, 30 s attempt timeout, 2 retries for an unclear 429.
@@ -589,8 +589,8 @@ mod tests {
 
     #[test]
     fn a_zero_advice_never_gives_a_zero_wait() {
-        // Issue 12 (seed 529 of `explain`): a draw whose spread was under 1 ms
-        // was rounded down to a 0 ms wait.
+        // Once (`explain --seed 529`), a draw whose spread was under 1 ms was
+        // rounded down to a 0 ms wait.
         let adv = advice(0);
         for x in [0, 1, u64::MAX / 1000, u64::MAX / 100 - 1] {
             for p in [Policy::standard(), Policy::batch()] {
@@ -698,7 +698,7 @@ mod tests {
 
     #[test]
     fn json_milliseconds_are_exact_at_any_size() {
-        // Issue 12: 2^64 - 1 s is 18446744073709551615000 ms; saturating at
+        // 2^64 - 1 s is 18446744073709551615000 ms; saturating at
         // u64::MAX ms showed it 1000x too small.
         let huge = GiveUpReason::AdviceTooLong { advised: S(u64::MAX), max_single_wait: S(60) };
         let v = serde_json::to_value(&huge).unwrap();

@@ -651,7 +651,7 @@ mod tests {
         assert_eq!(parse_http_date(b"Saturday, 01-Jan-00 00:00:00 GMT", at(y2026)), Some(at(946_684_800)));
     }
 
-    /// Issue 12: the rule compares the whole timestamp with reference + 50 years, and the
+    /// The rule compares the whole timestamp with reference + 50 years, and the
     /// weekday is checked against the century so chosen.
     #[test]
     fn rfc850_50_year_rule_is_by_date_not_by_year() {

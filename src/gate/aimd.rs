@@ -2,7 +2,7 @@
 //!
 //! # Why
 //! Backoff reacts to a 429 after it happened; admission control keeps the
-//! fleet from causing it (seed 003: "Return the Berlin batch to four
+//! fleet from causing it (brief 003: "Return the Berlin batch to four
 //! concurrent requests, measure throughput, and increase concurrency
 //! gradually. Keep delayed retries in the same admission-control system as
 //! new work.").
@@ -52,7 +52,7 @@
 //! simulator) and draws no random numbers.
 //!
 //! # Default
-//! `initial_limit = 4` (seed 003's smoke test), `min_limit = 1`,
+//! `initial_limit = 4` (brief 003's smoke test), `min_limit = 1`,
 //! `max_limit = 64`, `increase = 1`, `backoff_per_mille = 700` (β = 0.7, the
 //! AWS SDKs' and CUBIC's; TCP Reno uses 0.5), `rate = "aimd"`,
 //! `initial_rate_milli = 0` (pacing off until the first throttle),

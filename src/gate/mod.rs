@@ -1,7 +1,7 @@
 //! Gates: fleet-level control of when an attempt may go out.
 //!
 //! A per-operation retry policy cannot stop a fleet from overwhelming an API
-//! (seed 003: "a semaphore inside one worker cannot control twenty separate
+//! (brief 003: "a semaphore inside one worker cannot control twenty separate
 //! workers"). A [`Gate`] is shared by the workers of a fleet; every attempt,
 //! first or retry, waits in it, so a delayed retry never jumps the queue of
 //! new work. Gates learn from each answer through [`Gate::done`].

@@ -2,12 +2,12 @@
 //!
 //! # Why
 //!
-//! Seed 002's best client waits `Retry-After` plus jitter. That is right for
+//! Brief 002's best client waits `Retry-After` plus jitter. That is right for
 //! one worker, but in a fleet every worker must first be refused to learn
 //! that the window is full: with 8 workers a 1 s window of 30 writes costs
 //! 8 refusals per window, and each refused worker then sleeps on its own.
 //! The server says more than that. `@fastify/rate-limit` (the limiter behind
-//! seed 002's API) sends `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
+//! brief 002's API) sends `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
 //! `X-RateLimit-Reset` on every answer, and the IETF draft spells them
 //! `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`. A gate shared
 //! by the fleet can read them and stop sending when the window is spent,

@@ -17,7 +17,7 @@
 //!   ([`run::seed`]). A job's life is [`run::job`]: the request, one run
 //!   through the client under test (the [`run::subject`] boundary), the
 //!   record; the fleet's hosts run jobs ([`run::fleet`], with
-//!   [`run::deferral`]). retrysim's own client and the source documents'
+//!   [`run::deferral`]). retrysim's own client and the briefs'
 //!   baselines are [`run::clients`]; deliberate defects for negative
 //!   controls are [`run::defects`]; the report's review text is
 //!   [`run::render`].

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Calibration against a real rate limiter (issue 11, part 3).
+# Calibration against a real rate limiter.
 #
 # Installs Flask-Limiter (pinned, tests/conformance/requirements.txt) into
 # target/conformance-venv, starts tests/conformance/server.py on 127.0.0.1,
@@ -101,9 +101,9 @@ for seed in $(seq 1 "$REPEATS"); do
 done
 
 # Negative controls: each must trip its check in report.py.
-# A classifier that calls Flask-Limiter's 429 (HTML, no code) unclear, as before issue 11: jobs are lost.
+# A classifier that calls Flask-Limiter's 429 (HTML, no code) unclear, as retrysim's once did: jobs are lost.
 real fixed retry-after-jitter uncoded-429-unclear --uncoded-429 unclear >>"$OUT/controls.jsonl"
-# Pacing that trusts the rounded reset, as it did before issue 11: about 2x the ideal.
+# Pacing that trusts the rounded reset, as it once did: about 2x the ideal.
 real fixed pacing-no-phase pacing-no-phase >>"$OUT/controls.jsonl"
 # A fixed seed run twice without resetting the ledger: every key charged twice.
 real fixed pacing fixed-seed-twice --jobs 10 --seed 42 >/dev/null

@@ -37,7 +37,7 @@ fn named_scenarios_pass_on_seeds_1_to_5_except_the_unkeyed_replay() {
             let replay = replay_run(&r);
             if name == "lost-answers-no-key" {
                 // Its client replays unkeyed POSTs after lost answers on
-                // purpose (seed 002's naive client): that, and only that.
+                // purpose (brief 002's naive client): that, and only that.
                 assert!(!vs.is_empty(), "{name} seed {seed}: the replays went unseen\n{replay}");
                 assert!(
                     vs.iter().all(|v| v.check == BlackBoxCheck::UnkeyedReplay),

@@ -131,7 +131,7 @@ fn explain_429(header: &str, body: &str) -> serde_json::Value {
     ])
 }
 
-/// Issue 12: a body the typed parser could not read hid its terminal code.
+/// A body the typed parser could not read once hid its terminal code.
 /// Duplicate members are legal JSON (RFC 8259 §4), a byte-order mark is common,
 /// and an out-of-range number spoils only its own hint.
 #[test]
@@ -163,7 +163,7 @@ fn explain_a_body_that_is_not_json() {
     assert!(text.contains("body: not a JSON error envelope"), "{text}");
 }
 
-/// Issue 12: RFC 9110 §5.6.7 compares the date, not the year, with now + 50 years.
+/// RFC 9110 §5.6.7 compares the date, not the year, with now + 50 years.
 #[test]
 fn explain_an_rfc850_date_by_the_50_year_rule() {
     let explain = |date: &str| explain_429(&format!("retry-after: {date}"), r#"{"error":{"code":"RATE_LIMITED"}}"#);
@@ -211,7 +211,7 @@ fn a_config_file_round_trips_and_bad_files_name_the_key() {
     refused(&["run", "--config", bad.to_str().unwrap()], "writes");
     std::fs::write(&bad, "[policy]\nmax_retrys = 3\n").unwrap();
     refused(&["run", "--config", bad.to_str().unwrap()], "unknown field `max_retrys`");
-    // Files that used to run silently (issue 12): nothing set, a limiter
+    // Files that used to run silently: nothing set, a limiter
     // turned off by a zero window, a deadline that sends nothing.
     std::fs::write(&bad, "# nothing here\n").unwrap();
     refused(&["run", "--config", bad.to_str().unwrap()], "the scenario file sets nothing");
@@ -267,7 +267,7 @@ fn scenarios_lists_every_name() {
     }
 }
 
-/// Issue 12, defect 2: a zero advice never means a 0 ms wait. Seed 529 drew
+/// A zero advice never means a 0 ms wait. Seed 529 drew
 /// a spread under 1 ms, which was rounded down to "retry in 0.000s".
 #[test]
 fn explain_a_zero_advice_never_waits_zero() {
@@ -293,7 +293,7 @@ fn explain_a_zero_advice_never_waits_zero() {
     assert!(v["why"]["jitter"].as_u64().unwrap() >= 1, "{v}");
 }
 
-/// Issue 12: a `Retry-After` of 2^64 - 1 seconds is 18446744073709551615000
+/// A `Retry-After` of 2^64 - 1 seconds is 18446744073709551615000
 /// ms, more than a u64 holds. JSON shows it exactly (as a string: above
 /// 2^53 - 1 a JSON number is not read exactly by every parser), not
 /// saturated 1000x too small; the text agrees.

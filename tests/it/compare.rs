@@ -1,4 +1,4 @@
-//! The comparison: seed 002's findings hold on the medians, the Pacing gate
+//! The comparison: brief 002's findings hold on the medians, the Pacing gate
 //! beats the seed's best policy and comes within 10% of the ideal, and the
 //! `compare` command line behaves.
 
@@ -73,7 +73,7 @@ fn retry_after_plus_jitter_sends_the_fewest_and_finishes_first() {
     let c = comparison("blinkimg-1s");
     let best = median(c, "retry-after-jitter");
     assert_eq!(best.gave_up.median, 0.0, "{}", evidence(c, &["retry-after-jitter"]));
-    // The retrying policies of seed 002's table (not the ideal, not pacing).
+    // The retrying policies of brief 002's table (not the ideal, not pacing).
     let others =
         ["retry-at-once", "exponential-no-jitter", "exponential-full-jitter", "no-key-10pct-lost", "key-10pct-lost"];
     for other in others {

@@ -335,7 +335,7 @@ async fn a_success_reports_attempts_waits_and_replay_without_a_trace() {
     assert_eq!((done.attempts, done.waited, done.replayed), (1, Duration::ZERO, false));
 }
 
-/// Issue 12, defect 4: a caller's key with bytes `HeaderValue::to_str`
+/// A caller's key with bytes `HeaderValue::to_str`
 /// rejects (obs-text, or UTF-8 beyond ASCII) is never swapped for a
 /// generated one: the call fails before anything is sent, and says why.
 #[tokio::test(start_paused = true)]
@@ -366,7 +366,7 @@ impl Transport for Counting {
     }
 }
 
-/// Issue 12, defect 5: cancelled before the first send, the error reports
+/// Cancelled before the first send, the error reports
 /// no attempt and the trace shows none, and the transport is never called.
 #[tokio::test(start_paused = true)]
 async fn cancelled_before_the_first_send_reports_no_attempt() {

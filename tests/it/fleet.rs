@@ -1,4 +1,4 @@
-//! Fleet controls (issue 7): a shared retry budget, admission control, a
+//! Fleet controls: a shared retry budget, admission control, a
 //! limiter service across processes, deferral to a queue. Each property runs
 //! over a fixed set of seeds; each has a negative control that plants a
 //! deliberately leaky gate or budget and shows the checker catching it.
@@ -50,7 +50,7 @@ fn assert_clean(r: &Report, found: Vec<FleetViolation>) {
     assert!(invariants.is_empty(), "{} seed {}: {invariants:?}\n{}", r.scenario, r.seed, replay(r));
 }
 
-// ---- Seed 003: the Berlin batch -------------------------------------------
+// ---- Brief 003: the Berlin batch -------------------------------------------
 
 #[test]
 fn berlin_four_workers_pass_and_forty_trigger_429s() {
@@ -422,7 +422,7 @@ fn separate_processes_replay_byte_for_byte() {
     assert_eq!(a.fleet_facts.routes, b.fleet_facts.routes);
 }
 
-// ---- Seed 000: deferral -----------------------------------------------------
+// ---- Brief 000: deferral -----------------------------------------------------
 
 #[test]
 fn deferral_completes_every_job_once_without_waiting_on_the_interactive_path() {

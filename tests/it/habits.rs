@@ -3,7 +3,7 @@
 //! back to @fastify/rate-limit's (the control, which must not show it). Where
 //! retrysim now copes with a habit (a Unix-seconds reset, an HTML 429 with
 //! `Retry-After`), the test states that, and a negative control (the client
-//! as it was before issue 11, built here from the public API) shows the
+//! as it once was, built here from the public API) shows the
 //! habit still bites a client that does not.
 
 use std::sync::Arc;
@@ -86,7 +86,7 @@ fn with_gate(s: &Scenario, gate: GateConfig) -> Scenario {
 fn under_a_unix_seconds_reset_the_pacing_gate_learns_the_phase_and_stays_within_1_10x_of_ideal() {
     let s = scenario("reset-unix-seconds");
     let ideal = with_gate(&s, GateConfig::Ideal);
-    // Negative control: the gate that trusts the rounded reset, as before issue 11.
+    // Negative control: the gate that trusts the rounded reset, as it once did.
     let trusting = with_gate(&s, GateConfig::Pacing(PacingConfig { learn_phase: false, ..PacingConfig::default() }));
     assert_ne!(trusting, s, "the scenario must pace with learn_phase on");
     for seed in SEEDS {
@@ -132,7 +132,7 @@ fn the_pacing_gate_cannot_read_the_structured_fields() {
     assert_eq!(sim(&both, 1).limited, 0, "beside the draft-6 fields, the gate reads those");
 }
 
-/// The judgement before issue 11: a 429 without a code is unclear, whatever
+/// The judgement retrysim once made: a 429 without a code is unclear, whatever
 /// advice it carries; else the default table (a negative control).
 struct UncodedIsUnclear(DefaultTable);
 

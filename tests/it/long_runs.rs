@@ -1,4 +1,4 @@
-//! Long and big runs (issue 12): the wall-time bound and its signs of life,
+//! Long and big runs: the wall-time bound and its signs of life,
 //! progress and interrupts for `compare` and `hunt`, and the traces a run
 //! keeps. Each process test waits for the 5 s progress line, so this file
 //! costs about 15 s of wall time (its tests run in parallel).
@@ -16,7 +16,7 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_retrysim"))
 }
 
-/// The issue's example: no writes allowed, unbounded retries, an 80-day
+/// A run that goes on for ever: no writes allowed, unbounded retries, an 80-day
 /// deadline. It runs for hours of wall time, quietly, without the bound.
 fn long_config() -> std::path::PathBuf {
     let mut s = scenario::blinkimg_1s();

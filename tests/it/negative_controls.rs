@@ -171,7 +171,7 @@ fn a_secret_in_a_trace_breaks_no_secrets() {
 
 #[test]
 fn retries_past_the_token_bucket_break_the_fleet_budget() {
-    // Seed 002's fleet behind gRPC's default bucket: 10 tokens, 0.1 back per success.
+    // Brief 002's fleet behind gRPC's default bucket: 10 tokens, 0.1 back per success.
     let mut s = named("blinkimg-1s");
     s.fleet.budget = Some(BudgetConfig::TokenBucket { max_tokens: 10, token_ratio_milli: 100 });
     let r = run(&s, SEED);

@@ -114,7 +114,7 @@ async fn post(client: &RetryClient<TokioClock, HyperTransport>, url: &str, rng: 
 }
 
 /// The old request: absolute-form target, no `Host`, as `HyperTransport` and
-/// `exchange` sent it before issue 11. Sent with hyper's low-level client,
+/// `exchange` once sent it. Sent with hyper's low-level client,
 /// which writes the target as given.
 async fn send_raw(addr: std::net::SocketAddr, req: Request<Bytes>) -> StatusCode {
     let stream = TcpStream::connect(addr).await.unwrap();
@@ -186,7 +186,7 @@ async fn readme_example(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     match client.execute(req, &mut rng, &Default::default()).await {
         // What it took comes with the answer; `execute_traced` records every step.
         Ok(done) => println!("{} after {} attempt(s), {:?} waited", done.response.status(), done.attempts, done.waited),
-        // Queue the work under the same key and answer 202 Accepted (seed 000).
+        // Queue the work under the same key and answer 202 Accepted (brief 000).
         Err(e) => println!("{e}; key {:?}", e.idempotency_key),
     }
     // README:driver end
@@ -218,10 +218,10 @@ async fn the_readme_example_succeeds_against_the_strict_server() {
     assert!(seen[0].key.is_some());
 }
 
-/// Issue 11: with `seeded_rng(42)` a second run reused the first run's keys,
+/// With `seeded_rng(42)` a second run reused the first run's keys,
 /// and the server replayed old answers. From OS entropy, two runs of the
-/// README flow (the example, then 120 jobs on one generator like the issue's
-/// run) share no key.
+/// README flow (the example, then 120 jobs on one generator, as that run
+/// did) share no key.
 #[tokio::test]
 async fn two_runs_of_the_readme_flow_share_no_key() {
     let server = StrictServer::start().await;

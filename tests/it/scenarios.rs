@@ -177,7 +177,7 @@ fn lost_answers_without_a_key_charge_twice() {
 fn blinkimg_1s_reproduces_seed_002s_best_row() {
     let r = sim("blinkimg-1s", None, SEED);
     assert_eq!((r.jobs, r.succeeded, r.charged, r.gave_up_total), (120, 120, 120, 0));
-    // 120 jobs through 30 writes a second need 4 windows; seed 002 measured 144 requests, 24 limited.
+    // 120 jobs through 30 writes a second need 4 windows; brief 002 measured 144 requests, 24 limited.
     assert!((120..=170).contains(&r.requests), "{}", r.render_text());
     assert!((3000..5000).contains(&r.virtual_ms), "{}", r.render_text());
     assert!(r.ledger.arrivals.iter().all(|a| a.outcome != ArrivalOutcome::Replayed));

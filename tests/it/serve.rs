@@ -1,4 +1,4 @@
-//! `retrysim serve` (issue 14): the simulated API on a real loopback socket,
+//! `retrysim serve`: the simulated API on a real loopback socket,
 //! in real time. The repo's own driver against it gives the simulator's
 //! figures within a stated tolerance; the ledger's verdict catches an
 //! unkeyed replay (a negative control) and passes the driver; bad input
@@ -31,7 +31,7 @@ enum Driver {
     /// `RetryClient` over `HyperTransport` with the scenario's policy.
     Retrysim,
     /// Sends the POST again, up to 3 times, on any failure: it replays an
-    /// unkeyed POST after a lost answer (seed 002's naive client).
+    /// unkeyed POST after a lost answer (brief 002's naive client).
     Naive,
 }
 

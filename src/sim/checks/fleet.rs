@@ -564,7 +564,7 @@ pub fn deferred_charged_once(r: &Report) -> Vec<FleetViolation> {
                 format!("job {} waited {waited} ms on the interactive path, budget {budget} ms", j.job),
             ));
         }
-        // Deferred as the front end defers (seed 000): a give-up that waiting
+        // Deferred as the front end defers (brief 000): a give-up that waiting
         // fixes, of a safe job or a keyed one that carried its key.
         let deferred = matches!(&j.outcome, JobOutcome::GaveUp { reason } if deferrable(reason))
             && j.kind != crate::sim::run::job::JobKind::Unsafe

@@ -349,7 +349,7 @@ fn contend(s: &mut Scenario, workers: u64) {
     p.max_single_wait = p.max_single_wait.max(S(30));
 }
 
-/// Seed 000's deferral, sometimes: an interactive front end with a short
+/// Brief 000's deferral, sometimes: an interactive front end with a short
 /// budget, whose give-ups that waiting fixes run again in the background.
 fn draw_deferral(g: &mut Draw, s: &mut Scenario, contended: bool) {
     // Deferral only where no skewed date or monthly quota makes an

@@ -835,7 +835,7 @@ mod tests {
             let r = report(name);
             let vs = check_run(&r);
             if name == "lost-answers-no-key" {
-                // Its client replays unkeyed POSTs on purpose (seed 002's row 4).
+                // Its client replays unkeyed POSTs on purpose (brief 002's row 4).
                 assert!(only(&vs, Invariant::NoUnsafeRetry), "{name}: {vs:#?}");
             } else {
                 assert!(vs.is_empty(), "{name} seed 7: {vs:#?}\nreplay: retrysim trace --scenario {name} --seed 7");

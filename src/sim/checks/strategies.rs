@@ -106,7 +106,7 @@ pub fn arb_policy() -> impl Strategy<Value = Policy> {
     prop_oneof![1 => arb_preset(), 2 => arb_random_policy()]
 }
 
-/// A request-rate limiter. The fixed window (seed 002's) first; limits as
+/// A request-rate limiter. The fixed window (brief 002's) first; limits as
 /// low as one write per window (every second request refused); windows from
 /// 250 ms to 10 s (the longer the window, the longer the advice).
 pub fn arb_limiter() -> impl Strategy<Value = LimiterConfig> {

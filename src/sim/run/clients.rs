@@ -1,5 +1,5 @@
 //! The clients the harness ships, each an implementation of [`Subject`]:
-//! retrysim's own driver ([`Retrysim`]), seed 002's naive clients (the
+//! retrysim's own driver ([`Retrysim`]), brief 002's naive clients (the
 //! comparison's baselines), and defective variants for negative controls
 //! ([`Defects`]). A scenario picks one with `[client]`:
 //!
@@ -34,7 +34,7 @@ use crate::sim::world::timers::SimClock;
 pub struct Retrysim<T = SimTransport> {
     client: RetryClient<SimClock, T>,
     declared: Promises,
-    /// Vouch for every request as replayable (seed 002's naive client).
+    /// Vouch for every request as replayable (brief 002's naive client).
     replayable: bool,
     /// Hand the driver a token of its own instead of the job's (the
     /// `ignore-cancel` defect).

@@ -1,4 +1,4 @@
-//! Seed 000's deferral: "On the thrown error, store the job request in your
+//! Brief 000's deferral: "On the thrown error, store the job request in your
 //! own queue with its idempotency key, and return 202 Accepted to your user.
 //! A worker can retry later with a longer budget. Because the key is fixed,
 //! the retry is safe even if the first attempt reached the API."

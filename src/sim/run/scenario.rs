@@ -1,6 +1,6 @@
 //! A scenario: the API, the network, the fleet, the policy and the faults,
 //! all in one value that a TOML file can describe. And the named scenarios
-//! taken from the seed documents.
+//! taken from the briefs.
 
 use std::time::{Duration, SystemTime};
 
@@ -70,10 +70,10 @@ pub struct Fleet {
     #[serde(skip_serializing_if = "Hosts::is_shared")]
     pub hosts: Hosts,
     /// Per-worker hosts only: run `gate` in a limiter service on its own
-    /// host and make every worker ask it over the network (seed 003: "a
+    /// host and make every worker ask it over the network (brief 003: "a
     /// semaphore inside one worker cannot control twenty separate workers").
     pub coordinator: Option<CoordinatorConfig>,
-    /// Seed 000's deferral: an interactive give-up on a too-long advice is
+    /// Brief 000's deferral: an interactive give-up on a too-long advice is
     /// queued under its key (the caller answers 202) for background workers.
     pub deferral: Option<DeferralConfig>,
 }
@@ -98,7 +98,7 @@ impl Hosts {
     }
 }
 
-/// Seed 000's deferral queue: "store the job request in your own queue with
+/// Brief 000's deferral queue: "store the job request in your own queue with
 /// its idempotency key, and return 202 Accepted to your user. A worker can
 /// retry later with a longer budget."
 ///
@@ -265,11 +265,11 @@ pub enum Builtin {
     /// retrysim's driver under the scenario's policy.
     #[default]
     Retrysim,
-    /// Seed 002's unkeyed client: no `Idempotency-Key`, and it resends a
+    /// Brief 002's unkeyed client: no `Idempotency-Key`, and it resends a
     /// POST after a network error as if nothing could have run ("retried
     /// network errors like any other").
     NoKeyNaive,
-    /// Retries at once, ignoring Retry-After (seed 002's first row).
+    /// Retries at once, ignoring Retry-After (brief 002's first row).
     RetryAtOnce,
     /// Waits `min(8 s, 100 ms × 2^n)`, ignoring Retry-After.
     ExponentialNoJitter,
@@ -288,7 +288,7 @@ impl Builtin {
     ];
 
     /// The policy this client really runs, from the scenario's: the
-    /// baselines read no advice and use seed 002's fixed backoffs.
+    /// baselines read no advice and use brief 002's fixed backoffs.
     pub fn policy(self, scenario: &Policy) -> Policy {
         let ms = Duration::from_millis;
         let ignoring = |backoff| Policy { use_advice: false, backoff, ..scenario.clone() };
@@ -459,7 +459,7 @@ fn scripted(name: &str, description: &str, steps: &[(u16, &str, u64)], repeat: b
     s
 }
 
-/// Seed 002's mock: a fixed window of 30 writes per second, 8 workers, 120
+/// Brief 002's mock: a fixed window of 30 writes per second, 8 workers, 120
 /// jobs, 50 tries per job, Retry-After plus up to 250 ms of jitter.
 pub fn blinkimg_1s() -> Scenario {
     let mut s = Scenario {
@@ -474,7 +474,7 @@ pub fn blinkimg_1s() -> Scenario {
     s
 }
 
-/// Seed 002's best policy: wait Retry-After plus up to 250 ms, 50 tries.
+/// Brief 002's best policy: wait Retry-After plus up to 250 ms, 50 tries.
 pub fn retry_after_jitter() -> Policy {
     Policy {
         name: "retry-after-jitter".into(),
@@ -501,7 +501,7 @@ fn lost_answers(name: &str, keys: bool) -> Scenario {
     s.faults.lost_answers_per_mille = 100;
     s.policy.idempotency_keys = keys;
     if !keys {
-        // Seed 002's unkeyed client retried network errors like any other:
+        // Brief 002's unkeyed client retried network errors like any other:
         // exactly the replay the core refuses. Reproduce it to show the cost.
         s.policy.name = "no-key-naive".into();
         s.client.kind = Builtin::NoKeyNaive;
@@ -514,7 +514,7 @@ fn lost_answers(name: &str, keys: bool) -> Scenario {
     s
 }
 
-/// Seed 003's Berlin batch: AI summaries that take 2 s each, the batch
+/// Brief 003's Berlin batch: AI summaries that take 2 s each, the batch
 /// preset (5 retries, 90 s deadline, full jitter 1 s..30 s) and an API that
 /// allows 2.5 summaries a second.
 ///
@@ -536,7 +536,7 @@ pub fn berlin(name: &str, workers: u32) -> Scenario {
     s
 }
 
-/// Seed 000's interactive front end over a `queue_full` API, with deferral.
+/// Brief 000's interactive front end over a `queue_full` API, with deferral.
 ///
 /// The API runs two jobs at once (3 s each) and answers `queue_full` with a
 /// 30 s Retry-After beyond that. Six interactive workers (10 s budget) take
@@ -752,7 +752,7 @@ fn berlin_limiter_partition(name: &str) -> Scenario {
 /// them this is the phase, not a skew.
 pub const HALF_SECOND_PHASE_MS: i64 = 500;
 
-/// The server's wall clock 0.9 s ahead: a phase at which seed 002's
+/// The server's wall clock 0.9 s ahead: a phase at which brief 002's
 /// refusals, which come early in each window, fall in the wall-clock second
 /// of the window's reset, so Flask-Limiter's truncated `Retry-After` says 0.
 /// At [`HALF_SECOND_PHASE_MS`] the same workload never sees a 0.
@@ -777,7 +777,7 @@ pub(crate) fn flask_limiter_habits(api: &mut ApiConfig) {
 }
 
 /// A Flask-Limiter server (`limits`' fixed or moving window, 30 POSTs per
-/// 1 s, in memory) in front of seed 002's workload: 8 workers, 120 jobs,
+/// 1 s, in memory) in front of brief 002's workload: 8 workers, 120 jobs,
 /// Retry-After plus up to 250 ms of jitter. The later calibration runs the
 /// same against the real Flask-Limiter.
 pub(crate) fn flask_limiter(name: &str, kind: LimiterKind) -> Scenario {
@@ -792,7 +792,7 @@ pub(crate) fn flask_limiter(name: &str, kind: LimiterKind) -> Scenario {
     s
 }
 
-/// One habit at a time on seed 002's setup (`blinkimg-1s`), each against
+/// One habit at a time on brief 002's setup (`blinkimg-1s`), each against
 /// what it changes: the advice, the headers a pacing gate reads, the body's
 /// code, the clock, the window.
 fn habit(name: &str, description: &str) -> Scenario {

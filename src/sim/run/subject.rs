@@ -1,7 +1,7 @@
 //! The client boundary: what the harness drives, one job at a time.
 //!
 //! Any retry client can be put into the simulated world: retrysim's own
-//! [`RetryClient`](crate::client::RetryClient), the seed documents' naive
+//! [`RetryClient`](crate::client::RetryClient), the briefs' naive
 //! clients ([`clients`](crate::sim::run::clients)), or a user's own loop,
 //! `tower::retry` stack or `backon` call. A client implements [`Subject`];
 //! the harness builds one per fleet host through a [`MakeSubject`] (inside

@@ -1,4 +1,4 @@
-//! Policies side by side: seed 002's table, reproduced and extended.
+//! Policies side by side: brief 002's table, reproduced and extended.
 //!
 //! A [`Preset`] is a list of named rows, each a whole [`Scenario`] (API,
 //! fleet, policy, gate, faults), so a row may change anything, and adding a
@@ -8,11 +8,11 @@
 //! every row is also shown as a ratio to its time and its requests.
 //!
 //! The presets:
-//! - `blinkimg-1s`: seed 002's mock (8 workers, 120 jobs, 30 writes per 1 s
-//!   window, 50 tries), the seed's six policies, the ideal, and pacing.
+//! - `blinkimg-1s`: brief 002's mock (8 workers, 120 jobs, 30 writes per 1 s
+//!   window, 50 tries), the brief's six policies, the ideal, and pacing.
 //! - `blinkimg-60s`: the real API's limits (120 writes and 1,200 reads per
 //!   60 s window), 8 workers, 480 jobs, the same rows.
-//! - `berlin`: seed 003's overnight batch (the named `berlin-*` scenarios):
+//! - `berlin`: brief 003's overnight batch (the named `berlin-*` scenarios):
 //!   160 two-second AI summaries under the `batch` policy against a token
 //!   bucket of 2.5 requests a second (bursts of 25); 4 workers, 40 workers,
 //!   40 workers through AIMD admission control, the ideal, and pacing.
@@ -48,7 +48,7 @@ use crate::sim::world::api::{LimiterConfig, LimiterKind};
 /// The presets, in the order `retrysim compare` lists them.
 pub const PRESETS: [&str; 4] = ["blinkimg-1s", "blinkimg-60s", "berlin", "habits"];
 
-/// The number of seeds a comparison runs by default (seed 002: "the median of 5 runs").
+/// The number of seeds a comparison runs by default (brief 002: "the median of 5 runs").
 pub const DEFAULT_SEEDS: u32 = 5;
 
 /// One row of a comparison: a name and the scenario it runs.
@@ -112,7 +112,7 @@ pub fn unknown(name: &str) -> String {
     format!("unknown preset {name:?}; the presets are: {}", PRESETS.join(", "))
 }
 
-/// One of seed 002's naive clients on `base`: 50 tries, like every row of
+/// One of brief 002's naive clients on `base`: 50 tries, like every row of
 /// the seed, and the policy the client really runs written out in full.
 fn baseline(base: &Scenario, name: &str, kind: Builtin, description: &str) -> Scenario {
     let policy = Policy { name: name.into(), ..kind.policy(&scenario::retry_after_jitter()) };
@@ -152,7 +152,7 @@ fn blinkimg_rows(p: &mut Preset, base: &Scenario) {
         if keys {
             s.description = "Retry-After + jitter, 10% of answers lost after charging, with an Idempotency-Key".into();
         } else {
-            // Seed 002's unkeyed client retried network errors like any other.
+            // Brief 002's unkeyed client retried network errors like any other.
             s.policy.name = "no-key-naive".into();
             s.client.kind = Builtin::NoKeyNaive;
             s.description = "Retry-After + jitter, 10% of answers lost after charging, no key: replays".into();
@@ -170,7 +170,7 @@ fn blinkimg_rows(p: &mut Preset, base: &Scenario) {
     );
 }
 
-/// Seed 002's setup: 8 workers, 120 jobs, 30 writes per 1 s window.
+/// Brief 002's setup: 8 workers, 120 jobs, 30 writes per 1 s window.
 ///
 /// The API sends `RateLimit-*` headers on every answer (as the
 /// `@fastify/rate-limit` behind it does); only the pacing row reads them.
@@ -201,7 +201,7 @@ pub fn blinkimg_60s() -> Preset {
     p
 }
 
-/// Seed 003's overnight batch, as the named `berlin-*` scenarios model it:
+/// Brief 003's overnight batch, as the named `berlin-*` scenarios model it:
 /// 160 two-second AI summaries under the `batch` policy (5 retries, 90 s
 /// deadline, full jitter 1 s..30 s) against a token bucket of 2.5 requests a
 /// second with bursts of 25. Four workers never meet a 429; forty do, unless
@@ -224,7 +224,7 @@ pub fn berlin() -> Preset {
 }
 
 /// The habits of the `habits` preset: a name, what it is, and how it
-/// changes seed 002's API (see `sim::world::api::habits` for their sources).
+/// changes brief 002's API (see `sim::world::api::habits` for their sources).
 pub const HABITS: [(&str, &str); 12] = [
     ("fastify", "@fastify/rate-limit, seed 002's API: Retry-After rounded up, RateLimit-* in seconds left"),
     ("retry-after-down-mid", "Flask-Limiter's truncated Retry-After, the run 0.5 s into a wall-clock second"),
@@ -240,7 +240,7 @@ pub const HABITS: [(&str, &str); 12] = [
     ("flask-fixed-late", "all of Flask-Limiter's habits, fixed window, 0.9 s into a wall-clock second"),
 ];
 
-/// Seed 002's API with one habit (a name of [`HABITS`]) applied.
+/// Brief 002's API with one habit (a name of [`HABITS`]) applied.
 pub fn with_habit(habit: &str) -> Option<Scenario> {
     use crate::sim::run::scenario::{HALF_SECOND_PHASE_MS, LATE_PHASE_MS, flask_limiter_habits};
     use crate::sim::world::api::{RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding};
@@ -285,7 +285,7 @@ pub fn with_habit(habit: &str) -> Option<Scenario> {
     Some(s)
 }
 
-/// How each of seed 002's kinds of policy fares under each habit of
+/// How each of brief 002's kinds of policy fares under each habit of
 /// [`HABITS`]: retrying at once, exponential backoff with full jitter
 /// (both ignore `Retry-After`), Retry-After plus jitter, and the Pacing
 /// gate; then the production presets ([`Policy::PRESETS`]), whose retries

@@ -1,7 +1,7 @@
 //! A limiter service: one fleet gate on its own host, asked over the
 //! simulated network by workers that run as separate hosts.
 //!
-//! Seed 003: "Coordinate limits across processes; a semaphore inside one
+//! Brief 003: "Coordinate limits across processes; a semaphore inside one
 //! worker cannot control twenty separate workers." With `fleet.hosts =
 //! "per_worker"` every worker is its own turmoil host, so nothing in memory
 //! is shared; with `fleet.coordinator` set, the fleet's gate (e.g. AIMD)

@@ -1,6 +1,6 @@
 //! The deadline of every timer a simulated task waits on, in simulation
 //! time, so the runner can skip straight over virtual time in which nothing
-//! happens (issue 16, [`advance`](crate::sim::run::advance)).
+//! happens ([`advance`](crate::sim::run::advance)).
 //!
 //! Every sleep of the harness goes through [`sleep`], [`sleep_until`] or
 //! [`timeout`]: the clients' and the gates' clock ([`SimClock`]), the API's

@@ -1,6 +1,6 @@
 //! The knobs of a simulated API, as a user writes them in TOML.
 //!
-//! Every field has a default, and the defaults are seed 002's real Blinkimg API:
+//! Every field has a default, and the defaults are brief 002's real Blinkimg API:
 //! a fixed 60 s window of 120 writes and 1,200 reads per account, the Blinkimg
 //! error envelope, `Retry-After` in seconds mirrored into the body's `resetAt`,
 //! a `Date` header, no clock skew. A scenario changes only what it tests.
@@ -179,7 +179,7 @@ pub struct AccountConfig {
 pub struct ConcurrencyConfig {
     /// Requests allowed to run at once on the whole API.
     pub max_in_flight: u32,
-    /// The advised wait on `queue_full`; Sume's server default is 30 s (seed 000).
+    /// The advised wait on `queue_full`; Sume's server default is 30 s (brief 000).
     #[serde(default = "default_queue_full_wait")]
     pub retry_after_s: u64,
 }
@@ -192,9 +192,9 @@ fn default_queue_full_wait() -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Envelope {
-    /// `{"error":{"code","message","requestId","resetAt"}}` (seed 002).
+    /// `{"error":{"code","message","requestId","resetAt"}}` (brief 002).
     Blinkimg,
-    /// `{"error":{"type","message","retry_after_seconds"}}` (seed 000).
+    /// `{"error":{"type","message","retry_after_seconds"}}` (brief 000).
     Sume,
 }
 

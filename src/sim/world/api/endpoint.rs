@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// Which request-rate budget a request draws from. Reads and writes are
-/// counted apart so that polling cannot starve job creation (seed 002).
+/// counted apart so that polling cannot starve job creation (brief 002).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BudgetKind {
     Read,
@@ -22,9 +22,9 @@ pub(crate) enum Endpoint {
     GetJob(String),
 }
 
-/// How long a stored idempotent job answer is replayed (seed 002).
+/// How long a stored idempotent job answer is replayed (brief 002).
 pub(crate) const JOB_RETENTION: Duration = Duration::from_secs(24 * 3_600);
-/// How long a stored idempotent upload answer is replayed (seed 002).
+/// How long a stored idempotent upload answer is replayed (brief 002).
 pub(crate) const UPLOAD_RETENTION: Duration = Duration::from_secs(14 * 60);
 
 impl Endpoint {
@@ -67,7 +67,7 @@ pub(crate) enum Op {
 }
 
 impl Op {
-    /// Credits per job: a compression costs 1, a conversion 2 (seed 002).
+    /// Credits per job: a compression costs 1, a conversion 2 (brief 002).
     pub(crate) fn cost(self) -> u64 {
         match self {
             Op::Compress => 1,

@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::config::{AdviceForm, DateForm, Envelope};
 use super::wallclock::WallTime;
 
-/// The refusals the model produces. The names are Blinkimg's (seed 002).
+/// The refusals the model produces. The names are Blinkimg's (brief 002).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ErrorCode {
     RateLimited,

@@ -1,6 +1,6 @@
 //! Real servers' habits: how widely used rate limiters write their numbers.
 //!
-//! The model's defaults copy @fastify/rate-limit, the limiter behind seed 002's
+//! The model's defaults copy @fastify/rate-limit, the limiter behind brief 002's
 //! API. A client tuned only against it meets other habits in the wild, and the
 //! one most often met in Python is Flask-Limiter over the `limits` library. Each
 //! habit is one knob of [`ApiConfig`](super::ApiConfig), read from the

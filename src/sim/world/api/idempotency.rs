@@ -4,7 +4,7 @@
 //! moment it starts running; its answer is stored when it completes and then
 //! replayed, without running or charging again, to every repeat of the same
 //! method, path and body until the retention ends (24 h for jobs, 14 min for
-//! uploads; seed 002). A repeat that differs is a client bug (409 REUSED); a
+//! uploads; brief 002). A repeat that differs is a client bug (409 REUSED); a
 //! repeat while the first still runs must wait (409 IN_PROGRESS). Answers that
 //! failed are never stored: a refusal happens before the store is consulted.
 

@@ -1,7 +1,7 @@
 //! Request-rate limiters: one per (account, read/write budget).
 //!
-//! The fixed window is the one that matters for seed 002: it copies
-//! @fastify/rate-limit, whose two quirks drive the seed's numbers. The window
+//! The fixed window is the one that matters for brief 002: it copies
+//! @fastify/rate-limit, whose two quirks drive the brief's numbers. The window
 //! starts at the caller's *first hit* (not on a clock boundary), and *every*
 //! request counts, refused ones included, so retrying at once keeps the window
 //! full. `limits` (under Flask-Limiter) counts its fixed window the same way.

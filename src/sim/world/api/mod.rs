@@ -2,7 +2,7 @@
 //! and keep a ledger of what happened.
 //!
 //! The model is the reference the retry core is checked against, so it copies
-//! the real APIs of seeds 000 (Sume) and 002 (Blinkimg) where their behaviour
+//! the real APIs of briefs 000 (Sume) and 002 (Blinkimg) where their behaviour
 //! shapes a retry policy: @fastify/rate-limit's fixed window, `queue_full`,
 //! monthly quotas, credits, and the idempotency store.
 //!
@@ -19,7 +19,7 @@
 //! idempotency store (replay, or 409), the request itself (400, unknown job
 //! 404), the monthly quota (429) and the credits (402). So a rate-limited
 //! repeat of a stored key gets a 429, and a replay never meets the quota or
-//! credit check (seed 002).
+//! credit check (brief 002).
 
 mod account;
 mod admission;
