@@ -92,10 +92,10 @@ use crate::sim::run::scenario;
 // boundary, the scenario and its faults, the report and what it holds, and
 // the checks' verdicts. The rest of `sim` is the harness's workings.
 pub use crate::sim::checks::blackbox::{BlackBoxCheck, BlackBoxViolation, black_box};
+pub use crate::sim::checks::fleet::FleetViolation;
 pub use crate::sim::checks::hunt::Kind;
 pub use crate::sim::checks::invariants::{Invariant, Violation};
 pub use crate::sim::run::job::{JobKind, JobRecord};
-pub use crate::sim::checks::fleet::FleetViolation;
 pub use crate::sim::run::runner::{Report, RunError};
 pub use crate::sim::run::scenario::Scenario;
 pub use crate::sim::run::subject::{
