@@ -65,7 +65,7 @@ enum PolicyName {
     Batch,
     /// The `standard` preset.
     Standard,
-    /// `background` as it was before issue 26: a zero `Retry-After` spread
+    /// `background` as it was before refused advice escalated: a zero `Retry-After` spread
     /// over at most 100 ms and no escalation of an advice refused again (a
     /// negative control: against a server that rounds down it loses jobs).
     BackgroundBefore,

@@ -95,7 +95,7 @@ impl Backoff {
 /// delta-seconds value of N only says "somewhere in [N, N+1) seconds", and a
 /// server that rounds down, such as Flask-Limiter, says `0` for most of its
 /// window, so the retries of a fleet are spread over that second instead of
-/// meeting the same full window within 100 ms (issue 26). A larger N keeps
+/// meeting the same full window within 100 ms. A larger N keeps
 /// the share below: an advice waited out and refused again escalates by the
 /// second it may have left out ([`Policy::escalate`](crate::core::policy::Policy::escalate)).
 ///
@@ -115,7 +115,7 @@ pub struct Spread {
     #[serde(with = "crate::core::duration_text")]
     pub max: Duration,
     /// The least cap on a zero advice in whole seconds, which covers its
-    /// rounding (1 s); zero turns the cover off (seed 002's clients, which
+    /// rounding (1 s); zero turns the cover off (brief 002's clients, which
     /// add a flat 0-250 ms). Missing from a file: 1 s.
     #[serde(with = "crate::core::duration_text", default = "one_second")]
     pub rounded_zero: Duration,
@@ -303,7 +303,7 @@ mod tests {
         assert_eq!(s.cap_whole_seconds(MS(60_000)), MS(1000));
         // A zero advice that is not in whole seconds keeps the plain cap.
         assert_eq!(s.draw(Duration::ZERO, u64::MAX), MS(100));
-        // A zero cover is seed 002's flat spread.
+        // A zero cover is brief 002's flat spread.
         let flat = Spread { per_mille: 0, min: MS(250), max: MS(250), rounded_zero: Duration::ZERO };
         assert_eq!(flat.cap_whole_seconds(Duration::ZERO), MS(250));
         assert_eq!((s.largest(), flat.largest()), (MS(1000), MS(250)));

@@ -57,7 +57,7 @@ pub struct Policy {
     /// seconds (when the advice is in whole seconds: each refusal proves it
     /// a second short once more) and the backoff's draw for retry k
     /// ([`WaitBasis::RefusedAgain`]), plus the spread. On in every preset;
-    /// off, every throttled answer waits its advice (seed 002's clients).
+    /// off, every throttled answer waits its advice (brief 002's clients).
     pub escalate: bool,
     /// Retries allowed for 429s with no or an unknown code.
     pub unclear_max_retries: u32,
@@ -581,7 +581,7 @@ mod tests {
 
     #[test]
     fn zero_advice_still_gets_jitter() {
-        // Up to a whole second for `Retry-After: 0` (issue 26), never zero.
+        // Up to a whole second for `Retry-After: 0`, never zero.
         let adv = advice(0);
         let d = decide(&Policy::standard(), &attempted(Class::Throttled, &adv, 1, S(0)), draws(u64::MAX), None, S(0));
         assert!(matches!(d, Decision::Retry { wait, .. } if wait == S(1)), "{d:?}");
@@ -658,7 +658,7 @@ mod tests {
         let first = decide(&Policy::standard(), &refused(1, &adv), draws(0), None, S(0));
         let Decision::Retry { why, .. } = first else { panic!("{first:?}") };
         assert_eq!((why.basis, why.base), (WaitBasis::Advice(AdviceSource::HeaderSeconds), S(0)));
-        // Off (seed 002's clients): every refusal waits its advice.
+        // Off (brief 002's clients): every refusal waits its advice.
         let off = Policy { escalate: false, ..Policy::standard() };
         let d = decide(&off, &refused(4, &adv), draws(u64::MAX), None, S(0));
         let Decision::Retry { why, .. } = d else { panic!("{d:?}") };

@@ -120,7 +120,7 @@ async fn once_429_then_200_succeeds_after_one_wait() {
 /// as often as a `RATE_LIMITED` (standard allows 2 unclear retries, so four
 /// refusals would give up if this were "unclear"). From the second refusal
 /// on, the advice was waited out and refused again: a second more for each
-/// such refusal (issue 26; the backoff's windows, 0.5 s to 2 s here, stay
+/// such refusal (the backoff's windows, 0.5 s to 2 s here, stay
 /// below that).
 #[tokio::test(start_paused = true)]
 async fn a_429_with_advice_and_no_code_waits_the_advice() {

@@ -303,7 +303,7 @@ fn the_readme_habits_table_is_the_presets_medians() {
         "{page} must name the command beside the table"
     );
     assert!(section.contains(&table), "{page}'s habits table is stale; measured now:\n\n{table}");
-    // The production presets under the same habits (issue 26), the same cells.
+    // The production presets under the same habits, the same cells.
     let mut presets = format!(
         "| habit | {} |\n|---|{}\n",
         retrysim::Policy::PRESETS.join(" | "),

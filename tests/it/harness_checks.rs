@@ -1,5 +1,5 @@
 //! `testing::Harness::check` (and so `assert_holds` and `Harness::hunt`)
-//! judges a run by the same checks as `retrysim hunt` (issue 27): both call
+//! judges a run by the same checks as `retrysim hunt`: both call
 //! `hunt::judge`. This keeps them in step from the outside: on seeds where
 //! a deliberate defect breaks a fleet check or the model's self-check, the
 //! harness finds exactly what the hunt finds.

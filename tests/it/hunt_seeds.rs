@@ -1,4 +1,4 @@
-//! Seeds a deep hunt once failed on, kept as regressions (issue 27: 11 of
+//! Seeds a deep hunt once failed on, kept as regressions (11 of
 //! 100,000). Each was a check that judged wrongly, not a defect of the
 //! client; docs/DESIGN.md ("Seeds the deep hunt found") says what each was.
 //! Every one must stay clean under every check the hunt runs.

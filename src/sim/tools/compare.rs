@@ -289,7 +289,7 @@ pub fn with_habit(habit: &str) -> Option<Scenario> {
 /// [`HABITS`]: retrying at once, exponential backoff with full jitter
 /// (both ignore `Retry-After`), Retry-After plus jitter, and the Pacing
 /// gate; then the production presets ([`Policy::PRESETS`]), whose retries
-/// and deadlines are a service's, not seed 002's 50 tries. Rows are
+/// and deadlines are a service's, not brief 002's 50 tries. Rows are
 /// `habit/policy`.
 ///
 /// One ideal row is the yardstick for all: the oracle reads no header and
@@ -321,7 +321,7 @@ pub fn habits() -> Preset {
             s.description = format!("{what}; {}", s.description);
             p.push(&format!("{habit}/{policy}"), s);
         }
-        // The production presets, as a service ships them (issue 26: the
+        // The production presets, as a service ships them (the
         // comparison ran only 50-try policies, so nobody saw them lose jobs).
         for name in Policy::PRESETS {
             let policy = Policy::preset(name).expect("a preset");

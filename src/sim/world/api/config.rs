@@ -267,7 +267,7 @@ pub enum RetryAfterRounding {
     /// to a second early.
     Down,
     /// `int(reset - now)`: the wait truncated to whole seconds, so `0` for a
-    /// whole 1 s window (tests/conformance/rounding_server.py; issue 26).
+    /// whole 1 s window (tests/conformance/rounding_server.py).
     Truncate,
 }
 

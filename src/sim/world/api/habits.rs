@@ -23,7 +23,7 @@
 //!   clock half a second into one.
 //! - `truncate`: `int(reset - now)`, the wait rounded down whatever the phase
 //!   (a hand-written limiter such as `tests/conformance/rounding_server.py`,
-//!   the server of issue 26): `0` for the whole of a 1 s window.
+//!   the rounding server of the production driver's tests): `0` for the whole of a 1 s window.
 //!
 //! # `rate_limit_reset`
 //! - `seconds_left` (default): @fastify/rate-limit's `x-ratelimit-reset` /
