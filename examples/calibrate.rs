@@ -130,7 +130,8 @@ enum Format {
 #[derive(Debug, Parser)]
 #[command(name = "calibrate")]
 struct Args {
-    /// The jobs endpoint, e.g. http://127.0.0.1:8080/fixed/v1/jobs (plain HTTP).
+    /// The jobs endpoint, e.g. http://127.0.0.1:8080/fixed/v1/jobs (or
+    /// https://, trusting the platform's roots or SSL_CERT_FILE).
     #[arg(long)]
     url: Uri,
     /// The policy every worker runs.
@@ -254,7 +255,7 @@ struct Failure(String);
 async fn ledger(url: &Uri, method: http::Method, path: &str) -> Result<serde_json::Value, Failure> {
     let authority = url.authority().cloned().ok_or_else(|| Failure(format!("--url {url} has no host")))?;
     let uri = Uri::builder()
-        .scheme("http")
+        .scheme(url.scheme_str().unwrap_or("http"))
         .authority(authority)
         .path_and_query(path)
         .build()
@@ -294,8 +295,8 @@ fn policy_for(name: PolicyName) -> Policy {
 }
 
 async fn run(args: &Args, seed: u64) -> Result<(Report, Vec<Sent>), Failure> {
-    if args.url.scheme_str() != Some("http") || args.url.authority().is_none() {
-        return Err(Failure(format!("--url {}: give a plain http:// URL with a host and port", args.url)));
+    if !matches!(args.url.scheme_str(), Some("http" | "https")) || args.url.authority().is_none() {
+        return Err(Failure(format!("--url {}: give an http:// or https:// URL with a host and port", args.url)));
     }
     if !args.no_reset {
         ledger(&args.url, http::Method::POST, args.server.reset_path()).await?;

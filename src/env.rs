@@ -9,7 +9,7 @@ use http::header::HOST;
 use http::{HeaderValue, Request, Response, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::{Connect, HttpConnector};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rand_core::SeedableRng;
 use rand_pcg::Pcg64;
@@ -136,6 +136,7 @@ impl std::fmt::Display for TransportError {
         let when = match self.failure {
             TransportFailure::NotSent => "not sent",
             TransportFailure::MaybeArrived => "may have arrived",
+            TransportFailure::Unsendable => "not sent, no retry can fix it",
         };
         write!(f, "{} ({when})", self.message)
     }
@@ -167,6 +168,10 @@ fn not_sent(message: String) -> TransportError {
 
 fn maybe_arrived(message: String) -> TransportError {
     TransportError { failure: TransportFailure::MaybeArrived, message }
+}
+
+fn unsendable(message: String) -> TransportError {
+    TransportError { failure: TransportFailure::Unsendable, message }
 }
 
 /// Rewrites an absolute-form request (`http://host:port/path?q`) into what
@@ -232,15 +237,21 @@ where
 /// server is closing at that moment.
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
-/// Plain HTTP/1.1 over tokio TCP with keep-alive: hyper-util's pooled client
-/// (`Client` over `HttpConnector`), which sends origin-form targets and a
-/// `Host` header. No TLS: for HTTPS, implement [`Transport`] over your own
-/// client. Clones share one connection pool, so build one per program (inside
-/// the tokio runtime that will use it) and hand clones to every worker.
+/// HTTP/1.1 over tokio TCP with keep-alive, and over TLS for `https://`
+/// (feature `https`, on by default: rustls with ring, see [`crate::tls`]):
+/// hyper-util's pooled client, which sends origin-form targets and a `Host`
+/// header, in the tunnel too. Clones share one connection pool per scheme,
+/// so build one per program (inside the tokio runtime that will use it) and
+/// hand clones to every worker.
 ///
 /// # What a failure means
-/// - Connect refused, DNS failure, a URI that is not `http://host...`:
+/// - Connect refused, DNS failure, a TLS handshake cut off:
 ///   [`TransportFailure::NotSent`], nothing reached the server.
+/// - A request no retry can send: a scheme other than `http`/`https`, a URI
+///   without a host, `https://` without the `https` feature or without a
+///   trusted root, a server certificate the client does not trust:
+///   [`TransportFailure::Unsendable`], nothing reached the server, and the
+///   default table ends the operation at the first attempt with the reason.
 /// - Anything after a connection was handed the request (reset, the server
 ///   closing mid-answer, a cut-off body): [`TransportFailure::MaybeArrived`].
 ///   This errs on the safe side: the few cases where hyper knows the request
@@ -260,25 +271,81 @@ pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 #[derive(Clone, Debug)]
 pub struct HyperTransport {
     client: Client<HttpConnector, Full<Bytes>>,
+    /// The `https://` client, or why there is none (said in the failure).
+    #[cfg(feature = "https")]
+    tls: Result<Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>, String>,
+}
+
+fn http_connector() -> HttpConnector {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector
+}
+
+fn pooled<C: Connect + Clone>(connector: C) -> Client<C, Full<Bytes>> {
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .pool_timer(TokioTimer::new())
+        .build(connector)
+}
+
+#[cfg(feature = "https")]
+fn tls_client(mut config: rustls::ClientConfig) -> Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>> {
+    // HTTP/1.1 only: no ALPN (hyper-rustls sets it from the enabled
+    // versions, and refuses a configuration that already has some).
+    config.alpn_protocols.clear();
+    let mut http = http_connector();
+    // The TLS connector hands it `https://` URIs.
+    http.enforce_http(false);
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_only()
+        .enable_http1()
+        .wrap_connector(http);
+    pooled(https)
 }
 
 impl HyperTransport {
-    /// A transport with its own connection pool (idle connections kept
-    /// [`POOL_IDLE_TIMEOUT`], `TCP_NODELAY` on).
+    /// A transport with its own connection pools (idle connections kept
+    /// [`POOL_IDLE_TIMEOUT`], `TCP_NODELAY` on). With the `https` feature it
+    /// also speaks `https://`, trusting the platform's roots
+    /// ([`crate::tls::native_roots`], which honours `SSL_CERT_FILE`); when
+    /// none can be loaded, an `https://` request fails as unsendable and
+    /// says why.
     pub fn new() -> HyperTransport {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .pool_timer(TokioTimer::new())
-            .build(connector);
-        HyperTransport { client }
+        HyperTransport {
+            client: pooled(http_connector()),
+            #[cfg(feature = "https")]
+            tls: crate::tls::native_roots().map(tls_client).map_err(|e| e.to_string()),
+        }
     }
 
-    /// A transport over a client you configured (pool size, timeouts, a
-    /// resolver). It must keep `set_host` on (the default).
+    /// A transport whose `https://` requests use this rustls configuration
+    /// (your own roots: [`crate::tls::config_trusting`]). Its ALPN list is
+    /// replaced: HTTP/1.1 only.
+    #[cfg(feature = "https")]
+    pub fn with_tls_config(config: rustls::ClientConfig) -> HyperTransport {
+        HyperTransport { client: pooled(http_connector()), tls: Ok(tls_client(config)) }
+    }
+
+    /// A transport that trusts Mozilla's roots, compiled in (feature
+    /// `webpki-roots`), instead of the platform's.
+    #[cfg(feature = "webpki-roots")]
+    pub fn with_webpki_roots() -> HyperTransport {
+        HyperTransport::with_tls_config(crate::tls::webpki_roots())
+    }
+
+    /// A transport over a plain HTTP client you configured (pool size,
+    /// timeouts, a resolver). It must keep `set_host` on (the default). It
+    /// sends `http://` only; an `https://` request fails as unsendable.
     pub fn from_client(client: Client<HttpConnector, Full<Bytes>>) -> HyperTransport {
-        HyperTransport { client }
+        HyperTransport {
+            client,
+            #[cfg(feature = "https")]
+            tls: Err("this transport was built with HyperTransport::from_client, a plain HTTP client: \
+                      use HyperTransport::new or HyperTransport::with_tls_config for https://"
+                .into()),
+        }
     }
 }
 
@@ -300,28 +367,55 @@ fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// One exchange on a pooled client, its failures classified.
+async fn pooled_send<C>(client: &Client<C, Full<Bytes>>, req: Request<Bytes>) -> Result<Response<Bytes>, TransportError>
+where
+    C: Connect + Clone + Send + Sync + 'static,
+{
+    let (parts, body) = req.into_parts();
+    let res = client.request(Request::from_parts(parts, Full::new(body))).await.map_err(|e| {
+        #[cfg(feature = "https")]
+        if let Some(tls) = crate::tls::unfixable(&e) {
+            return unsendable(format!(
+                "TLS: {tls}: the server cannot be trusted or talked to by this client, and no retry can change \
+                 that; trust its CA with SSL_CERT_FILE or HyperTransport::with_tls_config"
+            ));
+        }
+        if e.is_connect() {
+            not_sent(format!("connect failed: {}", chain(&e)))
+        } else {
+            maybe_arrived(format!("connection failed after sending: {}", chain(&e)))
+        }
+    })?;
+    let (parts, body) = res.into_parts();
+    let body = body.collect().await.map_err(|e| maybe_arrived(format!("answer cut off: {}", chain(&e))))?.to_bytes();
+    Ok(Response::from_parts(parts, body))
+}
+
 impl Transport for HyperTransport {
     async fn send(&self, req: Request<Bytes>) -> Result<Response<Bytes>, TransportError> {
         // hyper-util refuses these before connecting; checking here gives the
-        // caller a clear message and keeps its errors to connect-or-later.
+        // caller a clear message, and no retry can change them.
         let uri = req.uri();
-        if uri.scheme_str() != Some("http") || uri.authority().is_none() {
-            return Err(not_sent(format!(
-                "HyperTransport sends plain http:// to an absolute URI, not {uri}; for https, implement Transport over a TLS client"
-            )));
+        if uri.host().is_none_or(str::is_empty) {
+            return Err(unsendable(format!("the URI {uri} has no host: write an absolute URI like https://host/path")));
         }
-        let (parts, body) = req.into_parts();
-        let res = self.client.request(Request::from_parts(parts, Full::new(body))).await.map_err(|e| {
-            if e.is_connect() {
-                not_sent(format!("connect failed: {}", chain(&e)))
-            } else {
-                maybe_arrived(format!("connection failed after sending: {}", chain(&e)))
-            }
-        })?;
-        let (parts, body) = res.into_parts();
-        let body =
-            body.collect().await.map_err(|e| maybe_arrived(format!("answer cut off: {}", chain(&e))))?.to_bytes();
-        Ok(Response::from_parts(parts, body))
+        match uri.scheme_str() {
+            Some("http") => pooled_send(&self.client, req).await,
+            #[cfg(feature = "https")]
+            Some("https") => match &self.tls {
+                Ok(client) => pooled_send(client, req).await,
+                Err(why) => Err(unsendable(format!("cannot send https:// ({uri}): {why}"))),
+            },
+            #[cfg(not(feature = "https"))]
+            Some("https") => Err(unsendable(format!(
+                "cannot send {uri}: retrysim was built without its `https` feature; enable it, or implement Transport over a TLS client"
+            ))),
+            other => Err(unsendable(format!(
+                "HyperTransport sends http:// and https://, not {}: {uri}",
+                other.map_or_else(|| "a URI without a scheme".to_owned(), |s| format!("{s}://"))
+            ))),
+        }
     }
 }
 

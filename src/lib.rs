@@ -15,7 +15,7 @@
 //!   `[dev-dependencies]`.
 //! - **You want retrysim to do the retrying** in a service: start at
 //!   [`client::RetryClient`] with a [`Policy`] preset and an
-//!   [`env::Transport`] ([`env::HyperTransport`] for plain HTTP); the quick
+//!   [`env::Transport`] ([`env::HyperTransport`] for HTTP and HTTPS); the quick
 //!   start below. `default-features = false` compiles no harness.
 //! - **You want one decision** (your own loop, another runtime): [`core`],
 //!   whose [`decide`](core::policy::decide) is pure.
@@ -102,6 +102,8 @@
 //! - `cli` (default, implies `sim`): the `retrysim` binary (clap, mimalloc).
 //! - `proptest` (default, implies `sim`): the scenario and fault strategies
 //!   for your own properties.
+//! - `https` (default): [`env::HyperTransport`] speaks `https://` over rustls
+//!   (module `tls`); `webpki-roots` adds Mozilla's roots, compiled in.
 //!
 //! With `default-features = false` you get [`core`], [`env`](mod@env),
 //! [`client`], [`gate`] and [`trace`], and compile neither turmoil, clap,
@@ -124,6 +126,8 @@ pub mod gate;
 pub mod sim;
 #[cfg(feature = "sim")]
 pub mod testing;
+#[cfg(feature = "https")]
+pub mod tls;
 pub mod trace;
 
 pub use crate::client::{RetryClient, RetryError, Success};
@@ -132,6 +136,9 @@ pub use crate::client::{RetryClient, RetryError, Success};
 pub use crate::core::policy::{Decision, GiveUpReason, Policy};
 pub use bytes;
 pub use http;
+/// rustls, for [`env::HyperTransport::with_tls_config`] (feature `https`).
+#[cfg(feature = "https")]
+pub use rustls;
 pub use tokio_util::sync::CancellationToken;
 /// The simulator's network and hosts: retrysim's fork of turmoil
 /// (`retrysim-turmoil`), re-exported so that a connector or host of your own

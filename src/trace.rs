@@ -289,6 +289,7 @@ pub fn render_event(label: &str, e: &Event) -> String {
             let f = match failure {
                 TransportFailure::NotSent => "not sent",
                 TransportFailure::MaybeArrived => "may have arrived",
+                TransportFailure::Unsendable => "not sent, no retry can fix it",
             };
             format!("<- no answer ({f})  [{}]", format!("{class:?}").to_lowercase())
         }

@@ -27,6 +27,11 @@ pub enum TransportFailure {
     /// The request may have arrived (reset, timeout after sending): the
     /// server may have run it.
     MaybeArrived,
+    /// The request cannot be sent as it is, and no retry can change that:
+    /// an unsupported scheme, a URI without a host, a server certificate the
+    /// client does not trust. Nothing was sent; the default table
+    /// calls it [`Class::Terminal`], so the operation ends at the first attempt.
+    Unsendable,
 }
 
 /// One attempt's outcome as the classifier sees it.
@@ -165,6 +170,7 @@ impl Classifier for DefaultTable {
         let answer = match outcome {
             Outcome::Transport(TransportFailure::NotSent) => return Class::Transient,
             Outcome::Transport(TransportFailure::MaybeArrived) => return Class::Ambiguous,
+            Outcome::Transport(TransportFailure::Unsendable) => return Class::Terminal,
             Outcome::Answer { status, code, advised, .. } => (status, code, advised),
         };
         let (status, code, advised) = answer;
@@ -290,6 +296,7 @@ mod tests {
         let t = DefaultTable::default();
         assert_eq!(t.classify(Outcome::Transport(TransportFailure::NotSent)), Class::Transient);
         assert_eq!(t.classify(Outcome::Transport(TransportFailure::MaybeArrived)), Class::Ambiguous);
+        assert_eq!(t.classify(Outcome::Transport(TransportFailure::Unsendable)), Class::Terminal);
     }
 
     #[test]

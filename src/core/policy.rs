@@ -255,6 +255,11 @@ pub enum WaitBasis {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum GiveUpReason {
+    /// A request that cannot be sent as it is, and no retry can change that
+    /// (a [`TransportFailure::Unsendable`](super::classify::TransportFailure::Unsendable)
+    /// failure, or any failure without an answer that the classifier calls
+    /// terminal): nothing was sent. The failure's message says why.
+    Unsendable,
     /// An answer that retrying cannot fix.
     Terminal {
         /// The status that ended it.
@@ -307,6 +312,7 @@ impl GiveUpReason {
     /// A stable snake_case name, for reports and JSON.
     pub fn kind(&self) -> &'static str {
         match self {
+            GiveUpReason::Unsendable => "unsendable",
             GiveUpReason::Terminal { .. } => "terminal",
             GiveUpReason::NotReplayable => "not_replayable",
             GiveUpReason::Cancelled => "cancelled",
@@ -329,6 +335,9 @@ pub fn secs(d: Duration) -> String {
 impl fmt::Display for GiveUpReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            GiveUpReason::Unsendable => f.write_str(
+                "the request cannot be sent and no retry can change that: nothing was sent; fix the URL or the client's TLS setup (the failure says which)",
+            ),
             GiveUpReason::Terminal { status, code } => {
                 let code = code.as_deref().unwrap_or("");
                 let next = match code {
@@ -423,7 +432,10 @@ pub fn decide(
     match a.class {
         Class::Success => return Decision::Done,
         Class::Terminal => {
-            return give_up(GiveUpReason::Terminal { status: a.status.unwrap_or(0), code: a.code.map(str::to_owned) });
+            return give_up(match a.status {
+                None => GiveUpReason::Unsendable,
+                Some(status) => GiveUpReason::Terminal { status, code: a.code.map(str::to_owned) },
+            });
         }
         Class::Transient | Class::Ambiguous if !a.operation.replayable() => {
             // A request that never left may always be sent; one that may have
@@ -823,6 +835,35 @@ mod tests {
         a.unclear = 3;
         a.attempts = 3;
         assert_eq!(run(&p, &a), give_up(GiveUpReason::UnclearExhausted { unclear: 3 }));
+    }
+
+    #[test]
+    fn an_unsendable_request_ends_at_the_first_attempt() {
+        // Issue 26: an https:// URL without TLS made 9 attempts over 85 s.
+        let none = Advice::none();
+        let t = DefaultTableForTest::classify(crate::core::classify::TransportFailure::Unsendable);
+        let mut a = attempted(t, &none, 1, S(0));
+        (a.status, a.code) = (None, None);
+        for op in [Operation::Unsafe, Operation::Keyed, Operation::Safe] {
+            a.operation = op;
+            assert_eq!(run(&Policy::background(), &a), give_up(GiveUpReason::Unsendable), "{op:?}");
+        }
+        assert_eq!(GiveUpReason::Unsendable.kind(), "unsendable");
+        assert!(GiveUpReason::Unsendable.to_string().contains("nothing was sent"));
+        // A request that was merely not sent this time is retried.
+        let t = DefaultTableForTest::classify(crate::core::classify::TransportFailure::NotSent);
+        let mut a = attempted(t, &none, 1, S(0));
+        (a.status, a.code) = (None, None);
+        assert!(matches!(run(&Policy::background(), &a), Decision::Retry { .. }));
+    }
+
+    struct DefaultTableForTest;
+
+    impl DefaultTableForTest {
+        fn classify(f: crate::core::classify::TransportFailure) -> Class {
+            use crate::core::classify::{Classifier, DefaultTable, Outcome};
+            DefaultTable::default().classify(Outcome::Transport(f))
+        }
     }
 
     #[test]

@@ -28,9 +28,18 @@ const PATH_PREFIXES: [&str; 9] =
 const TOP_FILES: [&str; 3] = ["Cargo.toml", "Cargo.lock", "README.md"];
 
 /// Kebab-case words the document cites that are not registered names (a
-/// header, a Cargo key). A new one goes here only if it is not a name of
-/// the harness's.
-const NOT_NAMES: [&str; 4] = ["x-retrysim-client", "default-features", "retrysim-turmoil", "turmoil-net"];
+/// header, a Cargo key, crates and features by their published names). A
+/// new one goes here only if it is not a name of the harness's.
+const NOT_NAMES: [&str; 8] = [
+    "x-retrysim-client",
+    "default-features",
+    "retrysim-turmoil",
+    "turmoil-net",
+    "rustls-native-certs",
+    "webpki-roots",
+    "reqwest-middleware",
+    "reqwest-retry",
+];
 
 const UNREGISTERED: &str = "is neither a named scenario (`retrysim scenarios`) nor a compare preset or row, a built-in client, a defect or an invariant";
 

@@ -11,6 +11,8 @@ mod foreign;
 mod function_lengths;
 mod habits;
 mod harness_checks;
+#[cfg(feature = "https")]
+mod https;
 mod hunt_catches;
 mod hunt_seeds;
 mod hunt_workflow;
