@@ -154,6 +154,22 @@ enum Sent {
     Cancelled,
 }
 
+impl<C: Clone, T> RetryClient<C, T> {
+    /// The same client (clock, policy, classifier, budget, gate) over another
+    /// transport: one per request when the transport borrows from it, as the
+    /// reqwest middleware's does.
+    pub fn with_transport<U>(&self, transport: U) -> RetryClient<C, U> {
+        RetryClient {
+            clock: self.clock.clone(),
+            transport,
+            policy: self.policy.clone(),
+            classifier: self.classifier.clone(),
+            budget: self.budget.clone(),
+            gate: self.gate.clone(),
+        }
+    }
+}
+
 impl<C: Clock, T: Transport> RetryClient<C, T> {
     /// A client with the default classification table and no shared budget.
     pub fn new(clock: C, transport: T, policy: Policy) -> Self {

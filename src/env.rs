@@ -238,7 +238,7 @@ where
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// HTTP/1.1 over tokio TCP with keep-alive, and over TLS for `https://`
-/// (feature `https`, on by default: rustls with ring, see [`crate::tls`]):
+/// (feature `https`, on by default: rustls with ring, see the module `tls`):
 /// hyper-util's pooled client, which sends origin-form targets and a `Host`
 /// header, in the tunnel too. Clones share one connection pool per scheme,
 /// so build one per program (inside the tokio runtime that will use it) and
@@ -309,7 +309,7 @@ impl HyperTransport {
     /// A transport with its own connection pools (idle connections kept
     /// [`POOL_IDLE_TIMEOUT`], `TCP_NODELAY` on). With the `https` feature it
     /// also speaks `https://`, trusting the platform's roots
-    /// ([`crate::tls::native_roots`], which honours `SSL_CERT_FILE`); when
+    /// (`tls::native_roots`, which honours `SSL_CERT_FILE`); when
     /// none can be loaded, an `https://` request fails as unsendable and
     /// says why.
     pub fn new() -> HyperTransport {

@@ -104,6 +104,10 @@
 //!   for your own properties.
 //! - `https` (default): [`env::HyperTransport`] speaks `https://` over rustls
 //!   (module `tls`); `webpki-roots` adds Mozilla's roots, compiled in.
+//! - `reqwest`: `impl Transport for reqwest::Client` (module `reqwest`), so a
+//!   [`RetryClient`] sends through your own reqwest client;
+//!   `reqwest-middleware` adds `RetryMiddleware`, retrysim's retry in a
+//!   `reqwest_middleware` chain where `reqwest-retry` sits.
 //!
 //! With `default-features = false` you get [`core`], [`env`](mod@env),
 //! [`client`], [`gate`] and [`trace`], and compile neither turmoil, clap,
@@ -122,6 +126,8 @@ pub mod client;
 pub mod core;
 pub mod env;
 pub mod gate;
+#[cfg(feature = "reqwest")]
+pub mod reqwest;
 #[cfg(feature = "sim")]
 pub mod sim;
 #[cfg(feature = "sim")]

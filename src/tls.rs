@@ -8,7 +8,7 @@
 //! - [`native_roots`]: the platform's roots through `rustls-native-certs`,
 //!   which reads `SSL_CERT_FILE` (a PEM bundle) and `SSL_CERT_DIR` when they
 //!   are set, else the system's store. What [`HyperTransport::new`](crate::env::HyperTransport::new) uses.
-//! - [`webpki_roots`] (feature `webpki-roots`): Mozilla's roots compiled in,
+//! - `webpki_roots()` (feature `webpki-roots`): Mozilla's roots compiled in,
 //!   for a container without a CA bundle.
 //! - [`config_with_roots`]: your own roots (a private CA, a test's certificate).
 //!

@@ -1,6 +1,6 @@
 //! The library's modules point one way (docs/DESIGN.md, "Layout"):
 //!
-//! `core` ← `env`, `tls`, `client`, `gate`, `trace` ← `sim::world` ← `sim::run` ←
+//! `core` ← `env`, `tls`, `client`, `reqwest`, `gate`, `trace` ← `sim::world` ← `sim::run` ←
 //! `sim::checks` ← `sim::tools`, `sim::serve` ← `testing`
 //!
 //! A module may name its own layer and the ones before it, never one after
@@ -16,11 +16,12 @@ use std::path::Path;
 use crate::rust_source::{code_only, rust_files};
 
 /// The layers, lowest first; a path belongs to its longest prefix here.
-const LAYERS: [(&str, u8); 13] = [
+const LAYERS: [(&str, u8); 14] = [
     ("core", 0),
     ("env", 1),
     ("tls", 1),
     ("client", 1),
+    ("reqwest", 1),
     ("gate", 1),
     ("trace", 1),
     ("sim", 2),

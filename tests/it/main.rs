@@ -24,6 +24,8 @@ mod negative_controls;
 mod properties;
 mod readme;
 mod real_servers;
+#[cfg(feature = "reqwest-middleware")]
+mod reqwest_driver;
 mod rust_source;
 mod scenarios;
 mod serve;
