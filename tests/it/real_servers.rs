@@ -376,8 +376,17 @@ async fn transport_errors_say_whether_the_request_may_have_arrived() {
     let req = Request::post(format!("http://{free}/v1/jobs")).body(Bytes::new()).unwrap();
     let e = HyperTransport::new().send(req).await.unwrap_err();
     assert_eq!(e.failure, TransportFailure::NotSent, "{e}");
-    let req = Request::post("https://127.0.0.1/v1/jobs").body(Bytes::new()).unwrap();
+    // With the `https` feature an https:// URI is sent like any other: to
+    // the same closed port, not sent (and retried).
+    #[cfg(feature = "https")]
+    {
+        let req = Request::post(format!("https://{free}/v1/jobs")).body(Bytes::new()).unwrap();
+        let e = HyperTransport::new().send(req).await.unwrap_err();
+        assert_eq!(e.failure, TransportFailure::NotSent, "{e}");
+    }
+    // A scheme no transport here speaks can never be sent: unsendable, with the reason.
+    let req = Request::post(format!("ftp://{free}/v1/jobs")).body(Bytes::new()).unwrap();
     let e = HyperTransport::new().send(req).await.unwrap_err();
-    assert_eq!(e.failure, TransportFailure::NotSent, "{e}");
-    assert!(e.message.contains("implement Transport"), "{e}");
+    assert_eq!(e.failure, TransportFailure::Unsendable, "{e}");
+    assert!(e.message.contains("not ftp://"), "{e}");
 }
