@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use retrysim::sim::run::scenario::ClientConfig;
 use retrysim::sim::run::scenario::{self, GateConfig};
 use retrysim::sim::tools::compare::Figure;
-use retrysim::testing::{BlackBoxCheck, Harness, Promises, Report, black_box, trace_text};
+use retrysim::testing::{BlackBoxCheck, FaultClass, Harness, Promises, Report, black_box, trace_text};
 
 #[allow(dead_code)]
 #[path = "backon.rs"]
@@ -53,6 +53,9 @@ pub mod backon_example;
 #[allow(clippy::duplicate_mod)]
 #[path = "support/mod.rs"]
 mod support;
+#[allow(dead_code)]
+#[path = "reqwest_retry.rs"]
+pub mod reqwest_retry;
 #[allow(dead_code)]
 #[path = "tower_retry.rs"]
 pub mod tower_retry;
@@ -67,7 +70,12 @@ pub const SCENARIOS: [(&str, &str); 3] = [
 ];
 
 /// The rows, in the table's order.
-pub const ROWS: [&str; 5] = ["tower-retry", "backon-default", "backon-retry-after", "retrysim", "ideal"];
+///
+/// RETRYSIM-MIDDLEWARE ROW: retrysim's own reqwest middleware gets its row
+/// here, after `reqwest-retry` ("retrysim-middleware"), with its arm in
+/// [`harness`] (a `ReqwestStack` whose stack is retrysim's middleware then
+/// `SimReqwest`) and its promises from the scenario's policy.
+pub const ROWS: [&str; 6] = ["tower-retry", "backon-default", "backon-retry-after", "reqwest-retry", "retrysim", "ideal"];
 
 /// The seeds every row runs.
 pub const SEEDS: RangeInclusive<u64> = 1..=5;
@@ -87,6 +95,8 @@ pub fn harness(scenario_name: &str, row: &str) -> Result<Harness, String> {
         "tower-retry" => Harness::of(s).with_client(tower_retry::client()),
         "backon-default" => Harness::of(s).with_client(backon_example::client(Variant::Default)),
         "backon-retry-after" => Harness::of(s).with_client(backon_example::client(Variant::RetryAfterAsDocumented)),
+        "reqwest-retry" => Harness::of(s).with_client(reqwest_retry::client(reqwest_retry::Variant::Seeded)),
+        // RETRYSIM-MIDDLEWARE ROW: its arm goes here.
         "retrysim" => Harness::of(s),
         "ideal" => {
             s.fleet.gate = GateConfig::Ideal;
@@ -122,6 +132,9 @@ pub struct Run {
     pub past_deadline_ms: u64,
     /// The black-box checks that failed (each once).
     pub broken: Vec<BlackBoxCheck>,
+    /// The fault classes the scenario injects that the client cannot see
+    /// ([`Report::not_applicable`]): no pass can be claimed for this run.
+    pub not_applicable: Vec<FaultClass>,
 }
 
 impl Run {
@@ -141,6 +154,7 @@ impl Run {
             extra_charges: support::extra_charges(r),
             past_deadline_ms: support::past_deadline_ms(r),
             broken,
+            not_applicable: r.not_applicable().iter().map(|b| b.class).collect(),
         }
     }
 }
@@ -201,11 +215,13 @@ pub fn markdown(audit: &Audit) -> String {
             for check in runs.iter().flat_map(|r| &r.broken) {
                 *broken.entry(*check).or_default() += 1;
             }
-            let broken = if broken.is_empty() {
-                "none".to_string()
-            } else {
-                broken.iter().map(|(check, n)| format!("{check} ({n}/{seeds})")).collect::<Vec<_>>().join(", ")
-            };
+            let mut cell: Vec<String> = broken.iter().map(|(check, n)| format!("{check} ({n}/{seeds})")).collect();
+            let mut blind: BTreeMap<FaultClass, usize> = BTreeMap::new();
+            for class in runs.iter().flat_map(|r| &r.not_applicable) {
+                *blind.entry(*class).or_default() += 1;
+            }
+            cell.extend(blind.iter().map(|(class, n)| format!("not applicable: {class} ({n}/{seeds})")));
+            let broken = if cell.is_empty() { "none".to_string() } else { cell.join(", ") };
             if let Some(first) = runs.iter().find(|r| !r.broken.is_empty()) {
                 replays.push(format!(
                     "- `{row}` on `{name}`: `cargo run --release --example audit -- --replay {name} {row} {}`\n",
@@ -251,6 +267,9 @@ fn replay(scenario: &str, row: &str, seed: &str) -> Result<(), String> {
     ));
     for v in black_box(&r) {
         support::say(format_args!("{v}\n"));
+    }
+    for b in r.not_applicable() {
+        support::say(format_args!("not applicable: the scenario injects {}, which this client cannot see: {}\n", b.class, b.reason));
     }
     support::say(format_args!("\n"));
     support::say(format_args!("{}", trace_text(&r)));
