@@ -50,12 +50,12 @@ use retrysim::testing::{BlackBoxCheck, FaultClass, Harness, Promises, Report, bl
 #[allow(dead_code)]
 #[path = "backon.rs"]
 pub mod backon_example;
-#[allow(clippy::duplicate_mod)]
-#[path = "support/mod.rs"]
-mod support;
 #[allow(dead_code)]
 #[path = "reqwest_retry.rs"]
 pub mod reqwest_retry;
+#[allow(clippy::duplicate_mod)]
+#[path = "support/mod.rs"]
+mod support;
 #[allow(dead_code)]
 #[path = "tower_retry.rs"]
 pub mod tower_retry;
@@ -75,7 +75,8 @@ pub const SCENARIOS: [(&str, &str); 3] = [
 /// here, after `reqwest-retry` ("retrysim-middleware"), with its arm in
 /// [`harness`] (a `ReqwestStack` whose stack is retrysim's middleware then
 /// `SimReqwest`) and its promises from the scenario's policy.
-pub const ROWS: [&str; 6] = ["tower-retry", "backon-default", "backon-retry-after", "reqwest-retry", "retrysim", "ideal"];
+pub const ROWS: [&str; 6] =
+    ["tower-retry", "backon-default", "backon-retry-after", "reqwest-retry", "retrysim", "ideal"];
 
 /// The seeds every row runs.
 pub const SEEDS: RangeInclusive<u64> = 1..=5;
@@ -269,7 +270,10 @@ fn replay(scenario: &str, row: &str, seed: &str) -> Result<(), String> {
         support::say(format_args!("{v}\n"));
     }
     for b in r.not_applicable() {
-        support::say(format_args!("not applicable: the scenario injects {}, which this client cannot see: {}\n", b.class, b.reason));
+        support::say(format_args!(
+            "not applicable: the scenario injects {}, which this client cannot see: {}\n",
+            b.class, b.reason
+        ));
     }
     support::say(format_args!("\n"));
     support::say(format_args!("{}", trace_text(&r)));

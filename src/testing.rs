@@ -375,12 +375,20 @@ impl fmt::Display for Checked {
                 return write!(f, "scenario {} seed {}: every invariant holds", self.scenario, self.seed);
             }
             Verdict::NotApplicable => {
-                write!(f, "scenario {} seed {}: not applicable to this client, no check broke", self.scenario, self.seed)?;
+                write!(
+                    f,
+                    "scenario {} seed {}: not applicable to this client, no check broke",
+                    self.scenario, self.seed
+                )?;
             }
             Verdict::Broken => write!(f, "scenario {} seed {}:", self.scenario, self.seed)?,
         }
         for b in &self.not_applicable {
-            write!(f, "\n  not applicable: the scenario injects {}, which this client cannot see: {}", b.class, b.reason)?;
+            write!(
+                f,
+                "\n  not applicable: the scenario injects {}, which this client cannot see: {}",
+                b.class, b.reason
+            )?;
         }
         if let Some(e) = &self.run_error {
             write!(f, "\n  the run did not finish: {e}")?;

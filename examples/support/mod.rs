@@ -112,7 +112,10 @@ pub fn report(example: &str, client: &str, scenario: &str, h: &Harness, seed: u6
         say(format_args!("  two runs of the seed differ: the client reads state outside the seed\n"));
     }
     for b in &checked.not_applicable {
-        say(format_args!("  not applicable: the scenario injects {}, which this client cannot see: {}\n", b.class, b.reason));
+        say(format_args!(
+            "  not applicable: the scenario injects {}, which this client cannot see: {}\n",
+            b.class, b.reason
+        ));
     }
     if broken.is_empty() && determinism == 0 && checked.not_applicable.is_empty() {
         say(format_args!("  every black-box check holds, and the seed replays byte for byte\n"));

@@ -21,6 +21,10 @@ use retrysim::testing::{
 use crate::integrations::audit;
 use crate::integrations::audit::reqwest_retry::{self, Variant};
 
+#[allow(dead_code)]
+#[path = "../../examples/reqwest_builtin.rs"]
+mod reqwest_builtin;
+
 /// What a spy middleware saw come back from below it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Seen {
@@ -79,7 +83,9 @@ fn answers_reach_the_middleware_as_reqwest_responses_with_their_headers() {
 #[test]
 fn a_refused_connection_reaches_the_middleware_as_reqwests_own_connect_error() {
     let mut s = scenario::named("once-429-then-200").unwrap();
-    s.faults.schedule.push(ScheduledFault { at: Duration::ZERO, fault: Fault::Partition { until: Duration::from_secs(5) } });
+    s.faults
+        .schedule
+        .push(ScheduledFault { at: Duration::ZERO, fault: Fault::Partition { until: Duration::from_secs(5) } });
     let seen = Arc::new(Mutex::new(Vec::new()));
     let report = spied(s, seen.clone()).run(1).unwrap();
     let seen = seen.lock().unwrap().clone();
@@ -162,7 +168,8 @@ impl Subject for GiveUpOnError {
 
 #[test]
 fn the_same_give_up_on_a_path_that_sees_lost_answers_holds() {
-    let checked = Harness::named("lost-answers-no-key").unwrap().with_client(from_fn("give-up", |_| GiveUpOnError)).check(1);
+    let checked =
+        Harness::named("lost-answers-no-key").unwrap().with_client(from_fn("give-up", |_| GiveUpOnError)).check(1);
     assert_eq!(checked.verdict(), Verdict::Holds, "{checked}");
     assert!(checked.not_applicable.is_empty());
 }
@@ -198,4 +205,37 @@ fn a_stack_that_replays_after_a_middleware_error_is_broken_not_not_applicable() 
     assert_eq!(checked.verdict(), Verdict::Broken, "{checked}");
     assert!(checked.violations.iter().any(|v| v.invariant == Invariant::NoUnsafeRetry), "{checked}");
     assert!(checked.to_string().contains("not applicable: the scenario injects answer-lost"), "{checked}");
+}
+
+/// The guide's table of reqwest's built-in retry on a real socket
+/// (`docs/guide/what-people-use.md`), run again: every verdict the table's,
+/// every figure within a quarter of it (real time moves them a little).
+#[tokio::test]
+async fn reqwest_builtin_retry_on_a_real_socket_gives_the_guides_verdicts() {
+    let section = crate::readme::section("reqwest's built-in retry, on a real socket");
+    let documented: Vec<&str> = section.lines().filter(|l| l.starts_with("| reqwest-builtin |")).collect();
+    assert_eq!(documented.len(), reqwest_builtin::SCENARIOS.len(), "one row per scenario:\n{section}");
+    assert!(section.contains(reqwest_builtin::HEAD), "the table's head:\n{section}");
+    let cells =
+        |row: &str| row.split('|').map(str::trim).filter(|c| !c.is_empty()).map(str::to_owned).collect::<Vec<_>>();
+    let number = |cell: &str| cell.split(' ').next().unwrap().parse::<u64>().unwrap();
+    for (name, doc_row) in reqwest_builtin::SCENARIOS.iter().zip(&documented) {
+        let s = scenario::named(name).unwrap();
+        let (done, r) = reqwest_builtin::run(&s, 1).await.unwrap();
+        let measured = reqwest_builtin::row(name, s.fleet.jobs, done, &r);
+        let (doc, now) = (cells(doc_row), cells(&measured));
+        assert_eq!((&doc[1], &doc[7]), (&now[1], &now[7]), "scenario and verdict; measured now:\n{measured}");
+        for i in 2..7 {
+            let (d, n) = (number(&doc[i]), number(&now[i]));
+            assert!(
+                n.abs_diff(d) * 4 <= d.max(4),
+                "column {i} of {name}: the guide says {d}, measured {n}:\n{measured}"
+            );
+        }
+        let broken = reqwest_builtin::broken(&r);
+        assert!(broken.contains(&BlackBoxCheck::EarlyRetry), "{}", r.render_text());
+        if *name == "lost-answers-no-key" {
+            assert!(broken.contains(&BlackBoxCheck::UnkeyedReplay), "{}", r.render_text());
+        }
+    }
 }

@@ -121,7 +121,8 @@ fn to_http(req: &reqwest::Request) -> Result<http::Request<Bytes>, reqwest_middl
     };
     let mut out = http::Request::new(body);
     *out.method_mut() = req.method().clone();
-    *out.uri_mut() = req.url().as_str().parse().map_err(|e| reqwest_middleware::Error::Middleware(anyhow::Error::new(e)))?;
+    *out.uri_mut() =
+        req.url().as_str().parse().map_err(|e| reqwest_middleware::Error::Middleware(anyhow::Error::new(e)))?;
     *out.version_mut() = req.version();
     *out.headers_mut() = req.headers().clone();
     Ok(out)
