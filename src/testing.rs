@@ -17,10 +17,12 @@
 //! |---|---|
 //! | run one scenario for a seed | [`Harness::named`] / [`Harness::from_toml`], [`Harness::run`] |
 //! | assert the invariants, panicking with every violation and a replay line | [`Harness::assert_holds`] |
+//! | holds, broken, or not applicable to a client blind to a fault the scenario injects | [`Checked::verdict`], [`Subject::blind_spots`] |
 //! | the run as review text, for `insta::assert_snapshot!` | [`trace_text`] |
 //! | hunt a seed range | [`Harness::hunt`], [`Hunt::assert_clean`]; random scenarios: [`Harness::swarm`] |
 //! | write your own properties | the strategies in [`sim::checks::strategies`](crate::sim::checks::strategies) (feature `proptest`) |
-//! | a client that cannot ride turmoil's network (reqwest, another language): the same API on a real socket | [`Served::start`] (`retrysim serve` in process) |
+//! | a `reqwest_middleware` stack on virtual time (feature `sim-reqwest`) | `ReqwestStack`, with `SimReqwest` as its last middleware |
+//! | a client that cannot ride turmoil's network (reqwest's own client and retry, another language): the same API on a real socket | [`Served::start`] (`retrysim serve` in process) |
 //!
 //! # Replaying a failure
 //!
