@@ -91,6 +91,49 @@ fn a_refused_connection_reaches_the_middleware_as_reqwests_own_connect_error() {
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen, [Seen::ConnectError], "{}", trace_text(&report));
     assert_eq!(report.requests, 0, "nothing reached the API");
+    // A partition can also cut an exchange under way (a lost answer), which
+    // the path cannot show: the run is not applicable for that class only.
+    let classes: Vec<FaultClass> = report.not_applicable().iter().map(|b| b.class).collect();
+    assert_eq!(classes, [FaultClass::AnswerLost]);
+}
+
+/// Sets every request's own timeout, as `RequestBuilder::timeout` does.
+struct Timeout(Duration);
+
+#[async_trait::async_trait]
+impl Middleware for Timeout {
+    async fn handle(
+        &self,
+        mut req: reqwest::Request,
+        ext: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        *req.timeout_mut() = Some(self.0);
+        next.run(req, ext).await
+    }
+}
+
+#[test]
+fn a_held_answer_meets_the_requests_own_timeout_on_virtual_time_and_is_a_blind_spot() {
+    let mut s = scenario::named("once-429-then-200").unwrap();
+    s.faults.schedule.push(ScheduledFault { at: Duration::ZERO, fault: Fault::Hold { until: Duration::from_secs(5) } });
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let spy = seen.clone();
+    let h = Harness::of(s).with_client(from_fn("timeout", move |_host| {
+        let spy = spy.clone();
+        ReqwestStack::new(Promises::nothing(), move |terminal, _rng| {
+            let stack = ClientBuilder::new(reqwest::Client::new()).with(Spy(spy.clone()));
+            stack.with(Timeout(Duration::from_secs(1))).with(terminal).build()
+        })
+    }));
+    let checked = h.determinism(false).check(1);
+    let report = checked.report.as_ref().unwrap();
+    assert_eq!(*seen.lock().unwrap(), [Seen::MiddlewareError], "{}", trace_text(report));
+    // The job ended at the timeout, on virtual time, long before the hold healed.
+    let ended = report.records[0].finished_ms;
+    assert!((1_000..2_000).contains(&ended), "ended at {ended} ms");
+    assert_eq!(checked.verdict(), Verdict::NotApplicable, "{checked}");
+    assert_eq!(checked.not_applicable.iter().map(|b| b.class).collect::<Vec<_>>(), [FaultClass::AnswerLate]);
 }
 
 #[test]

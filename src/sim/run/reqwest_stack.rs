@@ -78,6 +78,12 @@ pub fn blind_spots() -> Vec<BlindSpot> {
 /// never calls `next`). It sends each request over the simulated network,
 /// one connection per request, and honours the request's own `timeout`
 /// on virtual time. Must run inside the simulation (a [`Subject`]'s job).
+///
+/// What reqwest's own client would add after the middleware is not added:
+/// its default headers (`Accept: */*`, a `default_headers` map) are not
+/// sent, and a response's `url()` is reqwest's placeholder
+/// (`http://no.url.provided.local`), since reqwest sets the real one only
+/// from inside its client.
 #[derive(Clone, Default)]
 pub struct SimReqwest {
     refusing: Arc<OnceLock<Option<reqwest::Client>>>,
