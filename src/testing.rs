@@ -227,7 +227,10 @@ impl Harness {
     /// black-box checks against the client's [`Promises`], the trace-based
     /// ones when the client writes retrysim's trace, the fleet checks, the
     /// model's self-check, and determinism: the same checks as
-    /// `retrysim hunt` (both judge by [`hunt::judge`]).
+    /// `retrysim hunt` (both judge by [`hunt::judge`]). When the scenario
+    /// injects a fault class the client declared blind to
+    /// ([`Subject::blind_spots`]), a run that broke nothing is
+    /// [`Verdict::NotApplicable`], not a pass.
     pub fn check(&self, seed: u64) -> Checked {
         self.check_in(seed, current_test().as_deref())
     }
