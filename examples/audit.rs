@@ -1,8 +1,8 @@
 //! What people use today, measured: `tower::retry` with a typical policy,
 //! `backon`'s defaults and `backon` with Retry-After as its docs show it,
-//! against retrysim's client and the ideal, on three scenarios. The section
-//! "What people use today (tower, backon)" of docs/guide/what-people-use.md
-//! is this program's output.
+//! and reqwest-retry, against retrysim's client and the ideal, on three
+//! scenarios. The section "What people use today (tower, backon, reqwest)"
+//! of docs/guide/what-people-use.md is this program's output.
 //!
 //! ```sh
 //! cargo run --release --example audit                                   # the guide's tables
@@ -18,6 +18,11 @@
 //! - `backon-default`, `backon-retry-after`: `examples/backon.rs`,
 //!   `ExponentialBuilder::default()`, without and with the `adjust` closure
 //!   of backon's docs;
+//! - `reqwest-retry`: `examples/reqwest_retry_sim.rs`, reqwest-retry's
+//!   middleware with its README's policy (jitter from the job's seeded
+//!   generator) in a reqwest-middleware stack ending in `SimReqwest`; on
+//!   `lost-answers-no-key` its cells say *not applicable: answer-lost*
+//!   (the stack cannot see a lost answer as reqwest would show it);
 //! - `retrysim`: retrysim's own client under the scenario's policy (on
 //!   `lost-answers-no-key` that policy sends no key, as the scenario says);
 //! - `ideal`: retrysim's client behind the oracle gate (`sim::world::oracle`,
@@ -27,7 +32,7 @@
 //!
 //! *Broken* lists the black-box checks (`sim::checks::blackbox`) that failed,
 //! with every row held to one contract ([`contract`]): the attempts it was
-//! configured with (tower 6, backon 4, retrysim its policy's), the
+//! configured with (tower 6, backon 4, reqwest-retry 4, retrysim its policy's), the
 //! scenario's deadline (its policy's: 600 s, or 90 s for the Berlin batch),
 //! and the server's `Retry-After`, whether or not the client reads it; and
 //! to what every client owes (one charge per key, no unkeyed replay after a
@@ -51,8 +56,8 @@ use retrysim::testing::{BlackBoxCheck, FaultClass, Harness, Promises, Report, bl
 #[path = "backon.rs"]
 pub mod backon_example;
 #[allow(dead_code)]
-#[path = "reqwest_retry.rs"]
-pub mod reqwest_retry;
+#[path = "reqwest_retry_sim.rs"]
+pub mod reqwest_retry_sim;
 #[allow(clippy::duplicate_mod)]
 #[path = "support/mod.rs"]
 mod support;
@@ -96,7 +101,7 @@ pub fn harness(scenario_name: &str, row: &str) -> Result<Harness, String> {
         "tower-retry" => Harness::of(s).with_client(tower_retry::client()),
         "backon-default" => Harness::of(s).with_client(backon_example::client(Variant::Default)),
         "backon-retry-after" => Harness::of(s).with_client(backon_example::client(Variant::RetryAfterAsDocumented)),
-        "reqwest-retry" => Harness::of(s).with_client(reqwest_retry::client(reqwest_retry::Variant::Seeded)),
+        "reqwest-retry" => Harness::of(s).with_client(reqwest_retry_sim::client(reqwest_retry_sim::Variant::Seeded)),
         // RETRYSIM-MIDDLEWARE ROW: its arm goes here.
         "retrysim" => Harness::of(s),
         "ideal" => {

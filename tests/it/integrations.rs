@@ -1,5 +1,5 @@
 //! The integration examples, run: `examples/hand_loop.rs`, `tower_retry.rs`,
-//! `backon.rs`, `reqwest_retry.rs` and `audit.rs` are included here as modules, so these tests
+//! `backon.rs`, `reqwest_retry_sim.rs` and `audit.rs` are included here as modules, so these tests
 //! run exactly the code the examples run (and `cargo test` builds the
 //! examples themselves too).
 

@@ -19,7 +19,7 @@ use retrysim::testing::{
 };
 
 use crate::integrations::audit;
-use crate::integrations::audit::reqwest_retry::{self, Variant};
+use crate::integrations::audit::reqwest_retry_sim::{self as reqwest_retry, Variant};
 
 #[allow(dead_code)]
 #[path = "../../examples/reqwest_builtin.rs"]

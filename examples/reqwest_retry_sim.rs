@@ -5,7 +5,7 @@
 //! instead of calling reqwest).
 //!
 //! ```sh
-//! cargo run --release --example reqwest_retry [-- --scenario NAME] [--seed N]
+//! cargo run --release --example reqwest_retry_sim [-- --scenario NAME] [--seed N]
 //! ```
 //!
 //! The policy is the one reqwest-retry's README shows:
@@ -129,13 +129,13 @@ pub fn harness(scenario: &str, variant: Variant) -> Harness {
 
 #[allow(dead_code)] // the test and the audit include this file as a module
 fn main() -> ExitCode {
-    let (scenarios, seed) = match support::args("reqwest_retry", &["blinkimg-1s", "lost-answers-no-key"]) {
+    let (scenarios, seed) = match support::args("reqwest_retry_sim", &["blinkimg-1s", "lost-answers-no-key"]) {
         Ok(a) => a,
         Err(e) => return support::bad_input(&e),
     };
     for scenario in &scenarios {
         let h = harness(scenario, Variant::Seeded);
-        support::report("reqwest_retry", "reqwest-retry (its README's policy, seeded)", scenario, &h, seed);
+        support::report("reqwest_retry_sim", "reqwest-retry (its README's policy, seeded)", scenario, &h, seed);
     }
     ExitCode::SUCCESS
 }
