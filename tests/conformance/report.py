@@ -31,7 +31,8 @@ limit or disagreed with the ledger, or when `background`, `batch` or
 `standard` lost a job, real or simulated. `interactive` (3 retries) is shown
 but not held to losing none: eight workers that chain new jobs into each
 window outlast its four attempts (docs/guide/real-servers-habits.md). Its
-negative control, `background` as it was before refused advice escalated, must lose jobs on
+negative control, `background` as it was before refused advice escalated,
+must lose jobs on
 the rounding server.
 
 Prints the Markdown tables (the ones in docs/guide/calibration.md) and a

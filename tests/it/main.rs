@@ -26,6 +26,7 @@ mod readme;
 mod real_servers;
 #[cfg(feature = "reqwest-middleware")]
 mod reqwest_driver;
+mod reqwest_stack;
 mod rust_source;
 mod scenarios;
 mod serve;
