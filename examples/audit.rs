@@ -47,10 +47,15 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use reqwest_middleware::ClientBuilder;
+use retrysim::env::{Rng, seeded_rng};
+use retrysim::reqwest::RetryMiddleware;
 use retrysim::sim::run::scenario::ClientConfig;
 use retrysim::sim::run::scenario::{self, GateConfig};
 use retrysim::sim::tools::compare::Figure;
-use retrysim::testing::{BlackBoxCheck, FaultClass, Harness, Promises, Report, black_box, trace_text};
+use retrysim::testing::{
+    BlackBoxCheck, FaultClass, Harness, Promises, Report, ReqwestStack, SimReqwest, black_box, from_fn, trace_text,
+};
 
 #[allow(dead_code)]
 #[path = "backon.rs"]
@@ -76,12 +81,19 @@ pub const SCENARIOS: [(&str, &str); 3] = [
 
 /// The rows, in the table's order.
 ///
-/// RETRYSIM-MIDDLEWARE ROW: retrysim's own reqwest middleware gets its row
-/// here, after `reqwest-retry` ("retrysim-middleware"), with its arm in
-/// [`harness`] (a `ReqwestStack` whose stack is retrysim's middleware then
-/// `SimReqwest`) and its promises from the scenario's policy.
-pub const ROWS: [&str; 6] =
-    ["tower-retry", "backon-default", "backon-retry-after", "reqwest-retry", "retrysim", "ideal"];
+/// `retrysim-middleware` is retrysim's own reqwest middleware
+/// (`retrysim::reqwest::RetryMiddleware`, the scenario's policy) in a
+/// `ReqwestStack` before `SimReqwest`: the driver's decisions on reqwest's
+/// path, which cannot see a lost answer.
+pub const ROWS: [&str; 7] = [
+    "tower-retry",
+    "backon-default",
+    "backon-retry-after",
+    "reqwest-retry",
+    "retrysim-middleware",
+    "retrysim",
+    "ideal",
+];
 
 /// The seeds every row runs.
 pub const SEEDS: RangeInclusive<u64> = 1..=5;
@@ -102,7 +114,23 @@ pub fn harness(scenario_name: &str, row: &str) -> Result<Harness, String> {
         "backon-default" => Harness::of(s).with_client(backon_example::client(Variant::Default)),
         "backon-retry-after" => Harness::of(s).with_client(backon_example::client(Variant::RetryAfterAsDocumented)),
         "reqwest-retry" => Harness::of(s).with_client(reqwest_retry_sim::client(reqwest_retry_sim::Variant::Seeded)),
-        // RETRYSIM-MIDDLEWARE ROW: its arm goes here.
+        "retrysim-middleware" => Harness::of(s).with_client(from_fn("retrysim-middleware", |host| {
+            // The host's clock, gate and budget, as retrysim's own client
+            // gets them; keys and jitter from the first job's seeded generator.
+            let (policy, clock) = (host.scenario.policy.clone(), host.clock.clone());
+            let (gate, budget) = (host.gate.clone(), host.budget.clone());
+            ReqwestStack::new(Promises::of_policy(&policy), move |terminal: SimReqwest, rng: &mut dyn Rng| {
+                let mut retry =
+                    RetryMiddleware::with_clock(clock.clone(), policy.clone()).with_rng(seeded_rng(rng.draw()));
+                if let Some(gate) = &gate {
+                    retry = retry.with_gate(gate.clone());
+                }
+                if let Some(budget) = &budget {
+                    retry = retry.with_budget(budget.clone());
+                }
+                ClientBuilder::new(reqwest::Client::new()).with(retry).with(terminal).build()
+            })
+        })),
         "retrysim" => Harness::of(s),
         "ideal" => {
             s.fleet.gate = GateConfig::Ideal;
