@@ -39,6 +39,10 @@ fn harness_check_judges_by_the_hunts_checks() {
         "budget-refunds-too-much",
         "deferral-drops-jobs",
         "extra-attempt",
+        "throttled-as-unclear",
+        "spread-off",
+        "advice-rounds-down",
+        "store-forgets-answers",
     ];
     let mut seen = BTreeSet::new();
     for defect in defects {
@@ -53,7 +57,17 @@ fn harness_check_judges_by_the_hunts_checks() {
         }
     }
     // Not vacuous: fleet checks and the model's check were among them.
-    for name in ["aimd-backs-off", "model-limiter", "budget-allowance", "deferred-once", "attempt-bound"] {
+    for name in [
+        "aimd-backs-off",
+        "model-limiter",
+        "budget-allowance",
+        "deferred-once",
+        "attempt-bound",
+        "throttled-retried",
+        "zero-advice-spread",
+        "model-advice",
+        "model-idempotency",
+    ] {
         assert!(seen.contains(name), "no seed broke {name}: {seen:?}");
     }
 }

@@ -304,7 +304,7 @@ pub fn terminal(status: u16, code: Option<&str>) -> bool {
 /// and not lost on the way. `None` where none fits (the ledger of a foreign
 /// server, a trace that does not match); the checks then read the status
 /// and code off the wire as the trace recorded them, never the class.
-fn ledger_answers<'r>(j: &JobRecord, arrivals: &[&'r Arrival]) -> Vec<Option<&'r Arrival>> {
+pub(crate) fn ledger_answers<'r>(j: &JobRecord, arrivals: &[&'r Arrival]) -> Vec<Option<&'r Arrival>> {
     let mut next = 0;
     let mut out = Vec::new();
     for e in &j.trace.events {
@@ -321,7 +321,7 @@ fn ledger_answers<'r>(j: &JobRecord, arrivals: &[&'r Arrival]) -> Vec<Option<&'r
 }
 
 /// The ledger's arrivals per client label, in arrival order.
-fn arrivals_by_client(r: &Report) -> BTreeMap<&str, Vec<&Arrival>> {
+pub(crate) fn arrivals_by_client(r: &Report) -> BTreeMap<&str, Vec<&Arrival>> {
     let mut by: BTreeMap<&str, Vec<&Arrival>> = BTreeMap::new();
     for a in &r.ledger.arrivals {
         by.entry(a.client.as_str()).or_default().push(a);
@@ -778,22 +778,32 @@ pub const RECOVERY_ROUNDS: u32 = 8;
 
 /// An upper bound on the time the limiter needs to accept every job once,
 /// with refused jobs coming back after their advice. Each round (two windows,
-/// the advice's rounding to whole seconds, the backoff's cap when an advice
-/// refused again escalates, the spread, a round trip and the processing) accepts at least `min(writes, workers)` jobs: every waiter
-/// retries once per round, and a window accepts its first `writes` hits.
+/// the advice's rounding to whole seconds, the escalation of an advice
+/// refused again, the spread, a round trip and the processing) accepts at
+/// least `min(writes, workers)` jobs: every waiter retries once per round,
+/// and a window accepts its first `writes` hits.
+///
+/// The escalation grows: a job refused in round `k` (from 1) waits its
+/// advice plus `k + 1` seconds, or the backoff's cap when that is longer. A
+/// fleet told the same advice retries in step, one round's winners leave,
+/// and the rest wait a second longer each round, so `n` rounds take about
+/// `n²/2` seconds, not `n` backoff caps (a 100,000-seed hunt found a bucket
+/// of one write per second and 15 workers whose last job needed 16
+/// attempts and 107 s: seed 48561).
 pub fn service_bound(s: &Scenario) -> Duration {
     let f = &s.fleet;
     let per_round = s.api.limiter.writes.min(f.workers).max(1);
+    let rounds = f.jobs.div_ceil(per_round);
     let window = Duration::from_millis(s.api.limiter.window_ms);
-    // An advice refused again may wait up to the backoff's cap instead.
-    let escalation = if s.policy.escalate { s.policy.backoff.cap } else { Duration::ZERO };
     let round = window * 2
         + Duration::from_secs(1)
-        + escalation
         + s.policy.spread.largest()
         + s.net.max_latency * 2
         + Duration::from_millis(s.api.processing_ms);
-    round * f.jobs.div_ceil(per_round)
+    let escalation = |k: u32| {
+        if s.policy.escalate { Duration::from_secs(u64::from(k) + 1).max(s.policy.backoff.cap) } else { Duration::ZERO }
+    };
+    (1..=rounds).map(|k| round + escalation(k)).sum()
 }
 
 /// The deadline and the retry count under which [`liveness_expected`]
