@@ -97,3 +97,24 @@ fn each_new_check_catches_its_defect_and_names_the_side_it_blames() {
         );
     }
 }
+
+/// The default hunt (`retrysim hunt`: seeds 1..=500, determinism on every
+/// seed) is clean. This alone is what cargo-mutants runs against each
+/// mutant (`.cargo/mutants.toml`): a mutant is caught when the hunt fails.
+#[test]
+fn the_default_hunt_is_clean() {
+    let config = HuntConfig {
+        start: START,
+        seeds: SEEDS,
+        target: Target::of(Kind::All),
+        threads: threads(),
+        determinism: DeterminismSample::Every,
+        options: Default::default(),
+    };
+    let failing: Vec<String> = hunt::hunt(&config, &|_, _| {})
+        .iter()
+        .flat_map(|r| &r.findings)
+        .map(|f| format!("seed {} {}: {}\n  replay: {}", f.seed, f.invariant, f.message, f.replay))
+        .collect();
+    assert!(failing.is_empty(), "the default hunt fails:\n{}", failing.join("\n"));
+}

@@ -147,6 +147,7 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     }
     draw_cancel(&mut g, &mut s, calm, pacing_clean);
     draw_habits(&mut g, &mut s, pacing_clean);
+    draw_boundaries(&mut g, &mut s, calm);
     if calm {
         make_ample(&mut s);
     }
@@ -458,6 +459,28 @@ fn draw_habits(g: &mut Draw, s: &mut Scenario, pacing_clean: bool) {
     }
     if g.chance(300) && api.limiter.kind == LimiterKind::SlidingWindow {
         api.limiter.kind = LimiterKind::MovingWindow;
+    }
+}
+
+/// Values at the edges, sometimes (drawn after the habits): the uniform
+/// draws above reach them rarely, and a comparison off by one shows only
+/// there. A limit of one write, no retries, a spread whose cap is under a
+/// millisecond or whose cover of a zero advice is off or a millisecond, no
+/// escalation, a processing time of half the window.
+fn draw_boundaries(g: &mut Draw, s: &mut Scenario, calm: bool) {
+    if !g.chance(400) {
+        return;
+    }
+    let edge = g.range(0, 5);
+    let p = &mut s.policy;
+    match edge {
+        0 if !calm => s.api.limiter.writes = 1,
+        1 if !calm => p.max_retries = 0,
+        2 => p.spread = Spread { per_mille: 0, min: Duration::ZERO, max: Duration::from_micros(500), ..p.spread },
+        3 => p.spread.rounded_zero = g.pick(&[Duration::ZERO, MS(1)]),
+        4 => p.escalate = false,
+        5 if !calm => s.api.processing_ms = s.api.limiter.window_ms / 2,
+        _ => {}
     }
 }
 

@@ -300,7 +300,8 @@ pub fn terminal(status: u16, code: Option<&str>) -> bool {
 
 /// For each answer event of `j`'s trace, the ledger's record of that
 /// answer: the next arrival from the job's client (after the one matched
-/// before) with the same status, answered no later than the client read it
+/// before) with the same status (and code, where the client read one),
+/// answered no later than the client read it
 /// and not lost on the way. `None` where none fits (the ledger of a foreign
 /// server, a trace that does not match); the checks then read the status
 /// and code off the wire as the trace recorded them, never the class.
@@ -308,10 +309,15 @@ pub(crate) fn ledger_answers<'r>(j: &JobRecord, arrivals: &[&'r Arrival]) -> Vec
     let mut next = 0;
     let mut out = Vec::new();
     for e in &j.trace.events {
-        let EventKind::Answer { status, .. } = &e.kind else { continue };
-        let found = arrivals[next.min(arrivals.len())..]
-            .iter()
-            .position(|a| a.status == *status && !a.lost && a.answered_at.is_some_and(|t| ms_of(t) <= e.at_ms));
+        let EventKind::Answer { status, code, .. } = &e.kind else { continue };
+        // The code too, where the client read one: an answer to an attempt
+        // the client had given up on (a hold, a timeout) may carry the same
+        // status as the one it read next (found by the hunt: a stale 429
+        // `rate_limited` taken for the `insufficient_quota` the client read).
+        let same_code = |a: &Arrival| code.as_deref().is_none_or(|c| a.code.as_deref() == Some(c));
+        let found = arrivals[next.min(arrivals.len())..].iter().position(|a| {
+            a.status == *status && same_code(a) && !a.lost && a.answered_at.is_some_and(|t| ms_of(t) <= e.at_ms)
+        });
         out.push(found.map(|i| {
             next += i + 1;
             arrivals[next - 1]
@@ -559,8 +565,12 @@ fn advice_respected(r: &Report, out: &mut Vec<Violation>) {
             }
             let Some(seen) = answer_before_early_retry(job, a, b) else { continue };
             let EventKind::Answer { advice, .. } = &seen.kind else { continue };
-            let client_clock =
-                matches!(advice.source, AdviceSource::HeaderDate | AdviceSource::BodyReset) && !advice.server_date;
+            // A `SeveralLines` answer's largest line may be its date (for a
+            // zero wait, the next whole second), read on the client's clock
+            // even where the client reports the seconds line it tied with.
+            let dated = matches!(advice.source, AdviceSource::HeaderDate | AdviceSource::BodyReset)
+                || s.api.advice == crate::sim::world::api::AdviceForm::SeveralLines;
+            let client_clock = dated && !advice.server_date;
             if client_clock && b.at + lag >= from + wait {
                 continue;
             }
