@@ -95,3 +95,36 @@ fn the_default_hunt_draws_every_scenario_key_away_from_its_default() {
         .collect();
     assert!(never.is_empty(), "seeds {SEEDS:?} never draw these keys away from their default: {never:#?}");
 }
+
+/// Every habit a server can have, as the scenario's TOML spells it, the
+/// default first: each one is drawn by some seed of the default hunt.
+const HABITS: &[(&str, &[&str])] = &[
+    ("api.limiter.kind", &["fixed_window", "token_bucket", "sliding_window", "moving_window"]),
+    ("api.advice", &["both", "header_seconds", "header_date", "body_only", "none", "malformed", "several_lines"]),
+    ("api.date_form", &["imf_fixdate", "rfc850", "asctime"]),
+    ("api.envelope", &["blinkimg", "sume"]),
+    ("api.retry_after_rounding", &["up", "down", "truncate"]),
+    ("api.rate_limit_fields", &["draft6", "x_ratelimit", "structured", "draft6_and_structured"]),
+    ("api.rate_limit_reset", &["seconds_left", "unix_seconds"]),
+    ("api.rate_limited_body", &["envelope", "html"]),
+];
+
+#[test]
+fn the_default_hunt_draws_every_habit_preset() {
+    let default = flat(&Scenario::default());
+    let mut seen: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for seed in SEEDS {
+        let s = flat(&swarm(seed, Kind::All));
+        for (key, all) in HABITS {
+            // A habit left at its default is not in the TOML.
+            let v = s.get(*key).or(default.get(*key)).and_then(Value::as_str).unwrap_or(all[0]);
+            seen.entry(key).or_default().insert(v.to_owned());
+        }
+    }
+    for (key, all) in HABITS {
+        let never: Vec<&&str> = all.iter().filter(|v| !seen[key].contains(**v)).collect();
+        let drawn = &seen[key];
+        assert!(never.is_empty(), "seeds {SEEDS:?} never draw {key} = {never:?} (drawn: {drawn:?})");
+        assert!(drawn.len() == all.len(), "{key}: a value this list does not know: {drawn:?}");
+    }
+}
