@@ -111,7 +111,7 @@ fn advice_bounds(api: &crate::sim::world::api::ApiConfig, remaining: Duration) -
 }
 
 /// The wait each request-rate refusal of a fixed window advised, against
-/// the reference window's reset: within [`advice_bounds`]. Applies where
+/// the reference window's reset: within the bounds of `advice_bounds`. Applies where
 /// [`check_model`] does, to refusals the reference agrees with (a verdict it
 /// disagrees with is `check_model`'s finding); the first finding only.
 pub fn check_model_advice(r: &Report) -> Vec<ModelViolation> {
