@@ -1,8 +1,8 @@
 //! What people use today, measured: `tower::retry` with a typical policy,
 //! `backon`'s defaults and `backon` with Retry-After as its docs show it,
-//! against retrysim's client and the ideal, on three scenarios. The section
-//! "What people use today (tower, backon)" of docs/guide/what-people-use.md
-//! is this program's output.
+//! and reqwest-retry, against retrysim's client and the ideal, on three
+//! scenarios. The section "What people use today (tower, backon, reqwest)"
+//! of docs/guide/what-people-use.md is this program's output.
 //!
 //! ```sh
 //! cargo run --release --example audit                                   # the guide's tables
@@ -18,6 +18,11 @@
 //! - `backon-default`, `backon-retry-after`: `examples/backon.rs`,
 //!   `ExponentialBuilder::default()`, without and with the `adjust` closure
 //!   of backon's docs;
+//! - `reqwest-retry`: `examples/reqwest_retry_sim.rs`, reqwest-retry's
+//!   middleware with its README's policy (jitter from the job's seeded
+//!   generator) in a reqwest-middleware stack ending in `SimReqwest`; on
+//!   `lost-answers-no-key` its cells say *not applicable: answer-lost*
+//!   (the stack cannot see a lost answer as reqwest would show it);
 //! - `retrysim`: retrysim's own client under the scenario's policy (on
 //!   `lost-answers-no-key` that policy sends no key, as the scenario says);
 //! - `ideal`: retrysim's client behind the oracle gate (`sim::world::oracle`,
@@ -27,7 +32,7 @@
 //!
 //! *Broken* lists the black-box checks (`sim::checks::blackbox`) that failed,
 //! with every row held to one contract ([`contract`]): the attempts it was
-//! configured with (tower 6, backon 4, retrysim its policy's), the
+//! configured with (tower 6, backon 4, reqwest-retry 4, retrysim its policy's), the
 //! scenario's deadline (its policy's: 600 s, or 90 s for the Berlin batch),
 //! and the server's `Retry-After`, whether or not the client reads it; and
 //! to what every client owes (one charge per key, no unkeyed replay after a
@@ -45,11 +50,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use retrysim::sim::run::scenario::ClientConfig;
 use retrysim::sim::run::scenario::{self, GateConfig};
 use retrysim::sim::tools::compare::Figure;
-use retrysim::testing::{BlackBoxCheck, Harness, Promises, Report, black_box, trace_text};
+use retrysim::testing::{BlackBoxCheck, FaultClass, Harness, Promises, Report, black_box, trace_text};
 
 #[allow(dead_code)]
 #[path = "backon.rs"]
 pub mod backon_example;
+#[allow(dead_code)]
+#[path = "reqwest_retry_sim.rs"]
+pub mod reqwest_retry_sim;
 #[allow(clippy::duplicate_mod)]
 #[path = "support/mod.rs"]
 mod support;
@@ -67,7 +75,13 @@ pub const SCENARIOS: [(&str, &str); 3] = [
 ];
 
 /// The rows, in the table's order.
-pub const ROWS: [&str; 5] = ["tower-retry", "backon-default", "backon-retry-after", "retrysim", "ideal"];
+///
+/// RETRYSIM-MIDDLEWARE ROW: retrysim's own reqwest middleware gets its row
+/// here, after `reqwest-retry` ("retrysim-middleware"), with its arm in
+/// [`harness`] (a `ReqwestStack` whose stack is retrysim's middleware then
+/// `SimReqwest`) and its promises from the scenario's policy.
+pub const ROWS: [&str; 6] =
+    ["tower-retry", "backon-default", "backon-retry-after", "reqwest-retry", "retrysim", "ideal"];
 
 /// The seeds every row runs.
 pub const SEEDS: RangeInclusive<u64> = 1..=5;
@@ -87,6 +101,8 @@ pub fn harness(scenario_name: &str, row: &str) -> Result<Harness, String> {
         "tower-retry" => Harness::of(s).with_client(tower_retry::client()),
         "backon-default" => Harness::of(s).with_client(backon_example::client(Variant::Default)),
         "backon-retry-after" => Harness::of(s).with_client(backon_example::client(Variant::RetryAfterAsDocumented)),
+        "reqwest-retry" => Harness::of(s).with_client(reqwest_retry_sim::client(reqwest_retry_sim::Variant::Seeded)),
+        // RETRYSIM-MIDDLEWARE ROW: its arm goes here.
         "retrysim" => Harness::of(s),
         "ideal" => {
             s.fleet.gate = GateConfig::Ideal;
@@ -122,6 +138,9 @@ pub struct Run {
     pub past_deadline_ms: u64,
     /// The black-box checks that failed (each once).
     pub broken: Vec<BlackBoxCheck>,
+    /// The fault classes the scenario injects that the client cannot see
+    /// ([`Report::not_applicable`]): no pass can be claimed for this run.
+    pub not_applicable: Vec<FaultClass>,
 }
 
 impl Run {
@@ -141,6 +160,7 @@ impl Run {
             extra_charges: support::extra_charges(r),
             past_deadline_ms: support::past_deadline_ms(r),
             broken,
+            not_applicable: r.not_applicable().iter().map(|b| b.class).collect(),
         }
     }
 }
@@ -201,11 +221,13 @@ pub fn markdown(audit: &Audit) -> String {
             for check in runs.iter().flat_map(|r| &r.broken) {
                 *broken.entry(*check).or_default() += 1;
             }
-            let broken = if broken.is_empty() {
-                "none".to_string()
-            } else {
-                broken.iter().map(|(check, n)| format!("{check} ({n}/{seeds})")).collect::<Vec<_>>().join(", ")
-            };
+            let mut cell: Vec<String> = broken.iter().map(|(check, n)| format!("{check} ({n}/{seeds})")).collect();
+            let mut blind: BTreeMap<FaultClass, usize> = BTreeMap::new();
+            for class in runs.iter().flat_map(|r| &r.not_applicable) {
+                *blind.entry(*class).or_default() += 1;
+            }
+            cell.extend(blind.iter().map(|(class, n)| format!("not applicable: {class} ({n}/{seeds})")));
+            let broken = if cell.is_empty() { "none".to_string() } else { cell.join(", ") };
             if let Some(first) = runs.iter().find(|r| !r.broken.is_empty()) {
                 replays.push(format!(
                     "- `{row}` on `{name}`: `cargo run --release --example audit -- --replay {name} {row} {}`\n",
@@ -251,6 +273,12 @@ fn replay(scenario: &str, row: &str, seed: &str) -> Result<(), String> {
     ));
     for v in black_box(&r) {
         support::say(format_args!("{v}\n"));
+    }
+    for b in r.not_applicable() {
+        support::say(format_args!(
+            "not applicable: the scenario injects {}, which this client cannot see: {}\n",
+            b.class, b.reason
+        ));
     }
     support::say(format_args!("\n"));
     support::say(format_args!("{}", trace_text(&r)));

@@ -17,10 +17,12 @@
 //! |---|---|
 //! | run one scenario for a seed | [`Harness::named`] / [`Harness::from_toml`], [`Harness::run`] |
 //! | assert the invariants, panicking with every violation and a replay line | [`Harness::assert_holds`] |
+//! | holds, broken, or not applicable to a client blind to a fault the scenario injects | [`Checked::verdict`], [`Subject::blind_spots`] |
 //! | the run as review text, for `insta::assert_snapshot!` | [`trace_text`] |
 //! | hunt a seed range | [`Harness::hunt`], [`Hunt::assert_clean`]; random scenarios: [`Harness::swarm`] |
 //! | write your own properties | the strategies in [`sim::checks::strategies`](crate::sim::checks::strategies) (feature `proptest`) |
-//! | a client that cannot ride turmoil's network (reqwest, another language): the same API on a real socket | [`Served::start`] (`retrysim serve` in process) |
+//! | a `reqwest_middleware` stack on virtual time (feature `sim-reqwest`) | `ReqwestStack`, with `SimReqwest` as its last middleware |
+//! | a client that cannot ride turmoil's network (reqwest's own client and retry, another language): the same API on a real socket | [`Served::start`] (`retrysim serve` in process) |
 //!
 //! # Replaying a failure
 //!
@@ -96,15 +98,17 @@ pub use crate::sim::checks::fleet::FleetViolation;
 pub use crate::sim::checks::hunt::Kind;
 pub use crate::sim::checks::invariants::{Invariant, Violation};
 pub use crate::sim::run::job::{JobKind, JobRecord};
+#[cfg(feature = "sim-reqwest")]
+pub use crate::sim::run::reqwest_stack::{ReqwestStack, SimReqwest};
 pub use crate::sim::run::runner::{Report, RunError};
 pub use crate::sim::run::scenario::Scenario;
 pub use crate::sim::run::subject::{
-    BoxFuture, Host, Job, JobEnd, JobOutcome, MakeSubject, Promises, SimNet, Subject, from_fn,
+    BlindSpot, BoxFuture, Host, Job, JobEnd, JobOutcome, MakeSubject, Promises, SimNet, Subject, from_fn,
 };
 pub use crate::sim::serve::{ServeOptions, ServeReport, Served};
 pub use crate::sim::world::api::{Arrival, ArrivalOutcome, Ledger};
 pub use crate::sim::world::connector::SimConnector;
-pub use crate::sim::world::net::{Fault, ScheduledFault};
+pub use crate::sim::world::net::{Fault, FaultClass, ScheduledFault};
 pub use crate::sim::world::timers::{SimClock, SimTimer};
 
 /// The environment variable that narrows [`Harness::hunt`] to one seed.
@@ -223,7 +227,10 @@ impl Harness {
     /// black-box checks against the client's [`Promises`], the trace-based
     /// ones when the client writes retrysim's trace, the fleet checks, the
     /// model's self-check, and determinism: the same checks as
-    /// `retrysim hunt` (both judge by [`hunt::judge`]).
+    /// `retrysim hunt` (both judge by [`hunt::judge`]). When the scenario
+    /// injects a fault class the client declared blind to
+    /// ([`Subject::blind_spots`]), a run that broke nothing is
+    /// [`Verdict::NotApplicable`], not a pass.
     pub fn check(&self, seed: u64) -> Checked {
         self.check_in(seed, current_test().as_deref())
     }
@@ -238,6 +245,7 @@ impl Harness {
             violations: Vec::new(),
             fleet: Vec::new(),
             run_error: None,
+            not_applicable: Vec::new(),
             replay,
         };
         let first = match self.run(seed) {
@@ -248,6 +256,7 @@ impl Harness {
             }
         };
         (checked.violations, checked.fleet) = hunt::judge(&first);
+        checked.not_applicable = first.not_applicable();
         if self.determinism {
             match self.run(seed) {
                 Ok(second) => checked.violations.extend(check::check_determinism(&first, &second)),
@@ -259,7 +268,9 @@ impl Harness {
     }
 
     /// [`check`](Harness::check), panicking with every violation and the
-    /// replay line when one is found; else the run's report.
+    /// replay line when one is found, or with the reason when the scenario
+    /// is not applicable to the client ([`Verdict::NotApplicable`]); else
+    /// the run's report.
     #[track_caller]
     pub fn assert_holds(&self, seed: u64) -> Report {
         let checked = self.check(seed);
@@ -319,23 +330,71 @@ pub struct Checked {
     /// Why the run did not finish (a client that never returned, cut at the
     /// scenario's `time_limit`; an invalid scenario).
     pub run_error: Option<String>,
+    /// The client's blind spots this scenario injects
+    /// ([`Subject::blind_spots`]): when there are any, the run cannot show
+    /// that the client holds, only what it broke.
+    pub not_applicable: Vec<BlindSpot>,
     /// The one-line command that reruns this seed.
     pub replay: String,
 }
 
+/// What a checked run says about the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The run finished, every check held, and the client could see every
+    /// fault the scenario injects.
+    Holds,
+    /// The run did not finish, or a check broke (whatever the client could see).
+    Broken,
+    /// Nothing broke, but the scenario injects a fault class the client's
+    /// path cannot show it ([`Checked::not_applicable`]): the checks never
+    /// met what they were to judge, so this is no pass.
+    NotApplicable,
+}
+
 impl Checked {
-    /// Whether the run finished and broke nothing.
+    /// Whether the run finished, broke nothing, and was applicable to the
+    /// client ([`Verdict::Holds`]).
     pub fn passed(&self) -> bool {
-        self.run_error.is_none() && self.violations.is_empty() && self.fleet.is_empty()
+        self.verdict() == Verdict::Holds
+    }
+
+    /// Holds, broken, or not applicable to this client. A violation is
+    /// reported even where the scenario is not applicable: what the client
+    /// did is real, only a pass would not be.
+    pub fn verdict(&self) -> Verdict {
+        if self.run_error.is_some() || !self.violations.is_empty() || !self.fleet.is_empty() {
+            Verdict::Broken
+        } else if !self.not_applicable.is_empty() {
+            Verdict::NotApplicable
+        } else {
+            Verdict::Holds
+        }
     }
 }
 
 impl fmt::Display for Checked {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.passed() {
-            return write!(f, "scenario {} seed {}: every invariant holds", self.scenario, self.seed);
+        match self.verdict() {
+            Verdict::Holds => {
+                return write!(f, "scenario {} seed {}: every invariant holds", self.scenario, self.seed);
+            }
+            Verdict::NotApplicable => {
+                write!(
+                    f,
+                    "scenario {} seed {}: not applicable to this client, no check broke",
+                    self.scenario, self.seed
+                )?;
+            }
+            Verdict::Broken => write!(f, "scenario {} seed {}:", self.scenario, self.seed)?,
         }
-        write!(f, "scenario {} seed {}:", self.scenario, self.seed)?;
+        for b in &self.not_applicable {
+            write!(
+                f,
+                "\n  not applicable: the scenario injects {}, which this client cannot see: {}",
+                b.class, b.reason
+            )?;
+        }
         if let Some(e) = &self.run_error {
             write!(f, "\n  the run did not finish: {e}")?;
         }
@@ -357,12 +416,20 @@ pub struct Hunt {
 }
 
 impl Hunt {
-    /// The seeds that failed.
+    /// The seeds that failed ([`Verdict::Broken`]).
     pub fn failures(&self) -> Vec<&Checked> {
-        self.checked.iter().filter(|c| !c.passed()).collect()
+        self.checked.iter().filter(|c| c.verdict() == Verdict::Broken).collect()
     }
 
-    /// Panics listing every failing seed (its violations and replay line).
+    /// The seeds whose scenario was not applicable to the client
+    /// ([`Verdict::NotApplicable`]): neither passes nor failures.
+    pub fn not_applicable(&self) -> Vec<&Checked> {
+        self.checked.iter().filter(|c| c.verdict() == Verdict::NotApplicable).collect()
+    }
+
+    /// Panics listing every failing seed (its violations and replay line),
+    /// and when no seed at all could be judged (every one not applicable):
+    /// a hunt that checked nothing is no pass.
     #[track_caller]
     pub fn assert_clean(&self) {
         let failed = self.failures();
@@ -370,6 +437,14 @@ impl Hunt {
             let shown: Vec<String> = failed.iter().take(10).map(|c| c.to_string()).collect();
             let more = if failed.len() > 10 { format!("\n... and {} more", failed.len() - 10) } else { String::new() };
             panic!("{} of {} seeds broke an invariant:\n{}{more}", failed.len(), self.checked.len(), shown.join("\n"));
+        }
+        let not_applicable = self.not_applicable();
+        if !self.checked.is_empty() && not_applicable.len() == self.checked.len() {
+            panic!(
+                "none of the {} seeds applies to this client, so the hunt judged nothing:\n{}",
+                self.checked.len(),
+                not_applicable[0]
+            );
         }
     }
 }

@@ -111,7 +111,13 @@ pub fn report(example: &str, client: &str, scenario: &str, h: &Harness, seed: u6
     if determinism > 0 {
         say(format_args!("  two runs of the seed differ: the client reads state outside the seed\n"));
     }
-    if broken.is_empty() && determinism == 0 {
+    for b in &checked.not_applicable {
+        say(format_args!(
+            "  not applicable: the scenario injects {}, which this client cannot see: {}\n",
+            b.class, b.reason
+        ));
+    }
+    if broken.is_empty() && determinism == 0 && checked.not_applicable.is_empty() {
         say(format_args!("  every black-box check holds, and the seed replays byte for byte\n"));
         return true;
     }

@@ -24,14 +24,15 @@ from failing on a single stray 429 that a loaded machine can cause.
 
 Every check also runs on the negative controls, each of which must fail it.
 
-The production presets where slots are scarce (issue 26: 8 workers, 60 jobs,
+The production presets where slots are scarce (8 workers, 60 jobs,
 10 per 1 s, on Flask-Limiter and on the rounding server) fail when a real
 run charged a key twice, charged other than once per success, hit the time
 limit or disagreed with the ledger, or when `background`, `batch` or
 `standard` lost a job, real or simulated. `interactive` (3 retries) is shown
 but not held to losing none: eight workers that chain new jobs into each
 window outlast its four attempts (docs/guide/real-servers-habits.md). Its
-negative control, `background` as it was before issue 26, must lose jobs on
+negative control, `background` as it was before refused advice escalated,
+must lose jobs on
 the rounding server.
 
 Prints the Markdown tables (the ones in docs/guide/calibration.md) and a

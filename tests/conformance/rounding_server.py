@@ -1,4 +1,4 @@
-"""A small Flask-Limiter-like server whose Retry-After is rounded down (issue 26).
+"""A small Flask-Limiter-like server whose Retry-After is rounded down.
 
 Python's standard library only: no Flask, nothing to install. One endpoint,
 limited for the whole fleet (one budget for every caller):
@@ -14,7 +14,7 @@ limited for the whole fleet (one budget for every caller):
 
 Flask-Limiter itself rounds twice (`int(int(reset + 1) - now)`) and says `1`
 in part of some windows; this server says `0` in all of them, the harshest
-form of the habit, which the production presets met in issue 26 (37 and 33
+form of the habit, which the production presets met (37 and 33
 of 60 jobs done with `Policy::background()` before the rule that spreads a
 zero advice over its second and escalates an advice refused again).
 

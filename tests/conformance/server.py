@@ -7,7 +7,7 @@ caller), with Flask-Limiter's default headers and its default HTML 429 page:
   POST /moving/v1/jobs   30 per 1 second, the `moving-window` strategy of `limits`
   POST /fixed10/v1/jobs  10 per 1 second, fixed window: fewer slots than a
                          fleet of 8 needs, where the production presets met
-                         the truncated Retry-After (issue 26)
+                         the truncated Retry-After
 
 What Flask-Limiter 4.1 then sends on every answer (read from its source,
 `flask_limiter/_extension.py`, and from `limits/strategies.py` and

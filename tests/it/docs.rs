@@ -17,6 +17,7 @@ use retrysim::sim::checks::invariants::Invariant;
 use retrysim::sim::run::scenario::Builtin;
 use retrysim::sim::run::{defects, scenario};
 use retrysim::sim::tools::compare;
+use retrysim::sim::world::net::FaultClass;
 
 const DOC: &str = "docs/DESIGN.md";
 
@@ -30,9 +31,10 @@ const TOP_FILES: [&str; 3] = ["Cargo.toml", "Cargo.lock", "README.md"];
 /// Kebab-case words the document cites that are not registered names (a
 /// header, a Cargo key). A new one goes here only if it is not a name of
 /// the harness's.
-const NOT_NAMES: [&str; 4] = ["x-retrysim-client", "default-features", "retrysim-turmoil", "turmoil-net"];
+const NOT_NAMES: [&str; 5] =
+    ["x-retrysim-client", "default-features", "retrysim-turmoil", "turmoil-net", "sim-reqwest"];
 
-const UNREGISTERED: &str = "is neither a named scenario (`retrysim scenarios`) nor a compare preset or row, a built-in client, a defect or an invariant";
+const UNREGISTERED: &str = "is neither a named scenario (`retrysim scenarios`) nor a compare preset or row, a built-in client, a defect, an invariant or a fault class";
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -111,6 +113,7 @@ fn registered_names() -> BTreeSet<String> {
     }
     names.extend(defects::NAMES.iter().map(|n| n.to_string()));
     names.extend(Invariant::ALL.iter().map(|i| i.to_string()));
+    names.extend(FaultClass::ALL.iter().map(|c| c.to_string()));
     names
 }
 

@@ -1,5 +1,5 @@
 //! The integration examples, run: `examples/hand_loop.rs`, `tower_retry.rs`,
-//! `backon.rs` and `audit.rs` are included here as modules, so these tests
+//! `backon.rs`, `reqwest_retry_sim.rs` and `audit.rs` are included here as modules, so these tests
 //! run exactly the code the examples run (and `cargo test` builds the
 //! examples themselves too).
 
@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use audit::backon_example::{self, Variant};
 use audit::tower_retry;
-use retrysim::testing::{ArrivalOutcome, BlackBoxCheck, Harness, Report, black_box, trace_text};
+use retrysim::testing::{ArrivalOutcome, BlackBoxCheck, FaultClass, Harness, Report, black_box, trace_text};
 
 /// The black-box checks a report breaks, each once.
 fn broken(r: &Report) -> Vec<BlackBoxCheck> {
@@ -165,10 +165,22 @@ fn the_readme_audit_tables_are_the_audit_examples_output() {
         assert!(cell("lost-answers-no-key", row).iter().all(|r| r.extra_charges > 0), "{row}");
     }
     assert!(on_every_seed("berlin-40-workers", "backon-retry-after", BlackBoxCheck::AttemptBound));
+    // reqwest-retry ignores Retry-After everywhere; on lost answers its
+    // path is blind, so the row is not applicable there, never "none".
+    for (scenario, _) in audit::SCENARIOS {
+        assert!(on_every_seed(scenario, "reqwest-retry", BlackBoxCheck::EarlyRetry), "{scenario}");
+    }
+    for (scenario, _) in &audit::SCENARIOS[..2] {
+        assert!(cell(scenario, "reqwest-retry").iter().all(|r| r.not_applicable.is_empty()), "{scenario}");
+    }
+    let blind = cell("lost-answers-no-key", "reqwest-retry");
+    assert!(blind.iter().all(|r| r.not_applicable == [FaultClass::AnswerLost]), "{blind:?}");
+    assert!(blind.iter().all(|r| !r.broken.contains(&BlackBoxCheck::UnkeyedReplay) && r.extra_charges == 0));
 
     let table = audit::markdown(&result);
-    let heading = "## What people use today (tower, backon)";
-    let (page, section) = crate::readme::page_and_section("What people use today (tower, backon)");
+    assert!(table.contains("not applicable: answer-lost (5/5)"), "{table}");
+    let heading = "## What people use today (tower, backon, reqwest)";
+    let (page, section) = crate::readme::page_and_section("What people use today (tower, backon, reqwest)");
     let text = crate::readme::PAGES.iter().find(|(name, _)| *name == page).map(|(_, text)| *text).unwrap_or("");
     assert!(text.ends_with(&format!("{heading}{section}")), "the section ends its page, {page}, whole");
     assert!(section.contains("`cargo run --release --example audit`"), "{page} names the command beside the table");

@@ -23,6 +23,7 @@ mod negative_controls;
 mod properties;
 mod readme;
 mod real_servers;
+mod reqwest_stack;
 mod rust_source;
 mod scenarios;
 mod serve;

@@ -36,7 +36,7 @@ use crate::sim::run::deferral::{self, DeferralQueue};
 use crate::sim::run::job::{JobRecord, Traces, compact, run_job};
 use crate::sim::run::scenario::{BudgetConfig, Builtin, GateConfig, Hosts, Scenario};
 use crate::sim::run::seed::derive;
-use crate::sim::run::subject::{Host, MakeSubject, Promises, Subject};
+use crate::sim::run::subject::{BlindSpot, Host, MakeSubject, Promises, Subject};
 use crate::sim::world::limiter_service::{LIMITER_HOST, RemoteGate, RouteFact, RouteLog, serve_limiter};
 use crate::sim::world::net::sim_now;
 use crate::sim::world::oracle::{IdealGate, IdealSchedule};
@@ -109,6 +109,17 @@ pub(crate) fn worker_host(w: u32) -> String {
     format!("w{w}")
 }
 
+/// What the client under test declared, from the first one built.
+#[derive(Debug, Clone)]
+pub(crate) struct Made {
+    /// What it promises.
+    pub promises: Promises,
+    /// Whether it writes retrysim's trace.
+    pub traced: bool,
+    /// The fault classes its path cannot show it.
+    pub blind_spots: Vec<BlindSpot>,
+}
+
 /// What the hosts and the runner share (turmoil runs every host on one thread).
 pub(crate) struct Shared {
     jobs: Mutex<VecDeque<u32>>,
@@ -119,7 +130,7 @@ pub(crate) struct Shared {
     depth: Arc<Mutex<Depth>>,
     deferral: Arc<DeferralQueue>,
     /// What the first client built promised, and whether it writes a trace.
-    made: Mutex<Option<(Promises, bool)>>,
+    made: Mutex<Option<Made>>,
     /// Which records keep their whole trace (the others are compacted as
     /// they arrive, so a big run's memory does not hold every event).
     traces: Traces,
@@ -181,12 +192,15 @@ impl Shared {
 
     /// Remembers what the first client built promised.
     fn made(&self, subject: &dyn Subject) {
-        lock(&self.made).get_or_insert_with(|| (subject.promises(), subject.writes_trace()));
+        lock(&self.made).get_or_insert_with(|| Made {
+            promises: subject.promises(),
+            traced: subject.writes_trace(),
+            blind_spots: subject.blind_spots(),
+        });
     }
 
-    /// What the client under test promised, and whether it writes a trace,
-    /// once one was built.
-    pub(crate) fn client(&self) -> Option<(Promises, bool)> {
+    /// What the client under test declared, once one was built.
+    pub(crate) fn client(&self) -> Option<Made> {
         lock(&self.made).clone()
     }
 

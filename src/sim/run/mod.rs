@@ -8,6 +8,8 @@ pub mod deferral;
 pub mod fleet;
 pub mod job;
 pub mod render;
+#[cfg(feature = "sim-reqwest")]
+pub mod reqwest_stack;
 pub mod runner;
 pub mod scenario;
 pub mod seed;

@@ -21,7 +21,7 @@ use crate::sim::run::fleet::{self, FLEET_HOST, FleetFacts, Hooks, Shared, fleet_
 use crate::sim::run::job::job_of_label;
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;
-use crate::sim::run::subject::{MakeSubject, Promises};
+use crate::sim::run::subject::{BlindSpot, MakeSubject, Promises};
 use crate::sim::world::api::{Api, Ledger};
 use crate::sim::world::limiter_service::LIMITER_HOST;
 use crate::sim::world::net::{API_HOST, Fault, Server, ServerFaults, serve};
@@ -111,6 +111,10 @@ pub struct Report {
     /// then the trace-based checks apply too.
     #[serde(skip)]
     pub traced: bool,
+    /// The fault classes the client's path cannot show it
+    /// ([`Subject::blind_spots`](crate::sim::run::subject::Subject::blind_spots)).
+    #[serde(skip)]
+    pub blind_spots: Vec<BlindSpot>,
     /// How the runner stepped through virtual time (never part of what
     /// happened: compare reports without it).
     #[serde(skip)]
@@ -510,9 +514,12 @@ fn gather(s: &Scenario, seed: u64, server: &Server, shared: &Shared, make: &dyn 
     deferred_records.sort_by_key(|r| (r.job, r.started_ms));
     let ledger = lock(&server.api).take_ledger();
     count_unreported_attempts(&mut records, &ledger);
-    let (promises, traced) = shared.client().unwrap_or_else(|| (Promises::of_policy(&s.policy), true));
+    let made = shared.client();
+    let promises = made.as_ref().map_or_else(|| Promises::of_policy(&s.policy), |m| m.promises.clone());
+    let traced = made.as_ref().is_none_or(|m| m.traced);
     let mut report = report(s, seed, records, ledger, make.label(s), promises);
     report.traced = traced;
+    report.blind_spots = made.map(|m| m.blind_spots).unwrap_or_default();
     if !traced {
         // No trace to read the first answers from: the ledger's first arrival of each job.
         let mut first: BTreeMap<u32, bool> = BTreeMap::new();
@@ -655,6 +662,7 @@ fn report(
         scenario_config: s.clone(),
         promises,
         traced: true,
+        blind_spots: Vec::new(),
         stepping: StepCounts::default(),
     }
 }
@@ -756,6 +764,18 @@ fn depth_per_second(changes: &[(Duration, u32)]) -> Vec<u32> {
 }
 
 impl Report {
+    /// The client's blind spots that this run's scenario injects: each
+    /// makes the run not applicable to the client (its checks cannot say
+    /// that it holds), in the order of the fault classes.
+    pub fn not_applicable(&self) -> Vec<BlindSpot> {
+        let injected = self.scenario_config.fault_classes();
+        let mut spots: Vec<BlindSpot> =
+            self.blind_spots.iter().filter(|b| injected.contains(&b.class)).cloned().collect();
+        spots.sort_by_key(|b| b.class);
+        spots.dedup_by_key(|b| b.class);
+        spots
+    }
+
     /// The report as aligned text, one figure per line.
     pub fn render_text(&self) -> String {
         let mut rows = vec![

@@ -17,7 +17,7 @@ use crate::sim::world::api::{
     RetryAfterRounding, ScriptStep,
 };
 pub use crate::sim::world::limiter_service::CoordinatorConfig;
-use crate::sim::world::net::{Fault, ScheduledFault};
+use crate::sim::world::net::{Fault, FaultClass, ScheduledFault};
 
 /// Everything one simulation run needs except the seed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -337,6 +337,19 @@ fn check(ok: bool, what: impl FnOnce() -> String) -> Result<(), InvalidScenario>
 }
 
 impl Scenario {
+    /// The classes of transport fault this scenario can show a client, in
+    /// order: from its steady lost answers and its schedule.
+    pub fn fault_classes(&self) -> Vec<FaultClass> {
+        let mut classes = std::collections::BTreeSet::new();
+        if self.faults.lost_answers_per_mille > 0 {
+            classes.insert(FaultClass::AnswerLost);
+        }
+        for f in &self.faults.schedule {
+            classes.extend(FaultClass::of_fault(&f.fault));
+        }
+        classes.into_iter().collect()
+    }
+
     /// Reads a scenario from TOML; unknown keys and wrong types are errors
     /// that name the key, and values out of range name the allowed range.
     pub fn from_toml(text: &str) -> Result<Scenario, InvalidScenario> {

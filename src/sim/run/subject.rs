@@ -64,7 +64,7 @@ use crate::env::Rng;
 use crate::gate::Gate;
 use crate::sim::run::scenario::Scenario;
 use crate::sim::world::connector::SimConnector;
-use crate::sim::world::net::SimTransport;
+use crate::sim::world::net::{FaultClass, SimTransport};
 use crate::sim::world::timers::{SimClock, SimTimer};
 use crate::trace::Trace;
 
@@ -145,6 +145,20 @@ impl Promises {
     pub fn nothing() -> Promises {
         Promises { max_attempts: None, deadline: None, honours_retry_after: false }
     }
+}
+
+/// A class of transport fault a client's path to the network cannot show
+/// its retry code as it would appear for real, and why. A scenario that
+/// injects it is *not applicable* to that client: the harness says so
+/// instead of reporting that the checks hold (`Checked::verdict` in
+/// `retrysim::testing`), because the client never met the fault it was
+/// meant to be judged on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlindSpot {
+    /// The fault class the path cannot express.
+    pub class: FaultClass,
+    /// What the client sees instead, and why that is not the real thing.
+    pub reason: String,
 }
 
 /// One job, handed to the client under test.
@@ -254,6 +268,13 @@ pub trait Subject: Send + Sync {
     /// through every tick. Reports are the same either way; only speed differs.
     fn sleeps_on_harness_clock(&self) -> bool {
         false
+    }
+    /// The fault classes this client's path to the network cannot show its
+    /// retry code faithfully (see [`BlindSpot`]). The default is none: a
+    /// client on [`SimNet::transport`] or [`SimNet::connector`] sees every
+    /// fault as it would over a real socket.
+    fn blind_spots(&self) -> Vec<BlindSpot> {
+        Vec::new()
     }
 }
 

@@ -89,6 +89,57 @@ impl Fault {
     }
 }
 
+/// A class of transport fault as a client sees it, whatever caused it. A
+/// client path that cannot express one of these to the retry code above it
+/// declares it a [`BlindSpot`](crate::sim::run::subject::BlindSpot), and a
+/// scenario that injects it is then not applicable to that client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultClass {
+    /// No connection could be made, so nothing was sent (a partition, a
+    /// restarting API): retrysim's [`TransportFailure::NotSent`].
+    ConnectFailed,
+    /// The request reached the API and may have run, and its answer never
+    /// came (a lost answer, a restart or a partition mid-exchange):
+    /// retrysim's [`TransportFailure::MaybeArrived`].
+    AnswerLost,
+    /// An answer held or slowed long enough for a client's own timeout to
+    /// fire (a hold, a latency spike): the request may have run.
+    AnswerLate,
+}
+
+impl FaultClass {
+    /// Every class, in order.
+    pub const ALL: [FaultClass; 3] = [FaultClass::ConnectFailed, FaultClass::AnswerLost, FaultClass::AnswerLate];
+
+    /// The class's name in reports: `connect-failed`, `answer-lost`, `answer-late`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultClass::ConnectFailed => "connect-failed",
+            FaultClass::AnswerLost => "answer-lost",
+            FaultClass::AnswerLate => "answer-late",
+        }
+    }
+
+    /// The classes `fault` can show a client.
+    pub fn of_fault(fault: &Fault) -> &'static [FaultClass] {
+        match fault {
+            Fault::LoseAnswer => &[FaultClass::AnswerLost],
+            Fault::Partition { .. } | Fault::Bounce => &[FaultClass::ConnectFailed, FaultClass::AnswerLost],
+            Fault::Hold { .. } | Fault::LatencySpike { .. } => &[FaultClass::AnswerLate],
+            // Between the workers and the limiter service, or the caller's
+            // own cancellation: nothing between the client and the API.
+            Fault::LimiterPartition { .. } | Fault::Cancel => &[],
+        }
+    }
+}
+
+impl std::fmt::Display for FaultClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A fault and the virtual time it starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,5 +1,5 @@
-// Node's built-in fetch in a small retry loop, in front of `retrysim serve`
-// (issue 14): the loop most people write. Up to 10 attempts per job; on a
+// Node's built-in fetch in a small retry loop, in front of `retrysim serve`:
+// the loop most people write. Up to 10 attempts per job; on a
 // 429 wait Retry-After (seconds) plus up to 100 ms; on a network error retry
 // after 100 ms; any other answer ends the job. Each job's requests carry
 // `x-retrysim-client: node-fetch job-<n>` and, unless --no-keys, one
