@@ -33,18 +33,24 @@ fn by_harness(c: &Checked) -> BTreeMap<String, usize> {
 fn harness_check_judges_by_the_hunts_checks() {
     // Defects only the fleet checks or the model's check catch, and one an
     // invariant catches (the client is the scenario's own in both).
+    // Each defect over seeds where it shows (the spread's floor needs a
+    // zero advice, first at seed 75 of the default range).
     let defects = [
-        "aimd-ignores-429",
-        "window-admits-one-more",
-        "budget-refunds-too-much",
-        "deferral-drops-jobs",
-        "extra-attempt",
+        ("aimd-ignores-429", 1..=40),
+        ("window-admits-one-more", 1..=40),
+        ("budget-refunds-too-much", 1..=40),
+        ("deferral-drops-jobs", 1..=40),
+        ("extra-attempt", 1..=40),
+        ("throttled-as-unclear", 1..=40),
+        ("spread-off", 70..=90),
+        ("advice-rounds-down", 1..=40),
+        ("store-forgets-answers", 1..=40),
     ];
     let mut seen = BTreeSet::new();
-    for defect in defects {
+    for (defect, seeds) in defects {
         let mut target = Target::of(Kind::All);
         assert!(target.sabotage.set(defect), "{defect} is a defect");
-        for seed in 1..=40 {
+        for seed in seeds {
             let hunted = by_hunt(&hunt::check_seed(seed, &target, true, &Default::default()));
             let checked = Harness::of(target.scenario(seed)).check(seed);
             assert_eq!(by_harness(&checked), hunted, "--sabotage {defect}, seed {seed}:\n{checked}");
@@ -53,7 +59,17 @@ fn harness_check_judges_by_the_hunts_checks() {
         }
     }
     // Not vacuous: fleet checks and the model's check were among them.
-    for name in ["aimd-backs-off", "model-limiter", "budget-allowance", "deferred-once", "attempt-bound"] {
+    for name in [
+        "aimd-backs-off",
+        "model-limiter",
+        "budget-allowance",
+        "deferred-once",
+        "attempt-bound",
+        "throttled-retried",
+        "zero-advice-spread",
+        "model-advice",
+        "model-idempotency",
+    ] {
         assert!(seen.contains(name), "no seed broke {name}: {seen:?}");
     }
 }

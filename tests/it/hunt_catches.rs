@@ -63,3 +63,58 @@ fn the_default_hunt_catches_every_defect_and_the_readme_table_is_current() {
     );
     assert!(section.contains(&measured), "{page}'s sabotage table is stale; measured now:\n\n{measured}");
 }
+
+/// The four checks that a client is not too careful and that the model is
+/// right, each with the deliberate defect it must catch: the first seed of
+/// the default range where the defect fails shows the check's finding, which
+/// names the side it blames, and the same seed without the defect passes
+/// that check.
+#[test]
+fn each_new_check_catches_its_defect_and_names_the_side_it_blames() {
+    let cases = [
+        ("throttled-as-unclear", "throttled-retried", "blames the client"),
+        ("spread-off", "zero-advice-spread", "blames the client"),
+        ("advice-rounds-down", "model-advice", "blames the model"),
+        ("store-forgets-answers", "model-idempotency", "blames the model"),
+    ];
+    let honest = Target::of(Kind::All);
+    for (defect, property, blame) in cases {
+        let mut target = Target::of(Kind::All);
+        assert!(target.sabotage.set(defect), "{defect} is a defect");
+        let found = (START..START + SEEDS).find_map(|seed| {
+            let r = hunt::check_seed(seed, &target, false, &Default::default());
+            r.findings.into_iter().find(|f| f.invariant == property).map(|f| (seed, f))
+        });
+        let (seed, finding) =
+            found.unwrap_or_else(|| panic!("--sabotage {defect}: no seed of {SEEDS} broke {property}"));
+        assert!(finding.message.starts_with(blame), "seed {seed}, --sabotage {defect}: {}", finding.message);
+        let clean = hunt::check_seed(seed, &honest, false, &Default::default());
+        assert!(
+            clean.findings.iter().all(|f| f.invariant != property),
+            "seed {seed} without {defect}: {:?}\nreplay: {}",
+            clean.findings,
+            honest.replay(seed)
+        );
+    }
+}
+
+/// The default hunt (`retrysim hunt`: seeds 1..=500, determinism on every
+/// seed) is clean. This alone is what cargo-mutants runs against each
+/// mutant (`.cargo/mutants.toml`): a mutant is caught when the hunt fails.
+#[test]
+fn the_default_hunt_is_clean() {
+    let config = HuntConfig {
+        start: START,
+        seeds: SEEDS,
+        target: Target::of(Kind::All),
+        threads: threads(),
+        determinism: DeterminismSample::Every,
+        options: Default::default(),
+    };
+    let failing: Vec<String> = hunt::hunt(&config, &|_, _| {})
+        .iter()
+        .flat_map(|r| &r.findings)
+        .map(|f| format!("seed {} {}: {}\n  replay: {}", f.seed, f.invariant, f.message, f.replay))
+        .collect();
+    assert!(failing.is_empty(), "the default hunt fails:\n{}", failing.join("\n"));
+}

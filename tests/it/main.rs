@@ -9,6 +9,7 @@ mod external_user;
 mod fleet;
 mod foreign;
 mod function_lengths;
+mod generator_coverage;
 mod habits;
 mod harness_checks;
 #[cfg(feature = "https")]

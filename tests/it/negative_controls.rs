@@ -278,7 +278,12 @@ fn hunt_exits_0_when_clean_and_2_on_bad_input() {
     // One seed is "1 seed", in the summary and in the wall-clock line.
     let (code, out, err) = retrysim(&["hunt", "--seeds", "1", "--jobs", "2"]);
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(out.contains("the fleet checks and the model's limiter on 1 seed,"), "{out}");
+    assert!(
+        out.contains(
+            "the fleet checks, the too-careful checks and the model's limiter, advice and idempotency store on 1 seed,"
+        ),
+        "{out}"
+    );
     assert!(err.contains("hunt: 1 seed in "), "{err}");
     for bad in [
         vec!["hunt", "--seeds", "0"],

@@ -349,7 +349,10 @@ impl Net {
             })
             .max()
             .unwrap_or_default();
-        let dates = matches!(s.api.advice, AdviceForm::HeaderDate)
+        // `SeveralLines` holds a date line too: for a zero wait it is the
+        // largest (the next whole second), and the client reads it against
+        // its own clock (found by the hunt once scripts said `Retry-After: 0`).
+        let dates = matches!(s.api.advice, AdviceForm::HeaderDate | AdviceForm::SeveralLines)
             || (s.api.envelope == Envelope::Blinkimg
                 && matches!(s.api.advice, AdviceForm::Both | AdviceForm::BodyOnly));
         let date_lag = if dates && !s.api.send_date {

@@ -146,6 +146,8 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
         pacing_clean = draw_gate(&mut g, &mut s, contended);
     }
     draw_cancel(&mut g, &mut s, calm, pacing_clean);
+    draw_habits(&mut g, &mut s, pacing_clean);
+    draw_boundaries(&mut g, &mut s, calm);
     if calm {
         make_ample(&mut s);
     }
@@ -423,10 +425,72 @@ fn draw_cancel(g: &mut Draw, s: &mut Scenario, calm: bool, pacing_clean: bool) {
     }
 }
 
+/// Another server's habits, sometimes (drawn last, so the draws before
+/// keep their places): how a refusal's wait becomes whole seconds
+/// (Flask-Limiter's and a truncating server's say `Retry-After: 0` inside
+/// the last second, so a zero advice is common), which rate-limit headers
+/// are sent and how they tell the reset, an HTML 429 whose only advice is
+/// the header, and `limits`' moving window. Never on a pacing gate's clean
+/// runs, whose check reads the draft-6 headers of a fixed window.
+fn draw_habits(g: &mut Draw, s: &mut Scenario, pacing_clean: bool) {
+    use crate::sim::world::api::{RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding};
+    if pacing_clean || !g.chance(600) {
+        return;
+    }
+    let api = &mut s.api;
+    api.retry_after_rounding = g.pick(&[
+        RetryAfterRounding::Up,
+        RetryAfterRounding::Down,
+        RetryAfterRounding::Down,
+        RetryAfterRounding::Truncate,
+        RetryAfterRounding::Truncate,
+    ]);
+    api.rate_limit_fields = g.pick(&[
+        RateLimitFields::Draft6,
+        RateLimitFields::XRateLimit,
+        RateLimitFields::Structured,
+        RateLimitFields::Draft6AndStructured,
+    ]);
+    api.rate_limit_reset = g.pick(&[ResetForm::SecondsLeft, ResetForm::UnixSeconds]);
+    // An HTML page carries no body advice: only where a header says the wait.
+    let header = !matches!(api.advice, AdviceForm::BodyOnly | AdviceForm::None | AdviceForm::Malformed);
+    if g.chance(400) && header {
+        api.rate_limited_body = RateLimitedBody::Html;
+    }
+    if g.chance(300) && api.limiter.kind == LimiterKind::SlidingWindow {
+        api.limiter.kind = LimiterKind::MovingWindow;
+    }
+}
+
+/// Values at the edges, sometimes (drawn after the habits): the uniform
+/// draws above reach them rarely, and a comparison off by one shows only
+/// there. A limit of one write, no retries, a spread whose cap is under a
+/// millisecond or whose cover of a zero advice is off or a millisecond, no
+/// escalation, a processing time of half the window.
+fn draw_boundaries(g: &mut Draw, s: &mut Scenario, calm: bool) {
+    if !g.chance(400) {
+        return;
+    }
+    let edge = g.range(0, 5);
+    let p = &mut s.policy;
+    match edge {
+        0 if !calm => s.api.limiter.writes = 1,
+        1 if !calm => p.max_retries = 0,
+        2 => p.spread = Spread { per_mille: 0, min: Duration::ZERO, max: Duration::from_micros(500), ..p.spread },
+        3 => p.spread.rounded_zero = g.pick(&[Duration::ZERO, MS(1)]),
+        4 => p.escalate = false,
+        5 if !calm => s.api.processing_ms = s.api.limiter.window_ms / 2,
+        _ => {}
+    }
+}
+
 fn script_step(g: &mut Draw) -> ScriptStep {
     let (status, code, wait): (u16, Option<&str>, Option<u64>) = g.pick(&[
         (429, Some("RATE_LIMITED"), Some(1)),
         (429, Some("rate_limited"), Some(2)),
+        // `Retry-After: 0`, a boundary: the spread alone spaces the retry.
+        (429, Some("RATE_LIMITED"), Some(0)),
+        (429, Some("rate_limited"), Some(0)),
         (429, None, Some(1)),
         (429, Some("QUOTA_EXCEEDED"), Some(1)),
         (429, Some("insufficient_quota"), Some(2)),
@@ -568,6 +632,8 @@ impl Target {
         let mut s = swarm(seed, self.kind);
         s.client.defects = self.sabotage;
         s.api.window_admits_one_more = self.sabotage.window_admits_one_more;
+        s.api.advice_rounds_down = self.sabotage.advice_rounds_down;
+        s.api.store_forgets_answers = self.sabotage.store_forgets_answers;
         s
     }
 
@@ -634,9 +700,17 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 pub fn judge(r: &crate::sim::run::runner::Report) -> (Vec<Violation>, Vec<crate::sim::checks::fleet::FleetViolation>) {
     let violations = check_report(r);
     let mut fleet = crate::sim::checks::fleet::check_fleet(r);
-    for x in crate::sim::checks::model::check_model(r) {
-        fleet.push(crate::sim::checks::fleet::FleetViolation { property: "model-limiter", message: x.message });
+    use crate::sim::checks::{careful, fleet::FleetViolation, model};
+    for x in model::check_model(r) {
+        fleet.push(FleetViolation { property: "model-limiter", message: x.message });
     }
+    for x in model::check_model_advice(r) {
+        fleet.push(FleetViolation { property: "model-advice", message: x.message });
+    }
+    for x in model::check_idempotency(r) {
+        fleet.push(FleetViolation { property: "model-idempotency", message: x.message });
+    }
+    fleet.extend(careful::check_careful(r));
     (violations, fleet)
 }
 

@@ -2,6 +2,7 @@
 //! the ledger alone ([`blackbox`]), both at once for one report
 //! ([`check_report`]), the fleet's properties, and the hunt over seeds.
 pub mod blackbox;
+pub mod careful;
 pub mod fleet;
 pub mod hunt;
 pub mod invariants;

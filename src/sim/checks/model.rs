@@ -2,13 +2,18 @@
 //! the simulated API itself (a limiter that stops counting something) would
 //! pass unseen and weaken every check that rests on it. This replays the
 //! ledger's arrivals through a small reference limiter, written apart from
-//! `sim::world::api::limiter`, and compares each verdict the API gave.
+//! `sim::world::api::limiter`, and compares each verdict the API gave
+//! ([`check_model`]) and the wait each refusal advised
+//! ([`check_model_advice`]); and through a reference map of idempotency keys,
+//! written apart from `sim::world::api::idempotency`, and compares what the
+//! store did with each keyed request ([`check_idempotency`]). A finding
+//! blames the model, not the client.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::sim::run::runner::Report;
-use crate::sim::world::api::LimiterKind;
+use crate::sim::world::api::{AdviceForm, Arrival, ArrivalOutcome, LimiterKind, RetryAfterRounding};
 
 /// One verdict of the API's limiter the reference disagrees with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +43,17 @@ impl Window {
         self.hits += 1;
         self.hits <= limit
     }
+
+    /// When the current window ends (the instant a refused hit may come back).
+    fn reset(&self, window: Duration) -> Option<Duration> {
+        self.start.map(|s| s + window)
+    }
+}
+
+/// Whether the API refused `a` at its request-rate limiter: 429 with the
+/// rate-limit code (or none, an HTML page).
+fn refused_by_limiter(a: &Arrival) -> bool {
+    a.status == 429 && a.code.as_deref().is_none_or(|c| c.eq_ignore_ascii_case("rate_limited"))
 }
 
 /// Replays the ledger through the reference fixed window, per account and
@@ -57,20 +73,209 @@ pub fn check_model(r: &Report) -> Vec<ModelViolation> {
         let write = a.method != "GET";
         let limit = u64::from(if write { api.limiter.writes } else { api.limiter.reads });
         let allowed = windows.entry((account, write)).or_default().hit(a.at, limit, window);
-        let refused = a.status == 429 && a.code.as_deref().is_none_or(|c| c.eq_ignore_ascii_case("rate_limited"));
+        let refused = refused_by_limiter(a);
         if allowed == refused {
             let said = if refused { "refused" } else { "allowed" };
             let should = if allowed { "allow" } else { "refuse" };
             return vec![ModelViolation {
                 arrival: i,
                 message: format!(
-                    "arrival {i} at {} ms ({} {}): the API {said} it, a fixed window of {limit} per {} ms would {should} it",
+                    "blames the model: arrival {i} at {} ms ({} {}): the API {said} it, a fixed window of {limit} per {} ms would {should} it",
                     a.at.as_millis(),
                     a.method,
                     a.path,
                     window.as_millis()
                 ),
             }];
+        }
+    }
+    Vec::new()
+}
+
+/// The earliest and latest wait a refusal `remaining` before the window's
+/// reset may advise, by the API's rounding and advice form: rounded up
+/// (the default), no earlier than the reset and at most its whole seconds;
+/// truncated or Flask-Limiter's, up to a second early; a date is a whole
+/// second of the server's clock (`HeaderDate`, and a line of
+/// `SeveralLines`), up to a second later still.
+fn advice_bounds(api: &crate::sim::world::api::ApiConfig, remaining: Duration) -> (Duration, Duration) {
+    let second = Duration::from_secs(1);
+    let whole_up = Duration::from_secs(remaining.as_secs() + u64::from(remaining.subsec_nanos() > 0)).max(second);
+    let dated = matches!(api.advice, AdviceForm::HeaderDate | AdviceForm::SeveralLines);
+    let date = if dated { second } else { Duration::ZERO };
+    match api.retry_after_rounding {
+        RetryAfterRounding::Up => (remaining, whole_up + date),
+        RetryAfterRounding::Truncate => (remaining.saturating_sub(second), remaining + date),
+        RetryAfterRounding::Down => (remaining.saturating_sub(second), remaining + second + date),
+    }
+}
+
+/// The wait each request-rate refusal of a fixed window advised, against
+/// the reference window's reset: within the bounds of `advice_bounds`. Applies where
+/// [`check_model`] does, to refusals the reference agrees with (a verdict it
+/// disagrees with is `check_model`'s finding); the first finding only.
+pub fn check_model_advice(r: &Report) -> Vec<ModelViolation> {
+    let api = &r.scenario_config.api;
+    if api.limiter.kind != LimiterKind::FixedWindow {
+        return Vec::new();
+    }
+    let window = Duration::from_millis(api.limiter.window_ms.max(1));
+    let mut windows: BTreeMap<(&str, bool), Window> = BTreeMap::new();
+    for (i, a) in r.ledger.arrivals.iter().enumerate() {
+        let Some(account) = a.account.as_deref() else { continue };
+        let write = a.method != "GET";
+        let limit = u64::from(if write { api.limiter.writes } else { api.limiter.reads });
+        let w = windows.entry((account, write)).or_default();
+        let allowed = w.hit(a.at, limit, window);
+        let (Some(advised), Some(reset), false) = (a.retry_after, w.reset(window), allowed) else { continue };
+        if !refused_by_limiter(a) {
+            continue;
+        }
+        let remaining = reset.saturating_sub(a.at);
+        let (earliest, latest) = advice_bounds(api, remaining);
+        if advised < earliest || advised > latest {
+            return vec![ModelViolation {
+                arrival: i,
+                message: format!(
+                    "blames the model: arrival {i} at {} ms ({} {}) was refused with an advice of {} ms; the reference window resets at {} ms, {} ms later, so {:?} rounding in the {:?} form allows {} to {} ms",
+                    a.at.as_millis(),
+                    a.method,
+                    a.path,
+                    advised.as_millis(),
+                    reset.as_millis(),
+                    remaining.as_millis(),
+                    api.retry_after_rounding,
+                    api.advice,
+                    earliest.as_millis(),
+                    latest.as_millis()
+                ),
+            }];
+        }
+    }
+    Vec::new()
+}
+
+/// What the reference store holds for one (account, key).
+struct Held {
+    /// Method, path and body digest: what makes a repeat "the same".
+    fingerprint: (String, String, u64),
+    /// `None` while the first request runs; then when the answer is forgotten.
+    expires: Option<Duration>,
+}
+
+/// What a store should do with a keyed request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Run,
+    Replay,
+    Reused,
+    InProgress,
+}
+
+/// What the API did with a keyed request, as an [`Expect`]; `None` where the
+/// store was never asked (a refusal at the limiter or the concurrency cap,
+/// a scripted answer).
+fn did(a: &Arrival) -> Option<Expect> {
+    let before_store =
+        |a: &Arrival| refused_by_limiter(a) || a.code.as_deref().is_some_and(|c| c.eq_ignore_ascii_case("queue_full"));
+    Some(match a.outcome {
+        ArrivalOutcome::Replayed => Expect::Replay,
+        ArrivalOutcome::KeyReused => Expect::Reused,
+        ArrivalOutcome::InProgressConflict => Expect::InProgress,
+        ArrivalOutcome::Scripted => return None,
+        ArrivalOutcome::Refused if before_store(a) => return None,
+        _ => Expect::Run,
+    })
+}
+
+/// How long the API keeps a keyed answer for `path` (24 h for jobs, 14 min
+/// for uploads, brief 002), `None` for a path the store does not serve.
+fn retention(method: &str, path: &str) -> Option<Duration> {
+    match (method, path) {
+        ("POST", "/v1/jobs") => Some(Duration::from_secs(86_400)),
+        ("POST", "/v1/uploads") => Some(Duration::from_secs(840)),
+        _ => None,
+    }
+}
+
+/// Replays the ledger's keyed writes through a reference map of keys, in
+/// time order (each arrival, then each answer or abandonment that ends a
+/// run), and compares what the store did with each: run it (never seen,
+/// or forgotten), replay its stored answer, 409 reused (another request
+/// under the key) or 409 in progress. An arrival in the same millisecond as
+/// a change to its key is not judged (the order within a step is the
+/// network's). The first finding only.
+pub fn check_idempotency(r: &Report) -> Vec<ModelViolation> {
+    // (time, order, arrival): an arrival at 0, the end of its run at 1.
+    let mut events: Vec<(Duration, u8, usize)> = Vec::new();
+    for (i, a) in r.ledger.arrivals.iter().enumerate() {
+        if a.account.is_none() || a.idempotency_key.is_none() || retention(&a.method, &a.path).is_none() {
+            continue;
+        }
+        events.push((a.at, 0, i));
+        let ends = matches!(a.outcome, ArrivalOutcome::Charged | ArrivalOutcome::Accepted | ArrivalOutcome::Aborted);
+        if let (true, Some(t)) = (ends, a.answered_at) {
+            events.push((t, 1, i));
+        }
+    }
+    events.sort();
+    // The millisecond each run with a key ended in: an arrival then races it.
+    let mut ends: BTreeMap<(&str, &str, u128), Vec<usize>> = BTreeMap::new();
+    for &(t, _, i) in events.iter().filter(|e| e.1 == 1) {
+        let a = &r.ledger.arrivals[i];
+        let slot = (a.account.as_deref().unwrap_or(""), a.idempotency_key.as_deref().unwrap_or(""), t.as_millis());
+        ends.entry(slot).or_default().push(i);
+    }
+    let mut map: BTreeMap<(&str, &str), Held> = BTreeMap::new();
+    let mut changed: BTreeMap<(&str, &str), Duration> = BTreeMap::new();
+    for &(t, order, i) in &events {
+        let a = &r.ledger.arrivals[i];
+        let slot = (a.account.as_deref().unwrap_or(""), a.idempotency_key.as_deref().unwrap_or(""));
+        let fingerprint = (a.method.clone(), a.path.clone(), a.body_digest);
+        if order == 1 {
+            // The run ended: an answer is kept for the retention, an abandoned run forgotten.
+            if a.outcome == ArrivalOutcome::Aborted {
+                map.remove(&slot);
+            } else if let Some(h) = map.get_mut(&slot) {
+                h.expires = retention(&a.method, &a.path).map(|keep| t + keep);
+            }
+            changed.insert(slot, t);
+            continue;
+        }
+        let Some(done) = did(a) else { continue };
+        if map.get(&slot).is_some_and(|h| h.expires.is_some_and(|e| t >= e)) {
+            map.remove(&slot);
+        }
+        let expect = match map.get(&slot) {
+            None => Expect::Run,
+            Some(h) if h.fingerprint != fingerprint => Expect::Reused,
+            Some(h) if h.expires.is_some() => Expect::Replay,
+            Some(_) => Expect::InProgress,
+        };
+        let racing = changed.get(&slot).is_some_and(|&c| c.as_millis() == t.as_millis())
+            || ends.get(&(slot.0, slot.1, t.as_millis())).is_some_and(|xs| xs.iter().any(|&j| j != i));
+        if expect != done && !racing {
+            return vec![ModelViolation {
+                arrival: i,
+                message: format!(
+                    "blames the model: arrival {i} at {} ms ({} {}, a key of {}): the idempotency store answered {} ({done:?}), a reference map of keys would {expect:?} it",
+                    t.as_millis(),
+                    a.method,
+                    a.path,
+                    slot.0,
+                    a.status,
+                ),
+            }];
+        }
+        // Follow what the API did, so one disagreement is reported once.
+        if done == Expect::Run
+            && matches!(
+                a.outcome,
+                ArrivalOutcome::Charged | ArrivalOutcome::Accepted | ArrivalOutcome::Running | ArrivalOutcome::Aborted
+            )
+        {
+            map.insert(slot, Held { fingerprint, expires: None });
+            changed.insert(slot, t);
         }
     }
     Vec::new()

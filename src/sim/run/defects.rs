@@ -95,6 +95,19 @@ defects! {
     /// writes `CancellationToken::new()` where it meant the caller's
     /// `child_token()`), so a cancelled job sleeps its retry wait out.
     ignore_cancel = "ignore-cancel", "a cancelled job sleeps its retry wait out";
+    /// A classification table that reads every throttled answer as unclear
+    /// (the rate-limit codes left out of `throttled_codes`): the client
+    /// gives up once `unclear_max_retries` is spent, though the advice was valid.
+    throttled_as_unclear = "throttled-as-unclear", "a throttled answer with valid advice read as unclear";
+    /// The spread turned off (a zeroed `Spread` where the declared policy
+    /// has one): a zero advice is retried at once, in step with every client told it.
+    spread_off = "spread-off", "the spread turned off: a zero advice retried at once";
+    /// The simulated API truncates a refusal's wait where it promises to
+    /// round it up (a defect of the model: the hunt sets `api.advice_rounds_down`).
+    advice_rounds_down = "advice-rounds-down", "the simulated API advises a wait that ends before the window's reset";
+    /// The simulated idempotency store forgets a key once its request
+    /// completes (a defect of the model: the hunt sets `api.store_forgets_answers`).
+    store_forgets_answers = "store-forgets-answers", "the simulated idempotency store forgets a completed key";
 }
 
 /// The defects by their command-line names, in a fixed order.
@@ -149,6 +162,10 @@ impl Defects {
         if self.deadline_ignores_min_attempt_time {
             p.min_attempt_time = std::time::Duration::ZERO;
         }
+        if self.spread_off {
+            let zero = std::time::Duration::ZERO;
+            p.spread = crate::core::backoff::Spread { per_mille: 0, min: zero, max: zero, rounded_zero: zero };
+        }
         p
     }
 
@@ -160,7 +177,9 @@ impl Defects {
             table.terminal_codes.retain(|c| !quota.contains(&c.as_str()));
             table.throttled_codes.extend(quota.map(str::to_owned));
         }
-        if self.retry_terminal { Arc::new(TerminalAsThrottled(table)) } else { Arc::new(table) }
+        let classifier: Arc<dyn Classifier> =
+            if self.retry_terminal { Arc::new(TerminalAsThrottled(table)) } else { Arc::new(table) };
+        if self.throttled_as_unclear { Arc::new(ThrottledAsUnclear(classifier)) } else { classifier }
     }
 }
 
@@ -171,6 +190,19 @@ impl Classifier for TerminalAsThrottled {
     fn classify(&self, outcome: Outcome<'_>) -> Class {
         match self.0.classify(outcome) {
             Class::Terminal => Class::Throttled,
+            class => class,
+        }
+    }
+}
+
+/// Reads every throttled answer as unclear: a valid advice then buys only
+/// `unclear_max_retries` retries.
+struct ThrottledAsUnclear(Arc<dyn Classifier>);
+
+impl Classifier for ThrottledAsUnclear {
+    fn classify(&self, outcome: Outcome<'_>) -> Class {
+        match self.0.classify(outcome) {
+            Class::Throttled => Class::Unclear,
             class => class,
         }
     }

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use http::Request;
 
 use super::account::Denial;
+use super::config::RetryAfterRounding;
 use super::endpoint::{self, Endpoint};
 use super::envelope::ErrorCode;
 use super::habits;
@@ -55,7 +56,11 @@ impl Api {
         };
         if let Verdict::Refused { wait } = verdict {
             let code = if caller == Caller::Anonymous { ErrorCode::SignupRequired } else { ErrorCode::RateLimited };
-            let seconds = habits::retry_after_seconds(self.config.retry_after_rounding, wait, self.clock.at(now));
+            let rounding = match self.config.retry_after_rounding {
+                RetryAfterRounding::Up if self.config.advice_rounds_down => RetryAfterRounding::Truncate,
+                r => r,
+            };
+            let seconds = habits::retry_after_seconds(rounding, wait, self.clock.at(now));
             return Err(refused(code, Some(seconds), meter));
         }
         let queue = self.config.concurrency.as_ref();

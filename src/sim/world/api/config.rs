@@ -38,6 +38,18 @@ pub struct ApiConfig {
     /// fixed window admits one request more than its limit.
     #[serde(skip_serializing_if = "is_default")]
     pub window_admits_one_more: bool,
+    /// A deliberate defect of the model, for the negative control of its
+    /// advice check (`retrysim hunt --sabotage advice-rounds-down`): a
+    /// request-rate refusal that promises to round its wait up to whole
+    /// seconds truncates it, so the advice ends before the window's reset.
+    #[serde(skip_serializing_if = "is_default")]
+    pub advice_rounds_down: bool,
+    /// A deliberate defect of the model, for the negative control of its
+    /// idempotency check (`retrysim hunt --sabotage store-forgets-answers`):
+    /// the idempotency store forgets a key once its request completes, so a
+    /// repeat runs (and charges) again instead of being replayed.
+    #[serde(skip_serializing_if = "is_default")]
+    pub store_forgets_answers: bool,
     /// Send the request-rate headers (`rate_limit_fields` says which) on
     /// every answer that passed authentication.
     pub rate_limit_headers: bool,
@@ -79,6 +91,8 @@ impl Default for ApiConfig {
             send_date: true,
             epoch_unix_s: 1_791_450_000,
             window_admits_one_more: false,
+            advice_rounds_down: false,
+            store_forgets_answers: false,
             clock_skew_ms: 0,
             rate_limit_headers: false,
             rate_limit_fields: RateLimitFields::default(),

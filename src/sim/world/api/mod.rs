@@ -264,8 +264,12 @@ impl Api {
         };
         let body = Bytes::from(body.to_string());
         if let (Some((scope, key)), Some(retention)) = (&run.idempotency, run.endpoint.retention()) {
-            let answer = StoredAnswer { status, body: body.clone() };
-            self.idempotency.finish(scope, key, answer, now + retention);
+            if self.config.store_forgets_answers {
+                self.idempotency.abandon(scope, key);
+            } else {
+                let answer = StoredAnswer { status, body: body.clone() };
+                self.idempotency.finish(scope, key, answer, now + retention);
+            }
         }
         let settled = Settled { status, code: None, outcome, advised: None };
         let meter = Some((run.caller, run.endpoint.budget()));
