@@ -56,23 +56,47 @@ fn refused_by_limiter(a: &Arrival) -> bool {
     a.status == 429 && a.code.as_deref().is_none_or(|c| c.eq_ignore_ascii_case("rate_limited"))
 }
 
-/// Replays the ledger through the reference fixed window, per account and
-/// budget (writes: `POST`; reads: `GET`). Applies to a fixed-window limiter;
-/// an arrival counts when it reached the limiter (the ledger names its
-/// account: past the script, the route and the key), and the API refused it
-/// there when it answered 429 with the rate-limit code (or none, an HTML page).
-pub fn check_model(r: &Report) -> Vec<ModelViolation> {
+/// One arrival as the reference fixed window judges it.
+struct Judged<'a> {
+    i: usize,
+    a: &'a Arrival,
+    /// The budget of its kind (writes or reads) per window.
+    limit: u64,
+    /// Whether the reference window admits it.
+    allowed: bool,
+    /// When the reference window it fell in resets.
+    reset: Option<Duration>,
+}
+
+/// Every arrival that reached the limiter, judged by a reference fixed
+/// window per (account, writes or reads); nothing for other limiters.
+fn reference_window(r: &Report) -> Vec<Judged<'_>> {
     let api = &r.scenario_config.api;
     if api.limiter.kind != LimiterKind::FixedWindow {
         return Vec::new();
     }
     let window = Duration::from_millis(api.limiter.window_ms.max(1));
     let mut windows: BTreeMap<(&str, bool), Window> = BTreeMap::new();
+    let mut judged = Vec::new();
     for (i, a) in r.ledger.arrivals.iter().enumerate() {
         let Some(account) = a.account.as_deref() else { continue };
         let write = a.method != "GET";
         let limit = u64::from(if write { api.limiter.writes } else { api.limiter.reads });
-        let allowed = windows.entry((account, write)).or_default().hit(a.at, limit, window);
+        let w = windows.entry((account, write)).or_default();
+        let allowed = w.hit(a.at, limit, window);
+        judged.push(Judged { i, a, limit, allowed, reset: w.reset(window) });
+    }
+    judged
+}
+
+/// Replays the ledger through the reference fixed window, per account and
+/// budget (writes: `POST`; reads: `GET`). Applies to a fixed-window limiter;
+/// an arrival counts when it reached the limiter (the ledger names its
+/// account: past the script, the route and the key), and the API refused it
+/// there when it answered 429 with the rate-limit code (or none, an HTML page).
+pub fn check_model(r: &Report) -> Vec<ModelViolation> {
+    let window = Duration::from_millis(r.scenario_config.api.limiter.window_ms.max(1));
+    for Judged { i, a, limit, allowed, .. } in reference_window(r) {
         let refused = refused_by_limiter(a);
         if allowed == refused {
             let said = if refused { "refused" } else { "allowed" };
@@ -116,18 +140,8 @@ fn advice_bounds(api: &crate::sim::world::api::ApiConfig, remaining: Duration) -
 /// disagrees with is `check_model`'s finding); the first finding only.
 pub fn check_model_advice(r: &Report) -> Vec<ModelViolation> {
     let api = &r.scenario_config.api;
-    if api.limiter.kind != LimiterKind::FixedWindow {
-        return Vec::new();
-    }
-    let window = Duration::from_millis(api.limiter.window_ms.max(1));
-    let mut windows: BTreeMap<(&str, bool), Window> = BTreeMap::new();
-    for (i, a) in r.ledger.arrivals.iter().enumerate() {
-        let Some(account) = a.account.as_deref() else { continue };
-        let write = a.method != "GET";
-        let limit = u64::from(if write { api.limiter.writes } else { api.limiter.reads });
-        let w = windows.entry((account, write)).or_default();
-        let allowed = w.hit(a.at, limit, window);
-        let (Some(advised), Some(reset), false) = (a.retry_after, w.reset(window), allowed) else { continue };
+    for Judged { i, a, allowed, reset, .. } in reference_window(r) {
+        let (Some(advised), Some(reset), false) = (a.retry_after, reset, allowed) else { continue };
         if !refused_by_limiter(a) {
             continue;
         }
