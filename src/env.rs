@@ -367,8 +367,12 @@ fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
-/// One exchange on a pooled client, its failures classified.
-async fn pooled_send<C>(client: &Client<C, Full<Bytes>>, req: Request<Bytes>) -> Result<Response<Bytes>, TransportError>
+/// One exchange on a pooled client, its failures classified as
+/// [`HyperTransport`] documents.
+pub(crate) async fn pooled_send<C>(
+    client: &Client<C, Full<Bytes>>,
+    req: Request<Bytes>,
+) -> Result<Response<Bytes>, TransportError>
 where
     C: Connect + Clone + Send + Sync + 'static,
 {

@@ -108,7 +108,7 @@ pub use crate::sim::run::subject::{
 pub use crate::sim::serve::{ServeOptions, ServeReport, Served};
 pub use crate::sim::world::api::{Arrival, ArrivalOutcome, Ledger};
 pub use crate::sim::world::connector::SimConnector;
-pub use crate::sim::world::net::{Fault, FaultClass, ScheduledFault};
+pub use crate::sim::world::net::{CloseTiming, Fault, FaultClass, RacedRequest, ScheduledFault};
 pub use crate::sim::world::timers::{SimClock, SimTimer};
 
 /// The environment variable that narrows [`Harness::hunt`] to one seed.

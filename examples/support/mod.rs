@@ -11,17 +11,15 @@ use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use retrysim::sim::run::job::job_of_label;
-use retrysim::testing::{ArrivalOutcome, Harness, Invariant, Report, SimConnector, black_box};
+use retrysim::testing::{ArrivalOutcome, Harness, Invariant, Report, SimConnector, SimTimer, black_box};
 
 /// hyper-util's client over the simulated network.
 pub type HttpClient = Client<SimConnector, Full<Bytes>>;
 
-/// The client as the connector's docs recommend: a fresh connection per
-/// request (`pool_max_idle_per_host(0)`), so faults reach it exactly as
-/// they reach retrysim's own transport and no pooled connection is resent
-/// behind the retry code's back.
+/// The client as the connector's docs recommend: hyper-util's default pool,
+/// as in production, on the simulation's clock.
 pub fn http_client() -> HttpClient {
-    Client::builder(TokioExecutor::new()).pool_max_idle_per_host(0).build(SimConnector::new())
+    Client::builder(TokioExecutor::new()).pool_timer(SimTimer).build(SimConnector::new())
 }
 
 /// The job's request with the body hyper-util sends.

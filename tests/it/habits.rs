@@ -149,7 +149,7 @@ impl Classifier for UncodedIsUnclear {
 fn sim_uncoded_unclear(s: &Scenario, seed: u64) -> Report {
     let make = from_fn("uncoded-429-unclear", |host: Host<'_>| {
         let policy = host.scenario.policy.clone();
-        let client = RetryClient::new(host.clock.clone(), SimTransport, policy.clone())
+        let client = RetryClient::new(host.clock.clone(), SimTransport::new(), policy.clone())
             .with_classifier(Arc::new(UncodedIsUnclear(DefaultTable::default())));
         Retrysim::new(client, Promises::of_policy(&policy))
     });

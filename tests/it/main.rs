@@ -18,6 +18,7 @@ mod hunt_catches;
 mod hunt_seeds;
 mod hunt_workflow;
 mod integrations;
+mod keep_alive;
 mod layers;
 mod lean_build;
 mod long_runs;

@@ -211,6 +211,9 @@ fn jobs_that_give_up_break_liveness() {
     s.faults.schedule =
         vec![ScheduledFault { at: Duration::ZERO, fault: Fault::Partition { until: Duration::from_secs(3) } }];
     s.policy.max_retries = 0;
+    // A deadline long enough for the partition and its recovery, so that
+    // only the retries fall short.
+    s.policy.deadline = Duration::from_secs(3_600);
     s.name = "calm-but-no-retries".into();
     let r = runner::run(&s, SEED).expect("finishes");
     let v = check::check_liveness(&r).unwrap_or_else(|| panic!("every job completed; {}", replay(&s, SEED)));

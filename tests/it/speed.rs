@@ -367,7 +367,8 @@ fn a_host_woken_through_shared_memory_while_left_out_makes_the_run_go_again_with
     assert_eq!(counts(&lazy).lazy_replays, 1, "the cross-host wake was not seen");
     assert!(counts(&lazy).lazy_ticks > 0);
     let plain = run(RunOptions::new().plain_ticks(true));
-    assert!(shown(&lazy) == shown(&plain), "the run that went again differs from stepping every tick");
+    let (a, b) = (shown(&lazy), shown(&plain));
+    assert!(a == b, "the run that went again differs from stepping every tick");
 }
 
 #[test]

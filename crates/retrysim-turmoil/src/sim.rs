@@ -450,6 +450,25 @@ impl<'a> Sim<'a> {
         self.step_inner(self.config.tick, 0, Some(due))
     }
 
+    /// Whether a task of some host may be ready to run now: a wake reached
+    /// its `LocalSet` since its last tick started, or a task waits in its
+    /// runtime's queue for one woken from outside it (a task of a host that
+    /// was ticked earlier in the step, woken through memory by a host ticked
+    /// after it). A caller that skips time with [`step_by`](#method.step_by)
+    /// must not skip while this is true: the woken task would run late.
+    /// Hosts are watched for wakes from the first call on, so the first call
+    /// reports every running host as ready.
+    pub fn any_host_woken(&mut self) -> bool {
+        let mut woken = false;
+        for rt in self.rts.values_mut() {
+            if rt.is_host() && rt.is_software_running() {
+                rt.watch();
+                woken |= rt.runnable();
+            }
+        }
+        woken
+    }
+
     /// Whether a host that owed ticks was found woken (see
     /// [`step_lazily`](#method.step_lazily)).
     pub fn lazy_woken(&self) -> bool {

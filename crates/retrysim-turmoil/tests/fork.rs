@@ -988,3 +988,40 @@ fn current_host_addr_names_the_host_that_runs() -> Result {
     assert_eq!(seen, expected);
     Ok(())
 }
+
+/// `any_host_woken`: a host ticked early in a step whose task a host ticked
+/// later wakes through shared memory has a task ready, and says so until its
+/// next tick; with nothing woken, no host is ready.
+#[test]
+fn any_host_woken_sees_a_wake_through_shared_memory() -> Result {
+    let notify = Arc::new(Notify::new());
+    let mut sim = Builder::new().tick_duration(MS).build();
+    let waiter = notify.clone();
+    sim.host("early", move || {
+        let waiter = waiter.clone();
+        async move {
+            loop {
+                waiter.notified().await;
+            }
+        }
+    });
+    let waker = notify.clone();
+    sim.client("late", async move {
+        tokio::time::sleep(5 * MS).await;
+        waker.notify_one();
+        tokio::time::sleep(5 * MS).await;
+        Ok(())
+    });
+    // The first call watches every host from its next tick; until then each is ready.
+    assert!(sim.any_host_woken());
+    let mut woken_after = Vec::new();
+    for step in 1..=8 {
+        sim.step()?;
+        if sim.any_host_woken() {
+            woken_after.push(step);
+        }
+    }
+    // "late" wakes "early" in the tick ending at 6 ms, after "early" ran in it.
+    assert_eq!(woken_after, vec![6]);
+    Ok(())
+}

@@ -413,7 +413,8 @@ impl Net {
                 *from <= end && at <= *until
             }
             Fault::Bounce => at <= *from && *from <= end,
-            Fault::LoseAnswer | Fault::LimiterPartition { .. } | Fault::Cancel => false,
+            // A close race drops a request unread: no answer left.
+            Fault::LoseAnswer | Fault::LimiterPartition { .. } | Fault::Cancel | Fault::CloseRace { .. } => false,
         })
     }
 

@@ -44,9 +44,9 @@ use crate::sim::run::runner::RunOptions;
 use crate::sim::run::scenario::{BudgetConfig, DeferralConfig, GateConfig, OpMix, Scenario};
 use crate::sim::run::seed::derive;
 use crate::sim::world::api::{
-    AccountConfig, AdviceForm, ConcurrencyConfig, DateForm, Envelope, LimiterConfig, LimiterKind, ScriptStep,
+    AccountConfig, AdviceForm, ConcurrencyConfig, DateForm, Envelope, KeepAlive, LimiterConfig, LimiterKind, ScriptStep,
 };
-use crate::sim::world::net::{Fault, ScheduledFault};
+use crate::sim::world::net::{CloseTiming, Fault, ScheduledFault};
 
 /// Which scenarios a hunt draws.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -148,11 +148,39 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     draw_cancel(&mut g, &mut s, calm, pacing_clean);
     draw_habits(&mut g, &mut s, pacing_clean);
     draw_boundaries(&mut g, &mut s, calm);
+    draw_keep_alive(&mut g, &mut s, calm);
     if calm {
         make_ample(&mut s);
     }
     s.time_limit = time_limit(&s);
     s
+}
+
+/// Keep-alive as servers do it (Fastify's 72 s, Node's 5 s, an idle timeout
+/// at and just under the clients' 4 s pool, none at all as HTTP/1.0 or
+/// `http.server`, a cap of requests, closing after an error), and, unless
+/// calm, close races on reused connections: more often where an unkeyed
+/// POST may meet one after its write.
+fn draw_keep_alive(g: &mut Draw, s: &mut Scenario, calm: bool) {
+    s.api.keep_alive = KeepAlive {
+        enabled: g.chance(900),
+        idle_timeout_ms: g.pick(&[72_000, 72_000, 5_000, 4_000, 3_999, 1_000, 0]),
+        max_requests: g.pick(&[0, 0, 0, 1, 2, 100]),
+        close_after_error: g.chance(200),
+    };
+    let unkeyed = !s.policy.idempotency_keys || s.fleet.mix.unsafe_post > 0;
+    if calm || !g.chance(if unkeyed { 600 } else { 250 }) {
+        return;
+    }
+    // The two timings after the write, which a client must not take for
+    // "not sent", twice as often as the one before it.
+    let timings = [CloseTiming::FinBeforeWrite, CloseTiming::FinAfterWrite, CloseTiming::Rst];
+    let timings = [timings[0], timings[1], timings[1], timings[2], timings[2]];
+    for _ in 0..g.range(1, 4) {
+        let at = g.ms(0, 4_000);
+        s.faults.schedule.push(ScheduledFault { at, fault: Fault::CloseRace { timing: g.pick(&timings) } });
+    }
+    s.faults.schedule.sort_by_key(|f| f.at);
 }
 
 /// The fleet: its workers and jobs (returned), the operation and the mix.

@@ -176,6 +176,7 @@ pub fn check_run(r: &Report) -> Vec<Violation> {
     fleet_budget(r, &mut out);
     one_charge_per_key(r, &mut out);
     unkeyed_posts_run_once(r, &mut out);
+    no_resend_after_a_close_race(r, &mut out);
     advice_respected(r, &mut out);
     one_key_per_operation(r, &mut out);
     no_secrets(r, &mut out);
@@ -364,6 +365,30 @@ fn unkeyed_posts_run_once(r: &Report, out: &mut Vec<Violation>) {
             out.push(v(
                 Invariant::NoUnsafeRetry,
                 format!("{client}: the server ran its unkeyed POST {n} times (a replay after an ambiguous failure)"),
+            ));
+        }
+    }
+}
+
+/// Invariant 5, on the wire: an unkeyed POST that a close race dropped after
+/// it was written (a keep-alive connection closed or reset under it) never
+/// ran, but its client could not know that: like any ambiguous failure, it
+/// must not be sent again. A client that takes "closed after the write" for
+/// "not sent" and replays it is caught here, though the server ran it once.
+fn no_resend_after_a_close_race(r: &Report, out: &mut Vec<Violation>) {
+    for raced in r.close_races.iter().filter(|x| x.method == "POST" && !x.keyed) {
+        let again = r.ledger.arrivals.iter().find(|a| a.client == raced.client && a.at >= raced.at);
+        if let Some(a) = again {
+            out.push(v(
+                Invariant::NoUnsafeRetry,
+                format!(
+                    "{}: its unkeyed POST was dropped by a close race ({}) at {} ms after it was written, which the \
+                     client cannot tell from a request that ran, and it was sent again at {} ms",
+                    raced.client,
+                    raced.timing.name(),
+                    raced.at.as_millis(),
+                    a.at.as_millis()
+                ),
             ));
         }
     }

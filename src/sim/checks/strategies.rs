@@ -21,7 +21,7 @@ use crate::sim::run::scenario::{BudgetConfig, Faults, Fleet, NetConfig, OpMix, S
 use crate::sim::world::api::{
     AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Envelope, LimiterConfig, LimiterKind, ScriptStep,
 };
-use crate::sim::world::net::{Fault, ScheduledFault};
+use crate::sim::world::net::{CloseTiming, Fault, ScheduledFault};
 use proptest::prelude::*;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -279,7 +279,8 @@ pub fn arb_net() -> impl Strategy<Value = NetConfig> {
 /// first; then a latency spike (20 ms to 3 s: longer than short attempt
 /// timeouts), a partition and its repair, a hold and its release (up to 2 s,
 /// messages delivered late but all of them), a server bounce (running
-/// requests die, connections break), the caller cancelling the jobs
+/// requests die, connections break), a keep-alive connection closed as a
+/// client reuses it (each timing), the caller cancelling the jobs
 /// running then. Lasting faults last 50 ms to 4 s.
 pub fn arb_fault(horizon_ms: u64) -> impl Strategy<Value = ScheduledFault> {
     let at = 0u64..=horizon_ms;
@@ -294,6 +295,8 @@ pub fn arb_fault(horizon_ms: u64) -> impl Strategy<Value = ScheduledFault> {
         (at.clone(), 50u64..=2_000)
             .prop_map(|(at, d)| ScheduledFault { at: MS(at), fault: Fault::Hold { until: MS(at + d) } }),
         at.clone().prop_map(|at| ScheduledFault { at: MS(at), fault: Fault::Bounce }),
+        (at.clone(), prop::sample::select(CloseTiming::ALL.to_vec()))
+            .prop_map(|(at, timing)| ScheduledFault { at: MS(at), fault: Fault::CloseRace { timing } }),
         at.prop_map(|at| ScheduledFault { at: MS(at), fault: Fault::Cancel }),
     ]
 }

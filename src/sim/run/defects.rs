@@ -108,6 +108,11 @@ defects! {
     /// The simulated idempotency store forgets a key once its request
     /// completes (a defect of the model: the hunt sets `api.store_forgets_answers`).
     store_forgets_answers = "store-forgets-answers", "the simulated idempotency store forgets a completed key";
+    /// A transport that reads a pooled connection closed or reset after the
+    /// request was written as "nothing sent" (the resend rule of a pool
+    /// stretched past what hyper-util and Go allow), so the driver replays an
+    /// unkeyed POST that may have run.
+    closed_after_write_as_not_sent = "closed-after-write-as-not-sent", "a connection closed after the write read as not sent: an unkeyed POST replayed";
 }
 
 /// The defects by their command-line names, in a fixed order.
@@ -337,6 +342,34 @@ impl Defects {
             }
             _ => budget,
         }
+    }
+}
+
+/// A transport that, when `on`, reports a connection closed or reset after
+/// the request was written (hyper's "connection closed before message
+/// completed", a reset) as [`TransportFailure::NotSent`](crate::core::classify::TransportFailure::NotSent).
+pub(crate) struct ClosedAsNotSent<T> {
+    inner: T,
+    on: bool,
+}
+
+impl<T> ClosedAsNotSent<T> {
+    /// Wraps `inner`; a plain pass-through unless `on`.
+    pub fn new(inner: T, on: bool) -> ClosedAsNotSent<T> {
+        ClosedAsNotSent { inner, on }
+    }
+}
+
+impl<T: Transport> Transport for ClosedAsNotSent<T> {
+    async fn send(&self, req: Request<Bytes>) -> Result<Response<Bytes>, TransportError> {
+        use crate::core::classify::TransportFailure;
+        self.inner.send(req).await.map_err(|mut e| {
+            let closed = ["connection closed before message completed", "reset"].iter().any(|m| e.message.contains(m));
+            if self.on && e.failure == TransportFailure::MaybeArrived && closed {
+                e.failure = TransportFailure::NotSent;
+            }
+            e
+        })
     }
 }
 

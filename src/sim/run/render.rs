@@ -73,12 +73,13 @@ pub fn render_run(r: &Report, show: Show) -> String {
     let reasons: Vec<String> = r.gave_up.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let _ = writeln!(
         out,
-        "jobs={} succeeded={} gave_up={}{} requests={} limited={} charged={} retries={} slept={} virtual={}",
+        "jobs={} succeeded={} gave_up={}{} requests={} connections={} limited={} charged={} retries={} slept={} virtual={}",
         r.jobs,
         r.succeeded,
         r.gave_up_total,
         if reasons.is_empty() { String::new() } else { format!(" ({})", reasons.join(", ")) },
         r.requests,
+        r.connections,
         r.limited,
         r.charged,
         r.retries,

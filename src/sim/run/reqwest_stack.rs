@@ -87,6 +87,8 @@ pub fn blind_spots() -> Vec<BlindSpot> {
 #[derive(Clone, Default)]
 pub struct SimReqwest {
     refusing: Arc<OnceLock<Option<reqwest::Client>>>,
+    /// The simulated network, pooled as reqwest pools (keep-alive).
+    transport: SimTransport,
 }
 
 impl std::fmt::Debug for SimReqwest {
@@ -144,14 +146,14 @@ impl Middleware for SimReqwest {
     ) -> reqwest_middleware::Result<reqwest::Response> {
         let http_req = to_http(&req)?;
         let sent = match req.timeout() {
-            Some(t) => match tokio::time::timeout(*t, SimTransport.send(http_req)).await {
+            Some(t) => match tokio::time::timeout(*t, self.transport.send(http_req)).await {
                 Ok(result) => result,
                 Err(_) => Err(TransportError {
                     failure: TransportFailure::MaybeArrived,
                     message: format!("no answer within the request's timeout of {t:?}"),
                 }),
             },
-            None => SimTransport.send(http_req).await,
+            None => self.transport.send(http_req).await,
         };
         match sent {
             Ok(res) => Ok(reqwest::Response::from(res.map(reqwest::Body::from))),

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -24,7 +24,7 @@ use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{BlindSpot, MakeSubject, Promises};
 use crate::sim::world::api::{Api, Ledger};
 use crate::sim::world::limiter_service::LIMITER_HOST;
-use crate::sim::world::net::{API_HOST, Fault, Server, ServerFaults, serve};
+use crate::sim::world::net::{API_HOST, Fault, RacedRequest, Server, ServerFaults, serve};
 use crate::sim::world::timers;
 use crate::trace::EventKind;
 
@@ -47,6 +47,11 @@ pub struct Report {
     pub virtual_ms: u64,
     /// Requests that reached the API.
     pub requests: u64,
+    /// TCP connections the API accepted (keep-alive reuses them).
+    pub connections: u64,
+    /// Requests a close race dropped after the client wrote them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub close_races: Vec<RacedRequest>,
     /// Answers with status 429.
     pub limited: u64,
     /// Requests the API charged for (ran and billed).
@@ -333,10 +338,10 @@ impl RunOptions {
         let stepping = Stepping::new(s, registry.timers.clone(), self.hooks, lazy, self.steps);
         let make = stepping.watch_clients(make);
         let mut sim = build_sim(s, seed);
-        let server = Arc::new(Server {
-            api: Mutex::new(Api::new(s.api.clone())),
-            faults: Mutex::new(ServerFaults::new(s.faults.lost_answers_per_mille, derive(seed, "server", 0))),
-        });
+        let server = Arc::new(Server::new(
+            Api::new(s.api.clone()),
+            ServerFaults::new(s.faults.lost_answers_per_mille, derive(seed, "server", 0)),
+        ));
         let host_server = server.clone();
         sim.host(API_HOST, move || serve(host_server.clone()));
         let shared = Arc::new(Shared::new(s, self.traces));
@@ -346,6 +351,9 @@ impl RunOptions {
             Driven::Woken { lazy_ticks } => return Ok(Attempt::Woken { lazy_ticks }),
             Driven::Finished { lazy_ticks } => lazy_ticks,
         };
+        if let Some(why) = registry.timers.pool_clock_violation() {
+            return Err(RunError::of(s, seed, why));
+        }
         let mut report = gather(s, seed, &server, &shared, &*make);
         report.stepping = StepCounts { skipped_ticks: stepping.skipped_ticks(), lazy_ticks, lazy_replays: 0 };
         Ok(Attempt::Finished(Box::new(report)))
@@ -519,6 +527,8 @@ fn gather(s: &Scenario, seed: u64, server: &Server, shared: &Shared, make: &dyn 
     let traced = made.as_ref().is_none_or(|m| m.traced);
     let mut report = report(s, seed, records, ledger, make.label(s), promises);
     report.traced = traced;
+    report.connections = server.connections();
+    report.close_races = server.raced();
     report.blind_spots = made.map(|m| m.blind_spots).unwrap_or_default();
     if !traced {
         // No trace to read the first answers from: the ledger's first arrival of each job.
@@ -592,6 +602,7 @@ fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, shared: &Shared, fault: &F
         (Fault::Hold { .. }, true) => sim.hold(FLEET_HOST, API_HOST),
         (Fault::Hold { .. }, false) => sim.release(FLEET_HOST, API_HOST),
         (Fault::Cancel, _) => shared.cancel_running(crate::trace::ms(sim.elapsed())),
+        (Fault::CloseRace { timing }, _) => server.close_race(*timing),
         (Fault::Bounce, _) => {
             sim.bounce(API_HOST);
             // The restart kills the requests that were running: their keys
@@ -635,6 +646,8 @@ fn report(
         policy: label,
         virtual_ms: records.iter().map(|r| r.finished_ms).max().unwrap_or(0),
         requests: ledger.arrivals.len() as u64,
+        connections: 0,
+        close_races: Vec::new(),
         limited: ledger.arrivals.iter().filter(|a| a.status == 429).count() as u64,
         charged: ledger.charged,
         jobs,
@@ -792,6 +805,7 @@ impl Report {
         }
         rows.extend([
             ("requests", self.requests.to_string()),
+            ("connections", self.connections.to_string()),
             ("limited (429)", self.limited.to_string()),
             ("charged", self.charged.to_string()),
             ("retries", self.retries.to_string()),

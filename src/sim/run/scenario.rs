@@ -527,6 +527,30 @@ fn lost_answers(name: &str, keys: bool) -> Scenario {
     s
 }
 
+/// Brief 002's fleet on pooled keep-alive connections, without keys, as
+/// the API closes them under it: every idle connection at 300 ms (the pool
+/// sees it and resends), then a request dropped after its write at 700 ms
+/// and one reset at 1,100 ms (ambiguous: an unkeyed POST must not be sent
+/// again), and a restart at 1,500 ms that resets every pooled connection.
+fn close_races(name: &str) -> Scenario {
+    use crate::sim::world::net::CloseTiming;
+    let mut s = blinkimg_1s();
+    s.name = name.into();
+    s.description = "seed 002's fleet on keep-alive connections without keys, the API closing them as the clients \
+        reuse them: resent when the close came first, given up when it raced the write"
+        .into();
+    s.policy.idempotency_keys = false;
+    let at = Duration::from_millis;
+    let race = |ms, timing| ScheduledFault { at: at(ms), fault: Fault::CloseRace { timing } };
+    s.faults.schedule = vec![
+        race(300, CloseTiming::FinBeforeWrite),
+        race(700, CloseTiming::FinAfterWrite),
+        race(1_100, CloseTiming::Rst),
+        ScheduledFault { at: at(1_500), fault: Fault::Bounce },
+    ];
+    s
+}
+
 /// Brief 003's Berlin batch: AI summaries that take 2 s each, the batch
 /// preset (5 retries, 90 s deadline, full jitter 1 s..30 s) and an API that
 /// allows 2.5 summaries a second.
@@ -574,7 +598,7 @@ type Build = fn(&str) -> Scenario;
 
 /// Every named scenario, in the order `retrysim scenarios` lists them: its
 /// name, and what builds it. The one list of them.
-const NAMED: [(&str, Build); 33] = [
+const NAMED: [(&str, Build); 34] = [
     ("once-429-then-200", |name| {
         let once = &[(429, RATE_LIMITED, 1)];
         scripted(name, "seed 000: one 429 (Retry-After 1), then 201", once, false, Policy::standard())
@@ -609,6 +633,7 @@ const NAMED: [(&str, Build); 33] = [
     ("network-error-unsafe-post", network_error_unsafe_post),
     ("lost-answers-with-key", |name| lost_answers(name, true)),
     ("lost-answers-no-key", |name| lost_answers(name, false)),
+    ("close-races-no-key", close_races),
     ("blinkimg-1s", |_| blinkimg_1s()),
     ("malformed-advice", |name| {
         let what = "seed 001: Retry-After: soon is invalid: fall back to the backoff";
@@ -777,7 +802,9 @@ pub(crate) const LATE_PHASE_MS: i64 = 900;
 /// + 1) - now)` as `Retry-After`, Werkzeug's HTML 429 page without a code,
 /// and only the header to carry the wait. `Date` is sent (Werkzeug's server
 /// sends it, truncated to the second), and the run starts at
-/// [`HALF_SECOND_PHASE_MS`].
+/// [`HALF_SECOND_PHASE_MS`]. Connections are kept alive as waitress keeps
+/// them (the WSGI server of the calibration's Flask-Limiter): idle ones
+/// closed after its `channel_timeout` of 120 s, no cap.
 pub(crate) fn flask_limiter_habits(api: &mut ApiConfig) {
     api.rate_limit_headers = true;
     api.rate_limit_fields = RateLimitFields::XRateLimit;
@@ -787,6 +814,7 @@ pub(crate) fn flask_limiter_habits(api: &mut ApiConfig) {
     api.advice = AdviceForm::HeaderSeconds;
     api.send_date = true;
     api.clock_skew_ms = HALF_SECOND_PHASE_MS;
+    api.keep_alive.idle_timeout_ms = 120_000;
 }
 
 /// A Flask-Limiter server (`limits`' fixed or moving window, 30 POSTs per

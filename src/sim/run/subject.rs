@@ -80,15 +80,19 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub struct SimNet;
 
 impl SimNet {
-    /// retrysim's transport over simulated TCP.
+    /// retrysim's transport over simulated TCP, with a connection pool of
+    /// its own as in production (see [`SimTransport`]): call it once per
+    /// host and clone it to the host's workers.
     pub fn transport(&self) -> SimTransport {
-        SimTransport
+        SimTransport::new()
     }
 
     /// A connector over simulated TCP for `hyper_util::client::legacy::Client`.
-    /// Build the client with `.pool_max_idle_per_host(0)` so that every
-    /// request opens its own connection, as [`transport`](SimNet::transport)
-    /// does (see [`connector`](crate::sim::world::connector) for why).
+    /// Keep the pool you run in production, and give it the simulation's
+    /// clock with `.pool_timer(SimNet::timer())` (see
+    /// [`connector`](crate::sim::world::connector) for what pooled
+    /// connections meet, and what the harness says when a pool reads the
+    /// real clock).
     pub fn connector(&self) -> SimConnector {
         SimConnector::new()
     }

@@ -295,9 +295,11 @@ impl Served {
         for f in &s.faults.schedule {
             match f.fault {
                 Fault::LoseAnswer | Fault::LatencySpike { .. } | Fault::Hold { .. } => schedule.push(f.clone()),
-                Fault::Partition { .. } | Fault::Bounce | Fault::LimiterPartition { .. } | Fault::Cancel => {
-                    not_served.push(format!("{:?} at {} ms", f.fault, f.at.as_millis()))
-                }
+                Fault::Partition { .. }
+                | Fault::Bounce
+                | Fault::LimiterPartition { .. }
+                | Fault::Cancel
+                | Fault::CloseRace { .. } => not_served.push(format!("{:?} at {} ms", f.fault, f.at.as_millis())),
             }
         }
         schedule.sort_by_key(|f| f.at);

@@ -258,6 +258,9 @@ pub fn with_habit(habit: &str) -> Option<Scenario> {
             api.rate_limited_body = RateLimitedBody::Html;
             api.advice = crate::sim::world::api::AdviceForm::HeaderSeconds;
             api.clock_skew_ms = HALF_SECOND_PHASE_MS;
+            // Python's `http.server` (tests/conformance/rounding_server.py):
+            // HTTP/1.1 keep-alive with no idle timeout.
+            api.keep_alive.idle_timeout_ms = 0;
         }
         "reset-unix" | "no-date" => {
             api.rate_limit_fields = RateLimitFields::XRateLimit;

@@ -586,6 +586,7 @@ fn faults(r: &Report) -> Vec<FaultSpan> {
                 Fault::Bounce => "bounce",
                 Fault::LimiterPartition { .. } => "limiter-partition",
                 Fault::Cancel => "cancel",
+                Fault::CloseRace { .. } => "close-race",
             };
             FaultSpan { kind, from_ms, to_ms }
         })

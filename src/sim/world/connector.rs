@@ -3,7 +3,9 @@
 //! can run inside the simulation unchanged.
 //!
 //! [`SimConnector`] is a `tower_service::Service<http::Uri>` that opens a
-//! `turmoil::net::TcpStream` to the URI's host and port (80 unless given):
+//! `turmoil::net::TcpStream` to the URI's host and port (80 unless given).
+//! Build the client as you do in production, pool included, and give the
+//! pool the simulation's clock:
 //!
 //! ```
 //! use hyper_util::client::legacy::Client;
@@ -11,39 +13,42 @@
 //! use http_body_util::Full;
 //! use bytes::Bytes;
 //! use retrysim::sim::world::connector::SimConnector;
+//! use retrysim::sim::world::timers::SimTimer;
 //!
-//! // Inside a turmoil host: every request on a fresh simulated connection.
+//! // Inside a turmoil host: your production pool, on simulated time.
 //! let client: Client<SimConnector, Full<Bytes>> = Client::builder(TokioExecutor::new())
-//!     .pool_max_idle_per_host(0)
+//!     .pool_timer(SimTimer)
 //!     .build(SimConnector::new());
 //! ```
 //!
-//! # Configure the pool so faults reach you as they reach `SimTransport`
+//! # What a pooled client meets
 //!
-//! [`SimTransport`](crate::sim::world::net::SimTransport) opens one connection per
-//! attempt, so a partition is a connect error at once (nothing was sent), a
-//! lost answer or a bounce is an error after sending (the server may have
-//! run it), and a hold delays the exchange. hyper-util's pooled client keeps
-//! idle connections and reuses them, which changes what a fault looks like:
+//! The simulated API keeps connections alive as real servers do (its
+//! `keep_alive` settings: an idle timeout, a cap of requests per connection,
+//! closing after an error), and [`SimTransport`](crate::sim::world::net::SimTransport),
+//! retrysim's own client in the simulation, pools as `HyperTransport` does.
+//! So faults reach a pooled client as they do in production:
 //!
-//! - on a reused connection a partition drops the request silently: the
-//!   client hangs until its own timeout and cannot tell whether the request
-//!   arrived, where a fresh connection would have failed to connect at once;
-//! - a connection the server closed while idle makes hyper resend the
-//!   request on a new connection by itself (`retry_canceled_requests`,
-//!   on by default), an attempt your retry code never sees;
-//! - the pool's idle expiry reads the real clock unless it is given a
-//!   `pool_timer`, which breaks "same seed, same run".
+//! - a partition on an established connection drops the request silently:
+//!   the client hangs until its own timeout and cannot tell whether the
+//!   request arrived (a fresh connection fails to connect at once);
+//! - a connection the server closed while idle (a `close_race` fault with
+//!   `fin_before_write`, the server's idle timeout, a cap of requests) is
+//!   seen by the pool before the write, and hyper-util sends the request on
+//!   a new connection by itself (`retry_canceled_requests`): safe, since
+//!   nothing was sent;
+//! - a close that races the write (`fin_after_write`, `rst`, a restarted
+//!   server) fails the request after it was written: it may have run, as far
+//!   as the client can know;
+//! - the pool's idle expiry reads the real clock unless it has a timer. The
+//!   harness notices a pooled connection reused on a host whose pool never
+//!   read [`SimTimer`](crate::sim::world::timers::SimTimer)'s clock and stops
+//!   the run with that message, rather than let the same seed run
+//!   differently. hyper-util's `TokioTimer` is on tokio's (simulated) clock
+//!   too, but the harness cannot see its sleeps; use `SimTimer`.
 //!
-//! So build the client with **`.pool_max_idle_per_host(0)`**: every request
-//! then opens its own connection, exactly like `SimTransport`, and nothing
-//! idles (the tests below show both behaviours). If you must test pooling,
-//! add `.retry_canceled_requests(false)` and `.pool_timer(SimNet::timer())`
-//! ([`SimTimer`](crate::sim::world::timers::SimTimer): hyper-util's `TokioTimer`
-//! works too, but the harness cannot see its sleeps and then steps every
-//! tick) and expect partitions to show up as timeouts. retrysim's simulated API
-//! closes every connection after its answer (`keep_alive(false)`), so
-//! against it the pool only matters for servers of your own.
+//! `.pool_max_idle_per_host(0)` (one connection per request) tests a
+//! configuration production does not run: keep your pool.
 
 use std::future::Future;
 use std::io;
@@ -77,10 +82,17 @@ impl SimConnector {
     }
 }
 
-/// One simulated TCP connection, as hyper reads and writes it.
+/// One simulated TCP connection, as hyper reads and writes it. It notices
+/// when a pool reuses it (a request written after an answer was read) and
+/// tells the harness, which checks that the pool keeps simulated time.
 #[derive(Debug)]
 pub struct SimConnection {
     io: TokioIo<turmoil::net::TcpStream>,
+    /// Where it leads, for messages.
+    target: String,
+    /// Whether bytes were read since the last write: the next write is then
+    /// a new request on a used connection.
+    answered: bool,
 }
 
 impl Connection for SimConnection {
@@ -95,12 +107,21 @@ impl hyper::rt::Read for SimConnection {
         cx: &mut Context<'_>,
         buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
+        let read = Pin::new(&mut self.io).poll_read(cx, buf);
+        if matches!(read, Poll::Ready(Ok(()))) {
+            self.answered = true;
+        }
+        read
     }
 }
 
 impl hyper::rt::Write for SimConnection {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        if std::mem::take(&mut self.answered)
+            && let Some(timers) = crate::sim::world::timers::installed()
+        {
+            timers.connection_reused(&self.target);
+        }
         Pin::new(&mut self.io).poll_write(cx, buf)
     }
 
@@ -143,7 +164,7 @@ impl tower_service::Service<Uri> for SimConnector {
             let (host, port) = target(&uri)?;
             opened.fetch_add(1, Ordering::Relaxed);
             let stream = turmoil::net::TcpStream::connect((host.as_str(), port)).await?;
-            Ok(SimConnection { io: TokioIo::new(stream) })
+            Ok(SimConnection { io: TokioIo::new(stream), target: format!("{host}:{port}"), answered: false })
         })
     }
 }
@@ -162,16 +183,22 @@ mod tests {
     use super::*;
     use crate::core::classify::TransportFailure;
     use crate::env::Transport;
-    use crate::sim::world::api::{Api, ApiConfig, ArrivalOutcome, Ledger};
-    use crate::sim::world::net::{API_HOST, Server, ServerFaults, SimTransport, serve};
+    use crate::sim::world::api::{Api, ApiConfig, ArrivalOutcome, KeepAlive, Ledger};
+    use crate::sim::world::net::{API_HOST, CloseTiming, Server, ServerFaults, SimTransport, serve};
+    use crate::sim::world::timers::{self, SimTimer};
 
     type SimClient = Client<SimConnector, Full<Bytes>>;
 
-    /// The client the module doc recommends: a fresh connection per request.
-    /// The connector it returns shares the client's connection count.
-    fn unpooled() -> (SimClient, SimConnector) {
+    /// The client the module doc recommends: hyper-util's default pool on
+    /// the simulation's clock (`timer`), or on no timer at all. The connector
+    /// it returns shares the client's connection count.
+    fn pooled(timer: bool) -> (SimClient, SimConnector) {
         let connector = SimConnector::new();
-        (Client::builder(TokioExecutor::new()).pool_max_idle_per_host(0).build(connector.clone()), connector)
+        let mut b = Client::builder(TokioExecutor::new());
+        if timer {
+            b.pool_timer(SimTimer);
+        }
+        (b.build(connector.clone()), connector)
     }
 
     fn job(n: u32) -> Request<Full<Bytes>> {
@@ -209,17 +236,17 @@ mod tests {
         }
     }
 
-    async fn via_sim_transport(req: Request<Full<Bytes>>) -> Seen {
+    async fn via_sim_transport(transport: &SimTransport, req: Request<Full<Bytes>>) -> Seen {
         let (parts, body) = req.into_parts();
         let body = body.collect().await.unwrap().to_bytes();
-        match SimTransport.send(Request::from_parts(parts, body)).await {
+        match transport.send(Request::from_parts(parts, body)).await {
             Ok(res) => Seen::Answer(res.status().as_u16()),
             Err(e) if e.failure == TransportFailure::NotSent => Seen::NotSent,
             Err(_) => Seen::MaybeArrived,
         }
     }
 
-    /// A fault the test switches on before the client's request.
+    /// A fault the test switches on before the client's last request.
     #[derive(Debug, Clone, Copy, PartialEq)]
     enum Setup {
         Healthy,
@@ -227,18 +254,29 @@ mod tests {
         LoseNextAnswer,
         /// Hold the link for 2 s after the request leaves.
         Hold,
+        CloseRace(CloseTiming),
+    }
+
+    /// Which client sends.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Via {
+        /// hyper-util over [`SimConnector`], its pool on [`SimTimer`] or on no timer.
+        Connector { timer: bool },
+        /// retrysim's [`SimTransport`].
+        Transport,
     }
 
     /// What a run observed: each request's outcome with its virtual send and
-    /// end times (ms), and the API's ledger.
-    type Observed = (Vec<(Seen, u64, u64)>, Ledger);
+    /// end times (ms), the API's ledger, the connections the API accepted,
+    /// and what the harness said of the pool's clock.
+    type Observed = (Vec<(Seen, u64, u64)>, Ledger, u64, Option<String>);
 
     /// Runs `requests` keyed job POSTs from host "client" to the real API
-    /// host (a `Server` built as the runner builds one), one per virtual
-    /// second, with `setup` applied 100 ms before the last one;
-    /// `use_connector` picks the hyper-util client over [`SimConnector`] or
-    /// `SimTransport`.
-    fn run(setup: Setup, requests: u32, use_connector: bool) -> Observed {
+    /// host (a `Server` built as the runner builds one, keeping connections
+    /// alive as `keep` says), one per virtual second, each bounded by a 5 s
+    /// timeout of the caller's, with `setup` applied 100 ms before the last.
+    fn run(setup: Setup, requests: u32, via: Via, keep: KeepAlive) -> Observed {
+        let registry = timers::install();
         let mut sim = turmoil::Builder::new()
             .rng_seed(7)
             .tick_duration(Duration::from_millis(1))
@@ -246,28 +284,29 @@ mod tests {
             .max_message_latency(Duration::from_millis(10))
             .simulation_duration(Duration::from_secs(60))
             .build();
-        let server = Arc::new(Server {
-            api: Mutex::new(Api::new(ApiConfig { processing_ms: 100, ..ApiConfig::default() })),
-            faults: Mutex::new(ServerFaults::new(0, 11)),
-        });
+        let api = Api::new(ApiConfig { processing_ms: 100, keep_alive: keep, ..ApiConfig::default() });
+        let server = Arc::new(Server::new(api, ServerFaults::new(0, 11)));
         let host_server = server.clone();
         sim.host(API_HOST, move || serve(host_server.clone()));
         let seen = Arc::new(Mutex::new(Vec::new()));
         let out = seen.clone();
-        let connections = Arc::new(AtomicU64::new(0));
-        let count = connections.clone();
         sim.client("client", async move {
-            let (client, connector) = unpooled();
+            let (client, _) = pooled(via == Via::Connector { timer: true });
+            let transport = SimTransport::new();
             let t0 = tokio::time::Instant::now();
             for n in 1..=requests {
                 tokio::time::sleep_until(t0 + Duration::from_secs(n as u64 - 1)).await;
                 let start = crate::sim::world::net::sim_now();
-                let result =
-                    if use_connector { via_hyper_util(&client, job(n)).await } else { via_sim_transport(job(n)).await };
+                let send = async {
+                    match via {
+                        Via::Connector { .. } => via_hyper_util(&client, job(n)).await,
+                        Via::Transport => via_sim_transport(&transport, job(n)).await,
+                    }
+                };
+                let result = timers::timeout(Duration::from_secs(5), send).await.unwrap_or(Seen::MaybeArrived);
                 let end = crate::sim::world::net::sim_now();
                 out.lock().unwrap().push((result, start.as_millis() as u64, end.as_millis() as u64));
             }
-            count.store(connector.connections(), Ordering::Relaxed);
             Ok(())
         });
         let fault_at = Duration::from_millis(1_000 * (requests as u64 - 1) - 100);
@@ -280,42 +319,49 @@ mod tests {
                     Setup::Partition => sim.partition("client", API_HOST),
                     Setup::LoseNextAnswer => server.faults.lock().unwrap().lose_next += 1,
                     Setup::Hold => sim.hold("client", API_HOST),
+                    Setup::CloseRace(timing) => server.close_race(timing),
                 }
             }
             if setup == Setup::Hold && applied && sim.elapsed() >= fault_at + Duration::from_secs(2) {
                 sim.release("client", API_HOST);
             }
         }
-        if use_connector {
-            assert_eq!(connections.load(Ordering::Relaxed), requests as u64, "one connection per request");
-        }
         let ledger = server.api.lock().unwrap().ledger().clone();
         let seen = seen.lock().unwrap().clone();
-        (seen, ledger)
+        (seen, ledger, server.connections(), registry.timers.pool_clock_violation())
+    }
+
+    const CONNECTOR: Via = Via::Connector { timer: true };
+
+    fn outcomes(seen: &[(Seen, u64, u64)]) -> Vec<Seen> {
+        seen.iter().map(|x| x.0.clone()).collect()
     }
 
     #[test]
-    fn a_hyper_util_client_over_the_connector_gets_201s() {
-        let (seen, ledger) = run(Setup::Healthy, 3, true);
-        assert_eq!(seen.iter().map(|s| s.0.clone()).collect::<Vec<_>>(), vec![Seen::Answer(201); 3]);
+    fn a_hyper_util_client_over_the_connector_gets_201s_on_one_connection() {
+        let (seen, ledger, connections, clock) = run(Setup::Healthy, 3, CONNECTOR, KeepAlive::default());
+        assert_eq!(outcomes(&seen), vec![Seen::Answer(201); 3]);
         assert_eq!(ledger.charged, 3);
         assert!(ledger.arrivals.iter().all(|a| a.outcome == ArrivalOutcome::Charged && !a.lost));
         assert_eq!(ledger.arrivals[2].client, "w0 job-3", "the request's own headers reach the API");
+        assert_eq!(connections, 1, "the pool kept the connection and the API kept it open");
+        assert_eq!(clock, None);
     }
 
     #[test]
-    fn a_partition_is_a_connect_error_at_once() {
-        let (seen, ledger) = run(Setup::Partition, 2, true);
+    fn a_partition_on_a_pooled_connection_is_a_silent_hang_until_the_callers_timeout() {
+        let (seen, ledger, connections, _) = run(Setup::Partition, 2, CONNECTOR, KeepAlive::default());
         assert_eq!(seen[0].0, Seen::Answer(201));
         let (what, start, end) = seen[1].clone();
-        assert_eq!(what, Seen::NotSent);
-        assert!(end - start <= 1, "a refused connect fails within a step, not after a timeout: {start}..{end} ms");
+        assert_eq!(what, Seen::MaybeArrived);
+        assert!(end - start >= 4_999, "only the caller's 5 s timeout ended it: {start}..{end} ms");
         assert_eq!(ledger.arrivals.len(), 1, "nothing arrived during the partition");
+        assert_eq!(connections, 1);
     }
 
     #[test]
     fn a_lost_answer_is_an_error_after_the_server_charged() {
-        let (seen, ledger) = run(Setup::LoseNextAnswer, 2, true);
+        let (seen, ledger, _, _) = run(Setup::LoseNextAnswer, 2, CONNECTOR, KeepAlive::default());
         assert_eq!(seen[1].0, Seen::MaybeArrived);
         let last = ledger.arrivals.last().unwrap();
         assert_eq!((last.client.as_str(), last.outcome, last.lost), ("w0 job-2", ArrivalOutcome::Charged, true));
@@ -323,11 +369,53 @@ mod tests {
     }
 
     #[test]
+    fn a_close_before_the_write_is_resent_by_the_pool_and_a_close_after_it_is_ambiguous() {
+        // FIN before the write: hyper-util sees it and sends on a new connection.
+        let before = CloseTiming::FinBeforeWrite;
+        let (seen, ledger, connections, _) = run(Setup::CloseRace(before), 2, CONNECTOR, KeepAlive::default());
+        assert_eq!(outcomes(&seen), vec![Seen::Answer(201); 2]);
+        assert_eq!((ledger.arrivals.len(), connections), (2, 2));
+        // After the write (a FIN or an RST): the request never ran, and the
+        // client cannot know that.
+        for timing in [CloseTiming::FinAfterWrite, CloseTiming::Rst] {
+            let (seen, ledger, connections, _) = run(Setup::CloseRace(timing), 2, CONNECTOR, KeepAlive::default());
+            assert_eq!(outcomes(&seen), vec![Seen::Answer(201), Seen::MaybeArrived], "{timing:?}");
+            assert_eq!(ledger.arrivals.len(), 1, "{timing:?}: the second request never ran");
+            assert_eq!(connections, 1, "{timing:?}");
+            let (_, start, end) = seen[1];
+            assert!(end - start < 100, "{timing:?}: an error at once, not a timeout: {start}..{end} ms");
+        }
+    }
+
+    #[test]
+    fn the_servers_keep_alive_settings_decide_the_connections() {
+        let healthy = |keep| {
+            let (seen, _, connections, _) = run(Setup::Healthy, 4, CONNECTOR, keep);
+            assert_eq!(outcomes(&seen), vec![Seen::Answer(201); 4], "{keep:?}");
+            connections
+        };
+        let default = KeepAlive::default();
+        assert_eq!(healthy(default), 1);
+        // Idle for 900 ms between answers, closed after 500 ms idle: a new connection each time.
+        assert_eq!(healthy(KeepAlive { idle_timeout_ms: 500, ..default }), 4);
+        assert_eq!(healthy(KeepAlive { max_requests: 2, ..default }), 2);
+        assert_eq!(healthy(KeepAlive { enabled: false, ..default }), 4);
+    }
+
+    #[test]
     fn every_fault_reaches_the_connector_as_it_reaches_sim_transport() {
-        for setup in [Setup::Healthy, Setup::Partition, Setup::LoseNextAnswer, Setup::Hold] {
-            let (ours, ours_ledger) = run(setup, 2, false);
-            let (theirs, theirs_ledger) = run(setup, 2, true);
-            let outcomes = |s: &[(Seen, u64, u64)]| s.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
+        let setups = [
+            Setup::Healthy,
+            Setup::Partition,
+            Setup::LoseNextAnswer,
+            Setup::Hold,
+            Setup::CloseRace(CloseTiming::FinBeforeWrite),
+            Setup::CloseRace(CloseTiming::FinAfterWrite),
+            Setup::CloseRace(CloseTiming::Rst),
+        ];
+        for setup in setups {
+            let (ours, ours_ledger, ours_conns, _) = run(setup, 2, Via::Transport, KeepAlive::default());
+            let (theirs, theirs_ledger, theirs_conns, _) = run(setup, 2, CONNECTOR, KeepAlive::default());
             assert_eq!(outcomes(&ours), outcomes(&theirs), "{setup:?}");
             // The same messages on the same seed: the same virtual times.
             assert_eq!(ours, theirs, "{setup:?}: times differ");
@@ -335,16 +423,28 @@ mod tests {
                 l.arrivals.iter().map(|a| (a.at, a.status, a.outcome, a.lost, a.answered_at)).collect::<Vec<_>>()
             };
             assert_eq!(facts(&ours_ledger), facts(&theirs_ledger), "{setup:?}");
+            assert_eq!(ours_conns, theirs_conns, "{setup:?}");
         }
         // The hold delayed the answer by the hold, not into an error.
-        let (held, _) = run(Setup::Hold, 2, true);
+        let (held, _, _, _) = run(Setup::Hold, 2, CONNECTOR, KeepAlive::default());
         let (what, start, end) = held[1].clone();
         assert_eq!(what, Seen::Answer(201));
         assert!(end - start >= 1_900, "held for the hold's 2 s: {start}..{end} ms");
     }
 
-    /// A server that keeps connections open (retrysim's API does not), so
-    /// the client's pool has something to reuse.
+    #[test]
+    fn a_pool_without_the_simulations_clock_is_named() {
+        let (seen, _, _, clock) = run(Setup::Healthy, 2, Via::Connector { timer: false }, KeepAlive::default());
+        assert_eq!(outcomes(&seen), vec![Seen::Answer(201); 2]);
+        let why = clock.expect("a reused connection whose pool never read SimTimer");
+        assert!(why.contains("real clock") && why.contains(".pool_timer(SimNet::timer())"), "{why}");
+        // retrysim's own transport and a pool on SimTimer are not named.
+        assert_eq!(run(Setup::Healthy, 2, Via::Transport, KeepAlive::default()).3, None);
+        assert_eq!(run(Setup::Healthy, 2, CONNECTOR, KeepAlive::default()).3, None);
+    }
+
+    /// A plain keep-alive server, so the test below does not depend on the
+    /// API's settings.
     async fn keep_alive_server() -> turmoil::Result {
         use std::net::{IpAddr, Ipv4Addr};
         let listener = turmoil::net::TcpListener::bind((IpAddr::V4(Ipv4Addr::UNSPECIFIED), 80)).await?;
@@ -405,7 +505,7 @@ mod tests {
         // The default pool reuses the idle connection: the request vanishes
         // into the partition and only the caller's timeout ends it.
         assert_eq!(pooled_partition(true), (Seen::MaybeArrived, 1));
-        // Without idle connections it is what SimTransport sees: refused at once.
+        // One connection per request: refused at once.
         assert_eq!(pooled_partition(false), (Seen::NotSent, 2));
     }
 

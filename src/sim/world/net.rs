@@ -4,22 +4,26 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex};
+
 use std::time::Duration;
+use tokio::sync::Notify;
 
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 
-use crate::core::classify::TransportFailure;
 use crate::core::duration_text;
 use crate::core::lock;
-use crate::env::{Rng, Transport, TransportError, exchange, seeded_rng};
+use crate::env::{POOL_IDLE_TIMEOUT, Rng, Transport, TransportError, pooled_send, seeded_rng};
 use crate::sim::world::api::{Api, Begin};
+use crate::sim::world::connector::SimConnector;
 use crate::sim::world::timers;
+use crate::sim::world::timers::SimTimer;
 
 /// The API's host name in the simulated network.
 pub(crate) const API_HOST: &str = "api";
@@ -59,9 +63,17 @@ pub enum Fault {
         #[serde(with = "duration_text")]
         until: Duration,
     },
-    /// The API process restarts: open connections break; its state (the
-    /// limiter, the idempotency store) lives on, as a real database would.
+    /// The API process restarts: open connections break, idle pooled ones
+    /// too (the next request on one meets a reset); its state (the limiter,
+    /// the idempotency store) lives on, as a real database would.
     Bounce,
+    /// A keep-alive connection closing just as a client reuses it (the
+    /// server's idle timeout racing the client's next request), in one of
+    /// its three timings.
+    CloseRace {
+        /// When the close reaches the client, against its next write.
+        timing: CloseTiming,
+    },
     /// The fleet's workers cannot reach the limiter service (per-worker
     /// hosts with a coordinator) until `until`; the API stays reachable.
     LimiterPartition {
@@ -84,7 +96,39 @@ impl Fault {
             | Fault::Partition { until }
             | Fault::Hold { until }
             | Fault::LimiterPartition { until } => Some(*until),
-            Fault::LoseAnswer | Fault::Bounce | Fault::Cancel => None,
+            Fault::LoseAnswer | Fault::Bounce | Fault::Cancel | Fault::CloseRace { .. } => None,
+        }
+    }
+}
+
+/// When a server's close of a keep-alive connection reaches the client,
+/// against the client's next request on it (hyper #2136, golang/go #19943).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseTiming {
+    /// The server closes every idle connection (a FIN) and the client sees
+    /// it before it writes again: nothing is sent on it, and a pooled client
+    /// sends on a new connection (hyper-util's `retry_canceled_requests`).
+    FinBeforeWrite,
+    /// The next request on a reused connection is written and read, then
+    /// dropped unanswered and the connection closed (a FIN): it never ran,
+    /// and the client cannot know that (hyper's `IncompleteMessage`).
+    FinAfterWrite,
+    /// The next request on a reused connection meets a reset (an RST), unread:
+    /// it never ran, and the client sees `ECONNRESET` after writing.
+    Rst,
+}
+
+impl CloseTiming {
+    /// Every timing, in order.
+    pub const ALL: [CloseTiming; 3] = [CloseTiming::FinBeforeWrite, CloseTiming::FinAfterWrite, CloseTiming::Rst];
+
+    /// The timing's name in scenario files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            CloseTiming::FinBeforeWrite => "fin_before_write",
+            CloseTiming::FinAfterWrite => "fin_after_write",
+            CloseTiming::Rst => "rst",
         }
     }
 }
@@ -125,8 +169,14 @@ impl FaultClass {
     pub fn of_fault(fault: &Fault) -> &'static [FaultClass] {
         match fault {
             Fault::LoseAnswer => &[FaultClass::AnswerLost],
-            Fault::Partition { .. } | Fault::Bounce => &[FaultClass::ConnectFailed, FaultClass::AnswerLost],
+            // On a pooled connection a partition is a silent hang until the
+            // client's own timeout: the request may have arrived.
+            Fault::Partition { .. } => &[FaultClass::ConnectFailed, FaultClass::AnswerLost, FaultClass::AnswerLate],
+            Fault::Bounce => &[FaultClass::ConnectFailed, FaultClass::AnswerLost],
             Fault::Hold { .. } | Fault::LatencySpike { .. } => &[FaultClass::AnswerLate],
+            // Seen before the write: a pooled client resends by itself.
+            Fault::CloseRace { timing: CloseTiming::FinBeforeWrite } => &[],
+            Fault::CloseRace { .. } => &[FaultClass::AnswerLost],
             // Between the workers and the limiter service, or the caller's
             // own cancellation: nothing between the client and the API.
             Fault::LimiterPartition { .. } | Fault::Cancel => &[],
@@ -185,6 +235,119 @@ pub(crate) struct Server {
     pub(crate) api: Mutex<Api>,
     /// The faults the server side applies: answers to lose.
     pub(crate) faults: Mutex<ServerFaults>,
+    /// The connections it accepted, and the close races armed on them.
+    conns: Mutex<Connections>,
+    /// Wakes every connection to close if idle (a `fin_before_write` race).
+    close_idle: Notify,
+}
+
+/// What the server knows of its connections.
+#[derive(Debug, Default)]
+struct Connections {
+    /// Accepted so far, across bounces.
+    opened: u64,
+    /// Idle-close rounds asked for so far (`fin_before_write`).
+    close_rounds: u64,
+    /// The race the next request on a reused connection meets.
+    armed: Option<CloseTiming>,
+    /// The requests a close race dropped, in order.
+    raced: Vec<RacedRequest>,
+}
+
+/// A request that a close race dropped after the client wrote it: it never
+/// ran, and the client could not know that, so it must treat it as one that
+/// may have run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RacedRequest {
+    /// When the server dropped it, in virtual time since the run began.
+    #[serde(with = "duration_text")]
+    pub at: Duration,
+    /// The race's timing (`fin_after_write` or `rst`).
+    pub timing: CloseTiming,
+    /// Its `x-retrysim-client` label (the job).
+    pub client: String,
+    /// Its method.
+    pub method: String,
+    /// Whether it carried an `Idempotency-Key`.
+    pub keyed: bool,
+}
+
+impl RacedRequest {
+    /// What the server could read of a request's head (`head`: its first
+    /// bytes, as written on the wire).
+    fn from_head(timing: CloseTiming, head: &[u8]) -> RacedRequest {
+        let text = String::from_utf8_lossy(head);
+        let mut lines = text.split("\r\n");
+        let method = lines.next().and_then(|l| l.split(' ').next()).unwrap_or("").to_owned();
+        let mut client = String::new();
+        let mut keyed = false;
+        for line in lines.take_while(|l| !l.is_empty()) {
+            let Some((name, value)) = line.split_once(':') else { continue };
+            if name.eq_ignore_ascii_case(crate::sim::world::api::CLIENT_HEADER) {
+                client = value.trim().to_owned();
+            } else if name.eq_ignore_ascii_case(crate::client::IDEMPOTENCY_KEY) {
+                keyed = true;
+            }
+        }
+        RacedRequest { at: sim_now(), timing, client, method, keyed }
+    }
+}
+
+impl Server {
+    /// A server of `api`, applying `faults`.
+    pub(crate) fn new(api: Api, faults: ServerFaults) -> Server {
+        Server {
+            api: Mutex::new(api),
+            faults: Mutex::new(faults),
+            conns: Mutex::new(Connections::default()),
+            close_idle: Notify::new(),
+        }
+    }
+
+    /// Connections accepted so far, across bounces.
+    pub(crate) fn connections(&self) -> u64 {
+        lock(&self.conns).opened
+    }
+
+    /// The requests close races dropped so far.
+    pub(crate) fn raced(&self) -> Vec<RacedRequest> {
+        lock(&self.conns).raced.clone()
+    }
+
+    /// Starts a close race: `fin_before_write` closes every idle connection
+    /// now; the other timings wait for the next request on a reused one.
+    pub(crate) fn close_race(&self, timing: CloseTiming) {
+        let mut conns = lock(&self.conns);
+        match timing {
+            CloseTiming::FinBeforeWrite => {
+                conns.close_rounds += 1;
+                drop(conns);
+                self.close_idle.notify_waiters();
+            }
+            other => conns.armed = Some(other),
+        }
+    }
+
+    /// Takes the armed race if it is `timing`.
+    fn take_race(&self, timing: CloseTiming) -> bool {
+        let mut conns = lock(&self.conns);
+        let hit = conns.armed == Some(timing);
+        if hit {
+            conns.armed = None;
+        }
+        hit
+    }
+}
+
+/// One connection as the server sees it.
+#[derive(Debug)]
+struct Conn {
+    /// Answers sent on it so far.
+    served: u32,
+    /// Requests in the handler now.
+    busy: u32,
+    /// When it last became idle (accepted, or its last answer).
+    idle_since: Duration,
 }
 
 /// The answer was cut off on purpose; hyper then drops the connection.
@@ -199,7 +362,44 @@ impl std::fmt::Display for AnswerLost {
 
 impl std::error::Error for AnswerLost {}
 
-async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, AnswerLost> {
+async fn handle(
+    server: Arc<Server>,
+    conn: Arc<(Mutex<Conn>, Notify)>,
+    req: Request<hyper::body::Incoming>,
+) -> Result<Response<Full<Bytes>>, AnswerLost> {
+    let reused = lock(&conn.0).served > 0;
+    if reused && server.take_race(CloseTiming::FinAfterWrite) {
+        // Read, never run: the connection closes without an answer.
+        let mut head = format!("{} {} HTTP/1.1\r\n", req.method(), req.uri());
+        for (name, value) in req.headers() {
+            head += &format!("{name}: {}\r\n", String::from_utf8_lossy(value.as_bytes()));
+        }
+        let raced = RacedRequest::from_head(CloseTiming::FinAfterWrite, head.as_bytes());
+        lock(&server.conns).raced.push(raced);
+        return Err(AnswerLost);
+    }
+    lock(&conn.0).busy += 1;
+    let answer = answer(&server, req).await;
+    let mut c = lock(&conn.0);
+    c.busy -= 1;
+    c.idle_since = sim_now();
+    let mut res = answer?;
+    c.served += 1;
+    let keep = lock(&server.api).config().keep_alive;
+    let capped = keep.max_requests > 0 && c.served >= keep.max_requests;
+    if capped || (keep.close_after_error && res.status().as_u16() >= 400) {
+        res.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+    }
+    drop(c);
+    conn.1.notify_one();
+    Ok(res)
+}
+
+/// The API's answer to one request, or the loss of it.
+async fn answer(
+    server: &Arc<Server>,
+    req: Request<hyper::body::Incoming>,
+) -> Result<Response<Full<Bytes>>, AnswerLost> {
     let (parts, body) = req.into_parts();
     // A body that breaks mid-way is a client that went away: no answer needed.
     // Copied: hyper's body is a slice of the connection's read buffer, and the
@@ -233,6 +433,70 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
     Ok(Response::from_parts(parts, Full::new(body)))
 }
 
+/// The server's side of a connection: reads go through it so that an armed
+/// `rst` race can reset the connection with the next request unread.
+struct ServerIo {
+    stream: turmoil::net::TcpStream,
+    server: Arc<Server>,
+    conn: Arc<(Mutex<Conn>, Notify)>,
+}
+
+impl tokio::io::AsyncRead for ServerIo {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        let idle_reused = {
+            let c = lock(&this.conn.0);
+            c.served > 0 && c.busy == 0
+        };
+        if idle_reused && lock(&this.server.conns).armed == Some(CloseTiming::Rst) {
+            // Look without taking: dropping the stream with the request
+            // unread sends an RST (RFC 9293 3.10.4, as turmoil does).
+            let mut head = [0u8; 2048];
+            let mut peek = tokio::io::ReadBuf::new(&mut head);
+            if let std::task::Poll::Ready(Ok(n)) = this.stream.poll_peek(cx, &mut peek)
+                && n > 0
+                && this.server.take_race(CloseTiming::Rst)
+            {
+                let raced = RacedRequest::from_head(CloseTiming::Rst, peek.filled());
+                lock(&this.server.conns).raced.push(raced);
+                return std::task::Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "close race: reset with the request unread (fault)",
+                )));
+            }
+        }
+        std::pin::Pin::new(&mut this.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for ServerIo {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
 /// The API host's program: accept connections and serve each with hyper.
 /// `Date` comes from the model's (simulated, possibly skewed) clock, never
 /// from hyper's, which reads the real one.
@@ -240,6 +504,7 @@ pub(crate) async fn serve(server: Arc<Server>) -> turmoil::Result {
     let listener = turmoil::net::TcpListener::bind((IpAddr::V4(Ipv4Addr::UNSPECIFIED), API_PORT)).await?;
     loop {
         let (stream, _) = listener.accept().await?;
+        lock(&server.conns).opened += 1;
         let server = server.clone();
         // A local task, not `tokio::spawn`: a bounce drops the host's tasks,
         // and each dropped connection sends a message whose latency turmoil
@@ -247,27 +512,94 @@ pub(crate) async fn serve(server: Arc<Server>) -> turmoil::Result {
         // an order that depends on tokio's process-wide task ids (so on what
         // ran before in the process); a LocalSet drops its tasks in spawn
         // order. Found by `retrysim hunt` (invariant 8).
-        tokio::task::spawn_local(async move {
-            let service = service_fn(move |req| handle(server.clone(), req));
-            let mut http = hyper::server::conn::http1::Builder::new();
-            http.auto_date_header(false).keep_alive(false).header_read_timeout(None);
-            // Errors here are connections the client or a fault cut: the
-            // client's side records them.
-            let _ = http.serve_connection(TokioIo::new(stream), service).await;
-        });
+        tokio::task::spawn_local(serve_connection(server, stream));
     }
 }
 
-/// A [`Transport`] over turmoil TCP to the API host, one connection per attempt.
-#[derive(Debug, Clone, Default)]
-pub struct SimTransport;
+/// One connection, kept alive as the API's `keep_alive` says: closed when
+/// idle for `idle_timeout_ms`, or at once when idle and a `fin_before_write`
+/// race asks.
+async fn serve_connection(server: Arc<Server>, stream: turmoil::net::TcpStream) {
+    let keep = lock(&server.api).config().keep_alive;
+    let conn = Arc::new((Mutex::new(Conn { served: 0, busy: 0, idle_since: sim_now() }), Notify::new()));
+    let service = {
+        let (server, conn) = (server.clone(), conn.clone());
+        service_fn(move |req| handle(server.clone(), conn.clone(), req))
+    };
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.auto_date_header(false).keep_alive(keep.enabled).header_read_timeout(None);
+    let io = ServerIo { stream, server: server.clone(), conn: conn.clone() };
+    let connection = http.serve_connection(TokioIo::new(io), service);
+    let mut connection = std::pin::pin!(connection);
+    // Errors here are connections the client or a fault cut: the client's
+    // side records them.
+    if !keep.enabled {
+        let _ = connection.await;
+        return;
+    }
+    let mut rounds = lock(&server.conns).close_rounds;
+    let idle_timeout = Duration::from_millis(keep.idle_timeout_ms);
+    loop {
+        let close_round = server.close_idle.notified();
+        let mut close_round = std::pin::pin!(close_round);
+        close_round.as_mut().enable();
+        let busy_changed = conn.1.notified();
+        let (busy, idle_since) = {
+            let c = lock(&conn.0);
+            (c.busy > 0, c.idle_since)
+        };
+        let now_rounds = lock(&server.conns).close_rounds;
+        let asked = now_rounds != rounds;
+        rounds = now_rounds;
+        let timed_out = keep.idle_timeout_ms > 0 && sim_now() >= idle_since + idle_timeout;
+        if !busy && (asked || timed_out) {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+            return;
+        }
+        let idle_left = (!busy && keep.idle_timeout_ms > 0).then(|| idle_since + idle_timeout - sim_now());
+        tokio::select! {
+            biased;
+            _ = connection.as_mut() => return,
+            _ = close_round => {}
+            _ = busy_changed => {}
+            _ = timers::sleep(idle_left.unwrap_or_default()), if idle_left.is_some() => {}
+        }
+    }
+}
+
+/// A [`Transport`] over turmoil TCP, pooled as
+/// [`HyperTransport`](crate::env::HyperTransport) pools in production:
+/// hyper-util's client with keep-alive, idle connections dropped after
+/// [`POOL_IDLE_TIMEOUT`], a request the pool finds closed before it was
+/// written sent again on a new connection (`retry_canceled_requests`), and
+/// failures classified by the same rule. Its pool's clock is the
+/// simulation's ([`SimTimer`]). Build one per host, inside it; clones share
+/// the pool.
+#[derive(Debug, Clone)]
+pub struct SimTransport {
+    client: Client<SimConnector, Full<Bytes>>,
+}
+
+impl SimTransport {
+    /// A transport with an empty pool.
+    pub fn new() -> SimTransport {
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .pool_timer(SimTimer)
+            .build(SimConnector::new());
+        SimTransport { client }
+    }
+}
+
+impl Default for SimTransport {
+    fn default() -> Self {
+        SimTransport::new()
+    }
+}
 
 impl Transport for SimTransport {
     async fn send(&self, req: Request<Bytes>) -> Result<Response<Bytes>, TransportError> {
-        let stream = turmoil::net::TcpStream::connect((API_HOST, API_PORT)).await.map_err(|e| TransportError {
-            failure: TransportFailure::NotSent,
-            message: format!("connect to the API failed: {e}"),
-        })?;
-        exchange(stream, req).await
+        pooled_send(&self.client, req).await
     }
 }

@@ -17,7 +17,7 @@
 //! through every tick.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,6 +39,17 @@ pub struct Timers {
     /// Whether deadlines are kept by host too (only a run that leaves idle
     /// hosts out asks [`due`](Timers::due)).
     by_host: AtomicBool,
+    /// Hosts whose connection pools read the simulation's clock
+    /// ([`SimTimer::now`]), and the first connection reused on a host whose
+    /// pool never did.
+    pool_clocks: Mutex<PoolClocks>,
+}
+
+/// Which hosts' pools keep simulated time.
+#[derive(Debug, Default)]
+struct PoolClocks {
+    on_sim_time: BTreeSet<Option<IpAddr>>,
+    off_sim_time: Option<String>,
 }
 
 /// Simulation time of each pending deadline, with how many timers wait for
@@ -139,6 +150,38 @@ thread_local! {
 }
 
 /// The registry of the simulation running on this thread, if any.
+impl Timers {
+    /// A pool on this host asked [`SimTimer`] the time.
+    fn pool_read_sim_time(&self) {
+        lock(&self.pool_clocks).on_sim_time.insert(turmoil::current_host_addr());
+    }
+
+    /// A pooled connection was reused on this host: if its pool never asked
+    /// [`SimTimer`] the time, its idle expiry reads another clock.
+    pub(crate) fn connection_reused(&self, target: &str) {
+        let host = turmoil::current_host_addr();
+        let mut clocks = lock(&self.pool_clocks);
+        if clocks.off_sim_time.is_none() && !clocks.on_sim_time.contains(&host) {
+            let name = host.map_or_else(|| "a client".to_owned(), |a| format!("the client at {a}"));
+            clocks.off_sim_time = Some(format!(
+                "{name} reused a pooled connection to {target}, but its pool never read the simulation's clock: \
+                 hyper-util's pool without a timer expires idle connections on the real clock, so the same seed \
+                 could run differently; build the client with `.pool_timer(SimNet::timer())` (retrysim's SimTimer)"
+            ));
+        }
+    }
+
+    /// Why a run cannot be trusted to repeat: a pool on another clock.
+    pub(crate) fn pool_clock_violation(&self) -> Option<String> {
+        lock(&self.pool_clocks).off_sim_time.clone()
+    }
+}
+
+/// The registry of the simulation running on this thread, if any.
+pub(crate) fn installed() -> Option<Arc<Timers>> {
+    current()
+}
+
 fn current() -> Option<Arc<Timers>> {
     CURRENT.with(|c| c.borrow().clone())
 }
@@ -251,6 +294,9 @@ impl hyper::rt::Timer for SimTimer {
     }
 
     fn now(&self) -> std::time::Instant {
+        if let Some(timers) = current() {
+            timers.pool_read_sim_time();
+        }
         // tokio's (virtual) clock, not the real one hyper's default reads.
         Instant::now().into_std()
     }

@@ -56,7 +56,6 @@ fn harness(scenario: &str) -> Harness {
     Harness::named(scenario).unwrap().with_client(from_fn("hyper-util", |_host| {
         let net = SimNet;
         let client = Client::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(0)
             .pool_timer(net.timer())
             .build(net.connector());
         HyperLoop { client }

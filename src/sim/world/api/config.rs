@@ -71,6 +71,37 @@ pub struct ApiConfig {
     pub script: Vec<ScriptStep>,
     /// Start the script over when it runs out (instead of resuming normal handling).
     pub script_repeat: bool,
+    /// How the API keeps connections open between requests (HTTP/1.1 keep-alive).
+    #[serde(skip_serializing_if = "is_default")]
+    pub keep_alive: KeepAlive,
+}
+
+/// HTTP/1.1 keep-alive as the server does it. The defaults are Fastify's
+/// (the server behind brief 002's @fastify/rate-limit): `keepAliveTimeout`
+/// 72 s and `maxRequestsPerSocket` 0, no cap (fastify.dev, "Server" options).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KeepAlive {
+    /// Keep connections open after an answer; `false` sends `Connection:
+    /// close` on every answer (an HTTP/1.0 server, gunicorn's sync workers).
+    pub enabled: bool,
+    /// How long an idle connection stays open before the server closes it
+    /// (a FIN); 0: never (Python's `http.server`). nginx: 75 s, Node.js: 5 s,
+    /// waitress: 120 s.
+    pub idle_timeout_ms: u64,
+    /// Answers on one connection, the last with `Connection: close`; 0: no
+    /// cap (nginx's `keepalive_requests`: 1,000).
+    pub max_requests: u32,
+    /// Close the connection after every answer of status 400 or more
+    /// (`Connection: close`), as CPython's `http.server` `send_error` and
+    /// nginx's own error pages for 400, 413, 414, 500 and 501 do.
+    pub close_after_error: bool,
+}
+
+impl Default for KeepAlive {
+    fn default() -> KeepAlive {
+        KeepAlive { enabled: true, idle_timeout_ms: 72_000, max_requests: 0, close_after_error: false }
+    }
 }
 
 impl Default for ApiConfig {
@@ -102,6 +133,7 @@ impl Default for ApiConfig {
             processing_ms: 0,
             script: Vec::new(),
             script_repeat: false,
+            keep_alive: KeepAlive::default(),
         }
     }
 }

@@ -45,7 +45,7 @@ use bytes::Bytes;
 use http::{HeaderName, Request, Response};
 
 pub use config::{
-    AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Envelope, LimiterConfig, LimiterKind,
+    AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Envelope, KeepAlive, LimiterConfig, LimiterKind,
     RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding, ScriptStep,
 };
 pub use ledger::{Arrival, ArrivalOutcome, Ledger, NO_KEY};
