@@ -257,7 +257,7 @@ impl<'a> Rt<'a> {
         matches!(self.kind, Kind::Client)
     }
 
-    pub(crate) fn is_host(&self) -> bool {
+    fn is_host(&self) -> bool {
         matches!(self.kind, Kind::Host { .. })
     }
 

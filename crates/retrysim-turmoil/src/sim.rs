@@ -450,7 +450,7 @@ impl<'a> Sim<'a> {
         self.step_inner(self.config.tick, 0, Some(due))
     }
 
-    /// Whether a task of some host may be ready to run now: a wake reached
+    /// Whether a task of some host or client may be ready to run now: a wake reached
     /// its `LocalSet` since its last tick started, or a task waits in its
     /// runtime's queue for one woken from outside it (a task of a host that
     /// was ticked earlier in the step, woken through memory by a host ticked
@@ -461,7 +461,7 @@ impl<'a> Sim<'a> {
     pub fn any_host_woken(&mut self) -> bool {
         let mut woken = false;
         for rt in self.rts.values_mut() {
-            if rt.is_host() && rt.is_software_running() {
+            if rt.is_software_running() {
                 rt.watch();
                 woken |= rt.runnable();
             }
