@@ -5,4 +5,6 @@ pub mod connector;
 pub mod limiter_service;
 pub mod net;
 pub mod oracle;
+#[cfg(test)]
+mod pool_tests;
 pub mod timers;

@@ -25,8 +25,7 @@ use crate::sim::world::connector::SimConnector;
 use crate::sim::world::timers;
 use crate::sim::world::timers::SimTimer;
 
-/// The API's host name in the simulated network.
-pub(crate) const API_HOST: &str = "api";
+pub(crate) use crate::sim::world::connector::API_HOST;
 /// The API's port.
 pub(crate) const API_PORT: u16 = 80;
 
