@@ -230,7 +230,12 @@ fn build_gate(s: &Scenario) -> Option<Arc<dyn Gate>> {
     let clock = SimClock::from_epoch(s.epoch());
     match s.fleet.gate {
         GateConfig::None => None,
-        GateConfig::Ideal => Some(Arc::new(IdealGate::with_clock(IdealSchedule::new(&s.api), clock))),
+        GateConfig::Ideal => {
+            // Admission to arrival: a connect (a trip each way) and the
+            // request, each message up to the latency and a tick late.
+            let max_trip = (s.net.max_latency + s.net.tick) * 3 + s.net.tick;
+            Some(Arc::new(IdealGate::with_clock(IdealSchedule::new(&s.api, max_trip), clock)))
+        }
         GateConfig::Pacing(c) => Some(Arc::new(Pacing::with_clock(PacingState::new(c), clock))),
         GateConfig::Aimd(c) => Some(Arc::new(Aimd::with_clock(c, clock))),
     }

@@ -17,10 +17,14 @@
 //!   holds more than `limit` arrivals, since its windows are such intervals;
 //! - a sliding window is exactly that rule;
 //! - a token bucket is not held to that rule, which would waste its
-//!   continuous refill: the oracle runs a replica of the API's bucket and
-//!   admits an attempt when the replica has a token at admission time. The
-//!   attempt reaches the server later, when the server's bucket has had at
-//!   least as long to refill, so it always finds a token there too.
+//!   continuous refill: the oracle runs a replica of the API's bucket. An
+//!   attempt reaches the server between its admission and `max_trip` later
+//!   (a connect on a fresh connection, none on a pooled one), so the replica
+//!   takes each admitted attempt's token at the latest moment it can arrive
+//!   (a token taken later wastes more refill at a full bucket), and admits
+//!   an attempt only when a token is left at admission with every attempt
+//!   still on its way counted as arrived. The server, whose tokens are taken
+//!   no later than the replica's, always has one too.
 //!
 //! It never meets a 429 and sends the fewest possible requests (one per job).
 //! It is also the fastest schedule up to one trip back per window: under a
@@ -52,13 +56,19 @@ pub(crate) struct IdealSchedule {
     in_flight: u32,
     /// Upper bounds on the arrival of finished attempts, oldest first.
     arrived: VecDeque<Duration>,
-    /// For a token bucket: a replica of the API's bucket, hit at admission.
+    /// For a token bucket: a replica of the API's bucket, hit at the latest
+    /// arrival of each admitted attempt.
     bucket: Option<Limiter>,
+    /// The latest arrivals of admitted attempts the replica has not taken yet.
+    on_the_way: VecDeque<Duration>,
+    /// The longest an attempt takes from its admission to the server.
+    max_trip: Duration,
 }
 
 impl IdealSchedule {
-    /// The oracle for an API's limiter.
-    pub fn new(api: &ApiConfig) -> IdealSchedule {
+    /// The oracle for an API's limiter, whose attempts reach it at most
+    /// `max_trip` after their admission.
+    pub fn new(api: &ApiConfig, max_trip: Duration) -> IdealSchedule {
         IdealSchedule {
             limit: api.limiter.writes.min(api.limiter.reads),
             window: Duration::from_millis(api.limiter.window_ms.max(1)),
@@ -69,6 +79,8 @@ impl IdealSchedule {
                 let limit = api.limiter.writes.min(api.limiter.reads);
                 Limiter::new(LimiterKind::TokenBucket, limit, Duration::from_millis(api.limiter.window_ms.max(1)))
             }),
+            on_the_way: VecDeque::new(),
+            max_trip,
         }
     }
 }
@@ -76,11 +88,20 @@ impl IdealSchedule {
 impl Schedule for IdealSchedule {
     fn try_admit(&mut self, now: Duration) -> Verdict {
         if let Some(bucket) = &mut self.bucket {
+            while let Some(&at) = self.on_the_way.front().filter(|&&at| at <= now) {
+                bucket.hit(at);
+                self.on_the_way.pop_front();
+            }
+            // Every attempt still on its way arrived now, and then this one.
             // A refused hit takes no token from a bucket.
-            return match bucket.hit(now) {
-                LimiterVerdict::Allowed => Verdict::Admit,
-                LimiterVerdict::Refused { wait } => Verdict::WaitUntil(now + wait),
-            };
+            let mut seen_now = bucket.clone();
+            for _ in 0..=self.on_the_way.len() {
+                if let LimiterVerdict::Refused { wait } = seen_now.hit(now) {
+                    return Verdict::WaitUntil(now + wait);
+                }
+            }
+            self.on_the_way.push_back(now + self.max_trip);
+            return Verdict::Admit;
         }
         while self.arrived.front().is_some_and(|&t| t + self.window <= now) {
             self.arrived.pop_front();
@@ -128,7 +149,7 @@ mod tests {
         api.limiter.writes = 2;
         api.limiter.window_ms = 1000;
         api.processing_ms = 100;
-        let mut s = IdealSchedule::new(&api);
+        let mut s = IdealSchedule::new(&api, Duration::ZERO);
         assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
         assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
         assert_eq!(s.try_admit(ms(0)), Verdict::WaitForAnswer);
@@ -149,7 +170,7 @@ mod tests {
         api.limiter.kind = LimiterKind::TokenBucket;
         api.limiter.writes = 2;
         api.limiter.window_ms = 1000;
-        let mut s = IdealSchedule::new(&api);
+        let mut s = IdealSchedule::new(&api, Duration::ZERO);
         assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
         assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
         // One token per 500 ms, whatever came back.
@@ -159,9 +180,27 @@ mod tests {
     }
 
     #[test]
+    fn a_token_taken_late_at_a_full_bucket_is_counted_late() {
+        let mut api = ApiConfig::default();
+        api.limiter.kind = LimiterKind::TokenBucket;
+        api.limiter.writes = 2;
+        api.limiter.window_ms = 1000;
+        // Attempts reach the server up to 300 ms after admission.
+        let mut s = IdealSchedule::new(&api, ms(300));
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        // At 600 ms the first may have arrived only at 300 ms, with the bucket
+        // full: one token taken, 300 ms of refill left, so one admitted...
+        assert_eq!(s.try_admit(ms(600)), Verdict::Admit);
+        // ...and a third must wait for the refill after the second's latest
+        // arrival (900 ms) has been counted: not at 600 ms, though a replica
+        // hit at admission would have had two tokens again by then.
+        assert!(matches!(s.try_admit(ms(600)), Verdict::WaitUntil(_)));
+    }
+
+    #[test]
     fn the_tighter_of_the_two_budgets_counts() {
         let mut api = ApiConfig::default();
         api.limiter.reads = 1;
-        assert_eq!(IdealSchedule::new(&api).limit, 1);
+        assert_eq!(IdealSchedule::new(&api, Duration::ZERO).limit, 1);
     }
 }
