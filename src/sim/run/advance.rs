@@ -156,10 +156,11 @@ pub(crate) fn advance(
 ) -> turmoil::Result<(bool, u64)> {
     // A fault switched since the last step, or the first step: plain.
     let switched = stepping.last_fault.replace(Some(next_fault)) != Some(next_fault);
+    let seen = stepping.skip && !switched && !stepping.timers.unseen();
     // A task woken through memory two hosts share (a host ticked later in
-    // the step waking one ticked earlier) is ready now: no skipping past it.
-    let seen = stepping.skip && !switched && !stepping.timers.unseen() && !sim.any_host_woken();
-    let ticks = if seen { idle_ticks(sim, stepping, next_fault) } else { 0 };
+    // the step waking one ticked earlier) is ready now: no skipping past it
+    // (a lazy step ticks such a host anyway).
+    let ticks = if seen && !sim.any_host_woken() { idle_ticks(sim, stepping, next_fault) } else { 0 };
     if ticks < 2 {
         // A host may owe ticks only while no fault switches and the time
         // limit is ahead.

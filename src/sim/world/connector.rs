@@ -146,9 +146,7 @@ fn target(uri: &Uri) -> io::Result<(String, u16)> {
             API_HOST
         )));
     }
-    let host = uri.host().ok_or_else(|| {
-        invalid(format!("{uri} has no host; use e.g. http://{}/v1/jobs", API_HOST))
-    })?;
+    let host = uri.host().ok_or_else(|| invalid(format!("{uri} has no host; use e.g. http://{}/v1/jobs", API_HOST)))?;
     Ok((host.trim_start_matches('[').trim_end_matches(']').to_owned(), uri.port_u16().unwrap_or(80)))
 }
 
