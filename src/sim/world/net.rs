@@ -140,11 +140,11 @@ impl CloseTiming {
 #[serde(rename_all = "kebab-case")]
 pub enum FaultClass {
     /// No connection could be made, so nothing was sent (a partition, a
-    /// restarting API): retrysim's [`TransportFailure::NotSent`].
+    /// restarting API): retrysim's [`TransportFailure::NotSent`](crate::core::classify::TransportFailure::NotSent).
     ConnectFailed,
     /// The request reached the API and may have run, and its answer never
     /// came (a lost answer, a restart or a partition mid-exchange):
-    /// retrysim's [`TransportFailure::MaybeArrived`].
+    /// retrysim's [`TransportFailure::MaybeArrived`](crate::core::classify::TransportFailure::MaybeArrived).
     AnswerLost,
     /// An answer held or slowed long enough for a client's own timeout to
     /// fire (a hold, a latency spike): the request may have run.
