@@ -141,6 +141,21 @@ fn a_held_request_arrives_close_to_the_next_one_its_fallback_admitted_an_interva
     assert!(!fallback_within_local_limit(&leaky).is_empty(), "every third attempt bypasses the fallback");
 }
 
+/// Seed 30 under `--sabotage fresh-key-each-attempt` (and three other
+/// defects of the client): a worker on its fallback timed out an attempt
+/// the API still processed (1.5 s against a 1 s attempt timeout), its
+/// fallback rightly admitted the next, and `fallback-limit` counted both as
+/// running at once. The defect is still caught, by its own checks.
+#[test]
+fn a_timed_out_request_the_api_still_runs_is_not_the_fallbacks_excess() {
+    let mut target = Target::of(Kind::All);
+    assert!(target.sabotage.set("fresh-key-each-attempt"));
+    let r = hunt::check_seed(30, &target, false, &Default::default());
+    let found: Vec<&str> = r.findings.iter().map(|f| f.invariant.as_str()).collect();
+    assert!(!found.contains(&"fallback-limit"), "{:#?}", r.findings);
+    assert!(found.contains(&"one-key-per-operation"), "{:#?}", r.findings);
+}
+
 /// What [`ESCALATION_CONVOY`]'s verdict rests on: in that world a job
 /// really does run out of deadline (the client is right to give up, 16
 /// attempts in 107 s), and the service bound now says liveness cannot be
