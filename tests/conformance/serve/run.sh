@@ -19,7 +19,9 @@ cd "$(dirname "$0")/../../.."
 OUT=target/serve-clients
 RETRYSIM=target/release/retrysim
 VENV=target/serve-clients-venv
-cargo build --release --quiet --bin retrysim
+# Built as tests/conformance/run.sh and .ci/run build it (an example brings in
+# the dev-dependencies' features), so the runs share one build of the binary.
+cargo build --release --quiet --example calibrate --bin retrysim
 rm -rf "$OUT" && mkdir -p "$OUT"
 
 PYTHON=""
