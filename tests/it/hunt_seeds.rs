@@ -52,6 +52,13 @@ const A_BUCKET_PER_PROCESS: [u64; 4] = [172, 229, 324, 361];
 /// (`fallback-limit`, judged from the ledger).
 const HELD_ON_THE_FALLBACK: [u64; 2] = [162, 361];
 
+/// Worlds a 100,000-seed hunt reached with the limiter service drawn: a
+/// caller cancelled a worker's run on its fallback while the API still
+/// processed its request; the run gave the fallback its slot back, which
+/// rightly admitted the next (`fallback-limit` counted both until the API
+/// answered).
+const CANCELLED_ON_THE_FALLBACK: [u64; 2] = [49849, 55704];
+
 /// The world seed `seed` drew when the deep hunt failed on it.
 fn world(seed: u64) -> Scenario {
     let path = format!("{}/tests/it/deep_hunt_worlds/{seed}.toml", env!("CARGO_MANIFEST_DIR"));
@@ -64,7 +71,7 @@ fn the_deep_hunts_failing_seeds_stay_clean() {
     let target = Target::of(Kind::All);
     let seeds = CANCELLED_WHILE_RUNNING.into_iter().chain(ARRIVED_AS_THE_BACKGROUND_RUN_STARTED);
     let new_draws = SEVERAL_LINES_DATE.into_iter().chain(STALE_ANSWER_OF_THE_SAME_STATUS);
-    let new_draws = new_draws.chain(A_BUCKET_PER_PROCESS).chain(HELD_ON_THE_FALLBACK);
+    let new_draws = new_draws.chain(A_BUCKET_PER_PROCESS).chain(HELD_ON_THE_FALLBACK).chain(CANCELLED_ON_THE_FALLBACK);
     for seed in seeds.chain(ESCALATION_CONVOY).chain(new_draws) {
         let result = hunt::check_seed(seed, &target, true, &Default::default());
         assert!(result.findings.is_empty(), "seed {seed}: {:#?}", result.findings);

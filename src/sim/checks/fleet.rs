@@ -439,19 +439,9 @@ pub fn api_within_gate_limit(r: &Report) -> Vec<FleetViolation> {
     // admitted once the slot came back arrives at least a tick later, so the
     // run's end plus a tick (its end is kept in whole milliseconds, rounded
     // down: never later than that).
-    let run_ends: BTreeMap<u32, Duration> =
-        r.records.iter().map(|j| (j.job, Duration::from_millis(j.finished_ms) + s.net.tick)).collect();
+    let run_ends = run_ends(r);
     let arrivals = &r.ledger.arrivals;
-    let ends: Vec<Option<Duration>> = arrivals
-        .iter()
-        .map(|a| {
-            let run_end = crate::sim::run::job::job_of_label(&a.client).and_then(|job| run_ends.get(&job).copied());
-            match (a.answered_at, run_end) {
-                (Some(t), Some(e)) => Some(t.min(e)),
-                (t, e) => t.or(e),
-            }
-        })
-        .collect();
+    let ends: Vec<Option<Duration>> = arrivals.iter().map(|a| slot_held_until(a, &run_ends)).collect();
     let steps = limit_steps(config.initial_limit, &r.fleet_facts.gate);
     let mut out = Vec::new();
     for (i, running) in running_at_arrivals(arrivals, &ends) {
@@ -469,6 +459,35 @@ pub fn api_within_gate_limit(r: &Report) -> Vec<FleetViolation> {
         }
     }
     out
+}
+
+/// Each front-end run's end plus a tick, by job: a request admitted once the
+/// run gave its slot back arrives at least a tick later (the end is kept in
+/// whole milliseconds, rounded down: never later than that).
+fn run_ends(r: &Report) -> BTreeMap<u32, Duration> {
+    let tick = r.scenario_config.net.tick;
+    r.records.iter().map(|j| (j.job, Duration::from_millis(j.finished_ms) + tick)).collect()
+}
+
+/// Until when request `a` holds its gate slot: until its answer left the
+/// API or the run that sent it ended (see [`run_ends`]), whichever is first.
+fn slot_held_until(a: &Arrival, run_ends: &BTreeMap<u32, Duration>) -> Option<Duration> {
+    let run_end = crate::sim::run::job::job_of_label(&a.client).and_then(|job| run_ends.get(&job).copied());
+    match (a.answered_at, run_end) {
+        (Some(t), Some(e)) => Some(t.min(e)),
+        (t, e) => t.or(e),
+    }
+}
+
+/// When a hold or a latency spike may delay an arrival: `[from, to]`, from
+/// the fault's start to its end plus the delay it adds and `jitter`.
+fn delay_windows(s: &crate::sim::run::scenario::Scenario, jitter: Duration) -> Vec<(Duration, Duration)> {
+    let windows = s.faults.schedule.iter().filter_map(|f| match f.fault {
+        Fault::Hold { until } => Some((f.at, until + jitter)),
+        Fault::LatencySpike { latency, until } => Some((f.at, until + latency + jitter)),
+        _ => None,
+    });
+    windows.collect()
 }
 
 /// Per worker, the spans it spent on its fallback: `[from, until)`.
@@ -536,16 +555,7 @@ pub fn fallback_within_local_limit(r: &Report) -> Vec<FleetViolation> {
     // interval after it, arriving within the interval). A request that
     // arrived while a delay could have held it is not judged against the
     // ones after it; the gate's own facts above still judge every admission.
-    let delays: Vec<(Duration, Duration)> = s
-        .faults
-        .schedule
-        .iter()
-        .filter_map(|f| match f.fault {
-            Fault::Hold { until } => Some((f.at, until + jitter)),
-            Fault::LatencySpike { latency, until } => Some((f.at, until + latency + jitter)),
-            _ => None,
-        })
-        .collect();
+    let delays = delay_windows(s, jitter);
     let delayed = |a: &Arrival| delays.iter().any(|&(from, to)| a.at >= from && a.at <= to);
     // When each worker's attempts ended without an answer (timed out or lost).
     let gave_up_waiting: Vec<(u32, Duration)> = r
@@ -555,6 +565,7 @@ pub fn fallback_within_local_limit(r: &Report) -> Vec<FleetViolation> {
         .filter(|(_, e)| matches!(e.kind, EventKind::NoAnswer { .. }))
         .map(|(w, e)| (w, Duration::from_millis(e.at_ms)))
         .collect();
+    let run_ends = run_ends(r);
     for (w, spans) in fallback_spans(r) {
         let prefix = format!("w{w} ");
         let mine: Vec<&Arrival> = r.ledger.arrivals.iter().filter(|a| a.client.starts_with(&prefix)).collect();
@@ -575,8 +586,11 @@ pub fn fallback_within_local_limit(r: &Report) -> Vec<FleetViolation> {
                 }
             }
             for a in &inside {
-                let overlapping: Vec<&&Arrival> =
-                    inside.iter().filter(|b| b.at <= a.at && b.answered_at.is_none_or(|end| end > a.at)).collect();
+                // Running until its answer left or its run ended: a run its
+                // caller cancelled gave its slot back while the API still
+                // worked (found by the 100,000-seed hunt: seeds 49849, 55704).
+                let running = |b: &&&Arrival| slot_held_until(b, &run_ends).is_none_or(|end| end > a.at);
+                let overlapping: Vec<&&Arrival> = inside.iter().filter(|b| b.at <= a.at).filter(running).collect();
                 // A request the client stopped waiting for (its attempt timed
                 // out) still runs at the server, while the fallback, told the
                 // attempt is done, rightly admits the next (found by the hunt:
