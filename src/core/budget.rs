@@ -385,6 +385,15 @@ mod tests {
     }
 
     #[test]
+    fn a_ratio_of_whole_thousandths_reads_back_as_itself() {
+        // The simulator builds its buckets from the ratio (`n / 1000`), as a
+        // gRPC service config states it: exact for every whole thousandth.
+        for n in (0..=100_000u32).chain([u32::MAX / 2, u32::MAX - 1]) {
+            assert_eq!(TokenBucketBudget::from_ratio(3, f64::from(n) / 1000.0).ratio_milli, u64::from(n), "{n}");
+        }
+    }
+
+    #[test]
     fn grpc_bucket_stays_in_range_and_respects_its_allowance() {
         // A long mixed run: the count never leaves 0..=max, and granted
         // retries never reach the allowance bound.

@@ -15,7 +15,7 @@ use retrysim::core::budget::RetryBudget;
 use retrysim::gate::aimd::{AimdConfig, RateControl};
 use retrysim::gate::{Admission, Feedback, Gate};
 use retrysim::sim::checks::fleet::{
-    FleetViolation, api_within_gate_limit, budget_allowance, check_fleet, deferred_charged_once,
+    FleetViolation, aimd_backs_off, api_within_gate_limit, budget_allowance, check_fleet, deferred_charged_once,
     fallback_within_local_limit, gate_window,
 };
 use retrysim::sim::checks::hunt;
@@ -243,7 +243,7 @@ impl Gate for LeakyGate {
     }
 }
 
-fn leak_gate(inner: Arc<dyn Gate>) -> Arc<dyn Gate> {
+pub(crate) fn leak_gate(inner: Arc<dyn Gate>) -> Arc<dyn Gate> {
     Arc::new(LeakyGate { inner, admits: AtomicU64::new(0), bypassed: AtomicU64::new(0) })
 }
 
@@ -285,6 +285,26 @@ fn a_cancelled_run_gives_its_slot_back_and_a_leak_is_still_caught() {
     // The same run with a gate that lets every third attempt past it: still caught.
     let leaky = run_hooked(&s, seed, Hooks { gate: Some(leak_gate), ..Hooks::default() });
     assert!(!api_within_gate_limit(&leaky).is_empty(), "a leaky gate must be caught beside a cancel");
+}
+
+#[test]
+fn per_worker_gates_each_back_off_on_their_own_429s_and_one_that_does_not_is_caught() {
+    // 40 workers as separate hosts, each with its own AIMD gate, each fed
+    // only its own worker's answers: each must cut on a 429 after its guard.
+    let s = scenario("berlin-40-processes-local-gates");
+    let r = run(&s, 1).unwrap_or_else(|e| panic!("{e}"));
+    let cut = |log: &[retrysim::gate::aimd::GateFact]| {
+        log.iter().any(|f| matches!(f.event, retrysim::gate::aimd::GateEvent::Changed { throttled: true, .. }))
+    };
+    let cutting = r.fleet_facts.local.values().filter(|log| cut(log)).count();
+    assert!(cutting > 1, "the situation: several workers' own gates cut on a 429\n{}", replay(&r));
+    assert_clean(&r, aimd_backs_off(&r));
+    // The same fleet whose gates ignore a 429: caught, and named per worker.
+    let mut deaf = s.clone();
+    deaf.client.defects.aimd_ignores_429 = true;
+    let d = run(&deaf, 1).unwrap_or_else(|e| panic!("{e}"));
+    let found = aimd_backs_off(&d);
+    assert!(found.iter().any(|v| v.message.contains("'s gate's last cut")), "{found:?}\n{}", replay(&d));
 }
 
 // ---- The shared retry budget ------------------------------------------------
@@ -347,7 +367,7 @@ impl RetryBudget for LeakyBudget {
     }
 }
 
-fn leak_budget(inner: Arc<dyn RetryBudget>) -> Arc<dyn RetryBudget> {
+pub(crate) fn leak_budget(inner: Arc<dyn RetryBudget>) -> Arc<dyn RetryBudget> {
     Arc::new(LeakyBudget(inner))
 }
 

@@ -2,12 +2,14 @@
 //! of a scenario's TOML) and every variant of the API's habits is drawn
 //! away from its default by at least one seed of the default hunt
 //! (`retrysim hunt`: seeds 1..=500), unless it is listed below with the
-//! reason it is not drawn.
+//! reason it is not drawn; and the values at the edges, where a comparison
+//! off by one shows, are drawn too.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use retrysim::sim::checks::hunt::{Kind, swarm};
-use retrysim::sim::run::scenario::{NAMES, Scenario, named};
+use retrysim::sim::run::runner::{JobOutcome, run};
+use retrysim::sim::run::scenario::{BudgetConfig, Hosts, NAMES, Scenario, named};
 use serde_json::Value;
 
 /// The default hunt's range.
@@ -25,14 +27,12 @@ const NOT_DRAWN: &[(&str, &str)] = &[
         "client.kind",
         "the hunt judges retrysim's own client; the baselines break the invariants by design (`retrysim compare` runs them)",
     ),
-    ("fleet.hosts", "NOT DRAWN YET: per-worker hosts (the gates' fleet checks assume one shared gate)"),
 ];
 
 /// Key prefixes the generator never draws, each with why.
 const NOT_DRAWN_PREFIX: &[(&str, &str)] = &[
     ("client.defects.", "deliberate defects: `--sabotage` turns them on, never the generator"),
     ("fleet.deferral.defects.", "deliberate defects: `--sabotage` turns them on, never the generator"),
-    ("fleet.coordinator", "NOT DRAWN YET: the limiter service needs per-worker hosts"),
 ];
 
 /// Every leaf of `v`, by its dotted path (array elements by index).
@@ -127,4 +127,61 @@ fn the_default_hunt_draws_every_habit_preset() {
         assert!(never.is_empty(), "seeds {SEEDS:?} never draw {key} = {never:?} (drawn: {drawn:?})");
         assert!(drawn.len() == all.len(), "{key}: a value this list does not know: {drawn:?}");
     }
+}
+
+/// A value at an edge, as a predicate on a drawn scenario.
+type Edge = (&'static str, fn(&Scenario) -> bool);
+
+/// The edges the default hunt must reach: the limiter's limit (the
+/// fleet's opening burst exactly fills a window, leaves one slot, or is one
+/// over), one write a window, half a retry bucket (whole tokens from an even
+/// bucket: a drained bucket's first refusal is at exactly half), zeros (no
+/// retries, `Retry-After: 0`, no latency), and a window's edge (no latency
+/// and no spread, so a retry told a reset in milliseconds arrives on it; a
+/// request that runs exactly a window, or a millisecond less).
+const EDGES: &[Edge] = &[
+    ("workers = the limit (writes)", |s| s.fleet.workers > 1 && s.fleet.workers == s.api.limiter.writes),
+    ("workers = the limit - 1", |s| s.fleet.workers > 1 && s.fleet.workers + 1 == s.api.limiter.writes),
+    ("workers = the limit + 1", |s| s.fleet.workers > 1 && s.fleet.workers == s.api.limiter.writes + 1),
+    ("a limit of one write", |s| s.api.limiter.writes == 1),
+    ("half a bucket: an even token bucket refunding whole tokens", half_a_bucket),
+    ("0 retries", |s| s.policy.max_retries == 0),
+    ("Retry-After: 0", |s| s.api.script.iter().any(|x| x.status == 429 && x.retry_after_s == Some(0))),
+    ("0 latency", |s| s.net.max_latency.is_zero()),
+    ("a window's edge: no latency, no spread", |s| s.net.max_latency.is_zero() && s.policy.spread.largest().is_zero()),
+    ("a window's edge: a request runs a whole window", |s| s.api.processing_ms == s.api.limiter.window_ms),
+    ("a window's edge: a request runs a window less 1 ms", |s| s.api.processing_ms + 1 == s.api.limiter.window_ms),
+    ("half a window: a request runs half the window", |s| {
+        s.api.processing_ms > 0 && s.api.processing_ms * 2 == s.api.limiter.window_ms
+    }),
+    ("per-worker hosts", |s| s.fleet.hosts == Hosts::PerWorker && s.fleet.coordinator.is_none()),
+    ("the limiter service", |s| s.fleet.coordinator.is_some()),
+    ("the limiter service partitioned away", |s| {
+        s.faults.schedule.iter().any(|f| matches!(f.fault, retrysim::sim::world::net::Fault::LimiterPartition { .. }))
+    }),
+];
+
+fn half_a_bucket(s: &Scenario) -> bool {
+    matches!(s.fleet.budget, Some(BudgetConfig::TokenBucket { max_tokens, token_ratio_milli })
+        if max_tokens % 2 == 0 && token_ratio_milli % 1000 == 0)
+}
+
+#[test]
+fn the_default_hunt_draws_every_edge() {
+    let drawn: Vec<Scenario> = SEEDS.map(|seed| swarm(seed, Kind::All)).collect();
+    let never: Vec<&str> = EDGES.iter().filter(|(_, at)| !drawn.iter().any(at)).map(|(name, _)| *name).collect();
+    assert!(never.is_empty(), "seeds {SEEDS:?} never draw these edges: {never:#?}");
+}
+
+/// Half a bucket is reached, not only drawn: some seed of the default hunt
+/// with an even bucket refunding whole tokens has a retry the budget
+/// refuses, and with whole tokens from an even bucket the first refusal is
+/// at exactly half (`tokens > max / 2` is then false by equality).
+#[test]
+fn some_default_hunt_run_drains_a_bucket_to_exactly_half() {
+    let refused = SEEDS.filter(|&seed| half_a_bucket(&swarm(seed, Kind::All))).find(|&seed| {
+        let r = run(&swarm(seed, Kind::All), seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        r.records.iter().any(|j| matches!(&j.outcome, JobOutcome::GaveUp { reason } if reason == "budget_exhausted"))
+    });
+    assert!(refused.is_some(), "no seed of {SEEDS:?} with an even whole-token bucket ran it down to half");
 }

@@ -9,7 +9,8 @@
 
 use retrysim::sim::checks::hunt::{self, Kind, Target};
 use retrysim::sim::checks::invariants::liveness_expected;
-use retrysim::sim::run::runner::run;
+use retrysim::sim::run::fleet::Hooks;
+use retrysim::sim::run::runner::{RunOptions, run};
 use retrysim::sim::run::scenario::Scenario;
 
 /// A cancel (`Fault::Cancel`) ended runs whose requests the API was still
@@ -40,6 +41,24 @@ const SEVERAL_LINES_DATE: [u64; 4] = [8988, 12416, 14825, 19775];
 /// (`no-unsafe-retry`): answers are now matched by code as well.
 const STALE_ANSWER_OF_THE_SAME_STATUS: [u64; 1] = [501];
 
+/// Worlds the default hunt (seeds 1..=500) reached once it drew per-worker
+/// hosts: each worker a process with a token bucket of its own, which the
+/// bound counted as one bucket for the whole fleet (`fleet-budget`).
+const A_BUCKET_PER_PROCESS: [u64; 4] = [172, 229, 324, 361];
+
+/// Worlds the default hunt reached once it drew the limiter service: a
+/// worker on its fallback had a request held by a hold fault, and the next,
+/// admitted an interval later, arrived within the interval of it
+/// (`fallback-limit`, judged from the ledger).
+const HELD_ON_THE_FALLBACK: [u64; 2] = [162, 361];
+
+/// Worlds a 100,000-seed hunt reached with the limiter service drawn: a
+/// caller cancelled a worker's run on its fallback while the API still
+/// processed its request; the run gave the fallback its slot back, which
+/// rightly admitted the next (`fallback-limit` counted both until the API
+/// answered).
+const CANCELLED_ON_THE_FALLBACK: [u64; 2] = [49849, 55704];
+
 /// The world seed `seed` drew when the deep hunt failed on it.
 fn world(seed: u64) -> Scenario {
     let path = format!("{}/tests/it/deep_hunt_worlds/{seed}.toml", env!("CARGO_MANIFEST_DIR"));
@@ -52,6 +71,7 @@ fn the_deep_hunts_failing_seeds_stay_clean() {
     let target = Target::of(Kind::All);
     let seeds = CANCELLED_WHILE_RUNNING.into_iter().chain(ARRIVED_AS_THE_BACKGROUND_RUN_STARTED);
     let new_draws = SEVERAL_LINES_DATE.into_iter().chain(STALE_ANSWER_OF_THE_SAME_STATUS);
+    let new_draws = new_draws.chain(A_BUCKET_PER_PROCESS).chain(HELD_ON_THE_FALLBACK).chain(CANCELLED_ON_THE_FALLBACK);
     for seed in seeds.chain(ESCALATION_CONVOY).chain(new_draws) {
         let result = hunt::check_seed(seed, &target, true, &Default::default());
         assert!(result.findings.is_empty(), "seed {seed}: {:#?}", result.findings);
@@ -59,6 +79,88 @@ fn the_deep_hunts_failing_seeds_stay_clean() {
         let (violations, fleet) = hunt::judge(&r);
         assert!(violations.is_empty() && fleet.is_empty(), "seed {seed}'s world: {violations:#?} {fleet:#?}");
     }
+}
+
+/// What [`A_BUCKET_PER_PROCESS`]'s verdict rests on: in seed 172's world
+/// the fleet's retries are more than one bucket allows, and each worker's
+/// are within its own; a budget that never refuses is still caught there.
+#[test]
+fn each_worker_process_spends_a_bucket_of_its_own() {
+    use retrysim::sim::run::scenario::{BudgetConfig, Hosts};
+    use retrysim::trace::EventKind;
+    let (seed, s) = (172, world(172));
+    assert_eq!(s.fleet.hosts, Hosts::PerWorker);
+    let Some(BudgetConfig::TokenBucket { max_tokens, token_ratio_milli }) = s.fleet.budget else {
+        panic!("seed {seed}'s world has a token bucket")
+    };
+    let allows = |retries: u64, successes: u64| {
+        1000 * retries < 500 * u64::from(max_tokens) + u64::from(token_ratio_milli) * successes
+    };
+    let count = |r: &retrysim::sim::run::runner::Report, worker: Option<u32>| {
+        let events = r.records.iter().filter(|j| worker.is_none_or(|w| j.worker == w)).flat_map(|j| &j.trace.events);
+        events.fold((0, 0), |(w, d), e| match e.kind {
+            EventKind::Wait { .. } => (w + 1, d),
+            EventKind::Done { .. } => (w, d + 1),
+            _ => (w, d),
+        })
+    };
+    let r = run(&s, seed).expect("finishes");
+    let (retries, successes) = count(&r, None);
+    assert!(!allows(retries, successes), "the situation: {retries} retries, {successes} successes over the fleet");
+    for w in 0..s.fleet.workers {
+        let (retries, successes) = count(&r, Some(w));
+        assert!(allows(retries, successes), "w{w}: {retries} retries, {successes} successes");
+    }
+    let (violations, fleet) = hunt::judge(&r);
+    assert!(violations.is_empty() && fleet.is_empty(), "{violations:#?} {fleet:#?}");
+    let hooks = Hooks { budget: Some(crate::fleet::leak_budget), ..Hooks::default() };
+    let leaky = crate::support::run_under(RunOptions::new().hooks(hooks), &s, seed);
+    let (violations, _) = hunt::judge(&leaky);
+    assert!(
+        violations.iter().any(|v| v.message.starts_with('w') && v.message.contains("token bucket")),
+        "a budget that never refuses, per worker: {violations:#?}"
+    );
+}
+
+/// What [`HELD_ON_THE_FALLBACK`]'s verdict rests on: in seed 162's world a
+/// worker's fallback admitted two requests an interval apart (its own
+/// facts), and the first, held by the hold fault, arrived less than an
+/// interval before the second; a worker that bypasses its fallback is still
+/// caught there.
+#[test]
+fn a_held_request_arrives_close_to_the_next_one_its_fallback_admitted_an_interval_later() {
+    use retrysim::gate::aimd::GateEvent;
+    use retrysim::sim::checks::fleet::fallback_within_local_limit;
+    let (seed, s) = (162, world(162));
+    let r = run(&s, seed).expect("finishes");
+    let w1: Vec<u64> =
+        r.ledger.arrivals.iter().filter(|a| a.client.starts_with("w1 ")).map(|a| a.at.as_millis() as u64).collect();
+    assert!(w1.contains(&2328) && w1.contains(&2897), "the situation: w1's requests at 2328 and 2897 ms: {w1:?}");
+    let admitted: Vec<u64> = r.fleet_facts.local[&1]
+        .iter()
+        .filter(|f| matches!(f.event, GateEvent::Admitted { .. }))
+        .map(|f| f.at.as_millis() as u64)
+        .collect();
+    assert!(admitted.windows(2).all(|p| p[1] >= p[0] + 1000), "w1's fallback admitted {admitted:?}");
+    assert!(fallback_within_local_limit(&r).is_empty());
+    let hooks = Hooks { gate: Some(crate::fleet::leak_gate), ..Hooks::default() };
+    let leaky = crate::support::run_under(RunOptions::new().hooks(hooks), &s, seed);
+    assert!(!fallback_within_local_limit(&leaky).is_empty(), "every third attempt bypasses the fallback");
+}
+
+/// Seed 30 under `--sabotage fresh-key-each-attempt` (and three other
+/// defects of the client): a worker on its fallback timed out an attempt
+/// the API still processed (1.5 s against a 1 s attempt timeout), its
+/// fallback rightly admitted the next, and `fallback-limit` counted both as
+/// running at once. The defect is still caught, by its own checks.
+#[test]
+fn a_timed_out_request_the_api_still_runs_is_not_the_fallbacks_excess() {
+    let mut target = Target::of(Kind::All);
+    assert!(target.sabotage.set("fresh-key-each-attempt"));
+    let r = hunt::check_seed(30, &target, false, &Default::default());
+    let found: Vec<&str> = r.findings.iter().map(|f| f.invariant.as_str()).collect();
+    assert!(!found.contains(&"fallback-limit"), "{:#?}", r.findings);
+    assert!(found.contains(&"one-key-per-operation"), "{:#?}", r.findings);
 }
 
 /// What [`ESCALATION_CONVOY`]'s verdict rests on: in that world a job

@@ -37,11 +37,12 @@ use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
 use crate::core::lock;
 use crate::core::policy::Policy;
 use crate::env::{Rng, seeded_rng};
+use crate::gate::aimd::AimdConfig;
 use crate::sim::checks::check_report;
 use crate::sim::checks::invariants::{self as check, Invariant, Violation};
 use crate::sim::run::defects::Defects;
 use crate::sim::run::runner::RunOptions;
-use crate::sim::run::scenario::{BudgetConfig, DeferralConfig, GateConfig, OpMix, Scenario};
+use crate::sim::run::scenario::{BudgetConfig, CoordinatorConfig, DeferralConfig, GateConfig, Hosts, OpMix, Scenario};
 use crate::sim::run::seed::derive;
 use crate::sim::world::api::{
     AccountConfig, AdviceForm, ConcurrencyConfig, DateForm, Envelope, KeepAlive, LimiterConfig, LimiterKind, ScriptStep,
@@ -139,15 +140,19 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     draw_network(&mut g, &mut s);
     draw_faults(&mut g, &mut s, calm);
     // Fleet controls, rarely (never in calm scenarios: they may rightly refuse).
-    let mut pacing_clean = false;
+    let (mut pacing_clean, mut contended) = (false, false);
     if !calm && kind == Kind::Fleet {
-        let contended = draw_budget(&mut g, &mut s, workers);
+        contended = draw_budget(&mut g, &mut s, workers);
         draw_deferral(&mut g, &mut s, contended);
         pacing_clean = draw_gate(&mut g, &mut s, contended);
     }
     draw_cancel(&mut g, &mut s, calm, pacing_clean);
     draw_habits(&mut g, &mut s, pacing_clean);
     draw_boundaries(&mut g, &mut s, calm);
+    draw_hosts(&mut g, &mut s, kind, calm, pacing_clean || contended);
+    if !calm && !pacing_clean {
+        draw_edges(&mut g, &mut s, kind);
+    }
     draw_keep_alive(&mut g, &mut s, calm);
     if calm {
         make_ample(&mut s);
@@ -508,6 +513,88 @@ fn draw_boundaries(g: &mut Draw, s: &mut Scenario, calm: bool) {
         3 => p.spread.rounded_zero = g.pick(&[Duration::ZERO, MS(1)]),
         4 => p.escalate = false,
         5 if !calm => s.api.processing_ms = s.api.limiter.window_ms / 2,
+        _ => {}
+    }
+}
+
+/// Per-worker hosts, sometimes (drawn after the boundaries, so the draws
+/// before keep their places): each worker its own process, with its own
+/// budget and its own gate, and, on a scenario that is not calm, sometimes
+/// the limiter service that runs one AIMD gate for them all over the network
+/// (brief 003), now and then partitioned away (the workers fall back to
+/// their local limits). Not with a deferral (its queue lives on the shared
+/// fleet host), nor where `shared_only`: a pacing gate's clean runs (its
+/// check is of one shared gate), a contended bucket (one bucket, not a
+/// gate, must be what stops the fleet's retries).
+fn draw_hosts(g: &mut Draw, s: &mut Scenario, kind: Kind, calm: bool, shared_only: bool) {
+    if kind != Kind::Fleet || shared_only || s.fleet.deferral.is_some() || !g.chance(300) {
+        return;
+    }
+    s.fleet.hosts = Hosts::PerWorker;
+    if calm || !g.chance(500) {
+        return;
+    }
+    let aimd = AimdConfig { initial_limit: g.range(1, 4) as u32, ..AimdConfig::default() };
+    s.fleet.gate = GateConfig::Aimd(aimd);
+    let silence = g.pick(&[MS(500), S(1), S(2)]);
+    let heartbeat = silence / g.pick(&[2, 4, 5]) as u32;
+    // The service reclaims a slot only after the longest attempt could have
+    // reported back: a lease under the attempt timeout frees slots still in use.
+    let attempt = s.policy.attempt_timeout + s.net.max_latency * 2 + s.net.tick * 4;
+    let lease = silence.max(attempt + g.pick(&[MS(1), S(1), S(30)]));
+    // The fallback: one attempt in flight, at most one every 10 s (the
+    // default) or one a second.
+    let fallback = AimdConfig::fixed(1, g.pick(&[100, 1_000]));
+    s.fleet.coordinator = Some(CoordinatorConfig {
+        fallback,
+        silence,
+        heartbeat,
+        connect_timeout: g.pick(&[MS(100), MS(500)]),
+        retry_after: g.pick(&[S(1), S(5)]),
+        lease,
+    });
+    if g.chance(300) {
+        let at = g.ms(0, 6_000);
+        let fault = ScheduledFault { at, fault: Fault::LimiterPartition { until: at + g.ms(500, 5_000) } };
+        let i = s.faults.schedule.partition_point(|f| f.at <= at);
+        s.faults.schedule.insert(i, fault);
+    }
+}
+
+/// More values at the edges, on scenarios that are neither calm nor a
+/// pacing gate's clean runs (drawn last): a fleet whose workers are the
+/// limiter's limit, one under it or one over it, so the opening burst fills
+/// the window exactly, or leaves one slot, or is refused once; a token
+/// bucket whose half is a whole number of tokens and whose refunds are
+/// whole tokens, so a bucket drained by refusals stops at exactly half
+/// (gRPC's `tokens > max / 2`, off by one there only); a network with no
+/// latency and no spread, so a retry told a reset in milliseconds arrives
+/// on the window's edge, and a request answered exactly one window (or one
+/// millisecond less) after it arrived.
+fn draw_edges(g: &mut Draw, s: &mut Scenario, kind: Kind) {
+    if !g.chance(350) {
+        return;
+    }
+    match g.range(0, 3) {
+        0 if kind == Kind::Fleet => {
+            let under = g.pick(&[0, 1, 2]);
+            s.api.limiter.writes = (s.fleet.workers + 1).saturating_sub(under).max(1);
+            s.api.limiter.reads = s.api.limiter.reads.max(s.api.limiter.writes);
+        }
+        1 if kind == Kind::Fleet => {
+            let max_tokens = g.pick(&[2, 4, 6, 8]);
+            s.fleet.budget = Some(BudgetConfig::TokenBucket { max_tokens, token_ratio_milli: 1_000 });
+        }
+        2 => {
+            s.net.min_latency = Duration::ZERO;
+            s.net.max_latency = Duration::ZERO;
+            let p = &mut s.policy;
+            p.spread = Spread { per_mille: 0, min: Duration::ZERO, max: Duration::ZERO, rounded_zero: Duration::ZERO };
+        }
+        3 => {
+            let window = s.api.limiter.window_ms;
+            s.api.processing_ms = window - g.range(0, 1);
+        }
         _ => {}
     }
 }

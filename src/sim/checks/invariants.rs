@@ -461,31 +461,40 @@ fn waits_cover_advice(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
 /// the last grant, `M / 2 < tokens ≤ M − 1000 G + r D`, so
 /// `1000 G < M / 2 + r D`, with `G` the retries (each is one planned wait)
 /// and `D` the successes (each one deposit). A percentage budget's windowed
-/// allowance has no such whole-run bound and is not checked here.
+/// allowance has no such whole-run bound and is not checked here. On
+/// per-worker hosts each worker is a process with a bucket of its own, so
+/// the bound holds per worker, over that worker's runs.
 fn fleet_budget(r: &Report, out: &mut Vec<Violation>) {
     let Some(crate::sim::run::scenario::BudgetConfig::TokenBucket { max_tokens, token_ratio_milli }) =
         r.scenario_config.fleet.budget
     else {
         return;
     };
-    let events = r.records.iter().flat_map(|j| &j.trace.events);
-    let (mut granted, mut successes) = (0u64, 0u64);
-    for e in events {
-        match e.kind {
-            EventKind::Wait { .. } => granted += 1,
-            EventKind::Done { .. } => successes += 1,
-            _ => {}
+    let per_worker = r.scenario_config.fleet.hosts == crate::sim::run::scenario::Hosts::PerWorker;
+    // (retries granted, successes) per bucket: the fleet's one, or each worker's.
+    let mut buckets: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    for j in &r.records {
+        let (granted, successes) = buckets.entry(if per_worker { j.worker } else { 0 }).or_default();
+        for e in &j.trace.events {
+            match e.kind {
+                EventKind::Wait { .. } => *granted += 1,
+                EventKind::Done { .. } => *successes += 1,
+                _ => {}
+            }
         }
     }
-    let allowance = 500 * max_tokens as u64 + token_ratio_milli as u64 * successes;
-    if 1000 * granted >= allowance {
-        out.push(v(
-            Invariant::FleetBudget,
-            format!(
-                "{granted} retries with a token bucket of {max_tokens} tokens refunding {token_ratio_milli}/1000 per success over {successes} successes: at most {} allowed",
-                allowance.div_ceil(1000).saturating_sub(1)
-            ),
-        ));
+    for (w, (granted, successes)) in buckets {
+        let allowance = 500 * max_tokens as u64 + token_ratio_milli as u64 * successes;
+        if 1000 * granted >= allowance {
+            let whose = if per_worker { format!("w{w}: ") } else { String::new() };
+            out.push(v(
+                Invariant::FleetBudget,
+                format!(
+                    "{whose}{granted} retries with a token bucket of {max_tokens} tokens refunding {token_ratio_milli}/1000 per success over {successes} successes: at most {} allowed",
+                    allowance.div_ceil(1000).saturating_sub(1)
+                ),
+            ));
+        }
     }
 }
 

@@ -244,8 +244,10 @@ fn build_gate(s: &Scenario) -> Option<Arc<dyn Gate>> {
 /// The fleet's retry budget, if the scenario has one.
 fn build_budget(s: &Scenario) -> Option<Arc<dyn RetryBudget>> {
     match s.fleet.budget? {
+        // Built from the ratio, as gRPC's service config states it (exact:
+        // a whole number of thousandths reads back as itself).
         BudgetConfig::TokenBucket { max_tokens, token_ratio_milli } => {
-            Some(Arc::new(TokenBucketBudget::new(max_tokens, token_ratio_milli)))
+            Some(Arc::new(TokenBucketBudget::from_ratio(max_tokens, f64::from(token_ratio_milli) / 1000.0)))
         }
         BudgetConfig::Percent { ttl, min_per_sec, per_mille } => {
             Some(Arc::new(PercentBudget::new(ttl, min_per_sec, per_mille)))
