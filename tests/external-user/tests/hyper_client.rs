@@ -55,9 +55,7 @@ impl Subject for HyperLoop {
 fn harness(scenario: &str) -> Harness {
     Harness::named(scenario).unwrap().with_client(from_fn("hyper-util", |_host| {
         let net = SimNet;
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(net.timer())
-            .build(net.connector());
+        let client = Client::builder(TokioExecutor::new()).pool_timer(net.timer()).build(net.connector());
         HyperLoop { client }
     }))
 }
