@@ -64,11 +64,11 @@ fn the_default_hunt_catches_every_defect_and_the_readme_table_is_current() {
     assert!(section.contains(&measured), "{page}'s sabotage table is stale; measured now:\n\n{measured}");
 }
 
-/// The four checks that a client is not too careful and that the model is
-/// right, each with the deliberate defect it must catch: the first seed of
-/// the default range where the defect fails shows the check's finding, which
-/// names the side it blames, and the same seed without the defect passes
-/// that check.
+/// The checks that a client is not too careful, that it stops for the
+/// reason its answers give, and that the model is right, each with the
+/// deliberate defect it must catch: the first seed of the default range where
+/// the defect fails shows the check's finding, which names the side it
+/// blames, and the same seed without the defect passes that check.
 #[test]
 fn each_new_check_catches_its_defect_and_names_the_side_it_blames() {
     let cases = [
@@ -76,6 +76,7 @@ fn each_new_check_catches_its_defect_and_names_the_side_it_blames() {
         ("spread-off", "zero-advice-spread", "blames the client"),
         ("advice-rounds-down", "model-advice", "blames the model"),
         ("store-forgets-answers", "model-idempotency", "blames the model"),
+        ("transient-as-terminal", "give-up-reason", "blames the client"),
     ];
     let honest = Target::of(Kind::All);
     for (defect, property, blame) in cases {

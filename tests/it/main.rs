@@ -26,6 +26,7 @@ mod negative_controls;
 mod properties;
 mod readme;
 mod real_servers;
+mod reasons;
 #[cfg(feature = "reqwest-middleware")]
 mod reqwest_driver;
 mod reqwest_stack;

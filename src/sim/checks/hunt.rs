@@ -815,7 +815,7 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 pub fn judge(r: &crate::sim::run::runner::Report) -> (Vec<Violation>, Vec<crate::sim::checks::fleet::FleetViolation>) {
     let violations = check_report(r);
     let mut fleet = crate::sim::checks::fleet::check_fleet(r);
-    use crate::sim::checks::{careful, fleet::FleetViolation, model};
+    use crate::sim::checks::{careful, fleet::FleetViolation, model, reasons};
     for x in model::check_model(r) {
         fleet.push(FleetViolation { property: "model-limiter", message: x.message });
     }
@@ -826,6 +826,7 @@ pub fn judge(r: &crate::sim::run::runner::Report) -> (Vec<Violation>, Vec<crate:
         fleet.push(FleetViolation { property: "model-idempotency", message: x.message });
     }
     fleet.extend(careful::check_careful(r));
+    fleet.extend(reasons::check_reasons(r));
     (violations, fleet)
 }
 

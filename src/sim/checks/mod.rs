@@ -7,6 +7,7 @@ pub mod fleet;
 pub mod hunt;
 pub mod invariants;
 pub mod model;
+pub mod reasons;
 #[cfg(feature = "proptest")]
 pub mod strategies;
 

@@ -105,7 +105,11 @@ pub(crate) fn builtin(kind: Builtin, defects: Defects, policy: &Policy, host: Ho
         declared: Promises,
         replayable: bool,
     ) -> Arc<dyn Subject> {
-        if defects.retry_terminal || defects.quota_as_throttled || defects.throttled_as_unclear {
+        let table = defects.retry_terminal
+            || defects.quota_as_throttled
+            || defects.throttled_as_unclear
+            || defects.transient_as_terminal;
+        if table {
             client = client.with_classifier(defects.classifier());
         }
         if let Some(gate) = host.gate {

@@ -113,6 +113,9 @@ defects! {
     /// stretched past what hyper-util and Go allow), so the driver replays an
     /// unkeyed POST that may have run.
     closed_after_write_as_not_sent = "closed-after-write-as-not-sent", "a connection closed after the write read as not sent: an unkeyed POST replayed";
+    /// A classification table without the transient statuses (an empty
+    /// `transient_statuses`): a 502, 503 or 504 stops the job as terminal.
+    transient_as_terminal = "transient-as-terminal", "a 502, 503 or 504 read as terminal: the job stops on a passing failure";
 }
 
 /// The defects by their command-line names, in a fixed order.
@@ -181,6 +184,9 @@ impl Defects {
             let quota = ["QUOTA_EXCEEDED", "insufficient_quota"];
             table.terminal_codes.retain(|c| !quota.contains(&c.as_str()));
             table.throttled_codes.extend(quota.map(str::to_owned));
+        }
+        if self.transient_as_terminal {
+            table.transient_statuses.clear();
         }
         let classifier: Arc<dyn Classifier> =
             if self.retry_terminal { Arc::new(TerminalAsThrottled(table)) } else { Arc::new(table) };
