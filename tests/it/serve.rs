@@ -571,3 +571,91 @@ fn the_cli_prints_its_address_first_serves_and_reports_on_sigterm() {
     assert!(rest.contains("requests           6\n") && rest.contains("charged            6\n"), "{rest}");
     assert!(rest.contains("verdict            every check holds"), "{rest}");
 }
+
+/// Sends `GET path` on `stream` and reads its whole answer (head and a
+/// `content-length` body), within 3 s.
+async fn exchange(stream: &mut TcpStream, path: &str) -> String {
+    let req = format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n");
+    stream.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let read = async {
+        loop {
+            let text = String::from_utf8_lossy(&out).to_ascii_lowercase();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let len = text[..end]
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if out.len() >= end + 4 + len {
+                    return;
+                }
+            }
+            let mut buf = [0u8; 4096];
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(3), read).await.expect("an answer within 3 s");
+    String::from_utf8_lossy(&out).to_ascii_lowercase()
+}
+
+/// Whether the server closes `stream` within `within` (EOF or reset).
+async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 64];
+    matches!(tokio::time::timeout(within, stream.read(&mut buf)).await, Ok(Ok(0) | Err(_)))
+}
+
+#[tokio::test]
+async fn serve_keeps_connections_alive_as_the_scenario_says() {
+    let mut s = scenario::blinkimg_1s();
+    s.api.keep_alive.idle_timeout_ms = 300;
+    s.api.keep_alive.max_requests = 3;
+    let server = Served::start(&s).await.unwrap();
+    let addr = server.addr();
+
+    // Idle for less than the timeout: the same connection serves again.
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    assert!(exchange(&mut c, "/__retrysim/report").await.starts_with("http/1.1 200"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let second = exchange(&mut c, "/__retrysim/report").await;
+    assert!(second.starts_with("http/1.1 200") && !second.contains("connection: close"), "{second}");
+    // The cap: the third answer says close, and the server closes.
+    let third = exchange(&mut c, "/__retrysim/report").await;
+    assert!(third.contains("connection: close"), "{third}");
+    assert!(closed_within(&mut c, Duration::from_secs(2)).await, "closed after the capped answer");
+
+    // Idle past the timeout: the server closes it (a FIN), long before
+    // hyper's head timer (Limits::header_read_timeout, 10 s) would.
+    let mut idle = TcpStream::connect(addr).await.unwrap();
+    let asked = Instant::now();
+    exchange(&mut idle, "/__retrysim/report").await;
+    assert!(closed_within(&mut idle, Duration::from_secs(6)).await, "closed when idle");
+    let after = asked.elapsed();
+    assert!(after >= Duration::from_millis(300) && after < Duration::from_secs(6), "{after:?}");
+
+    // Errors keep the connection unless the scenario says to close after them.
+    let mut e = TcpStream::connect(addr).await.unwrap();
+    let missing = exchange(&mut e, "/__retrysim/nothing-here").await;
+    assert!(missing.starts_with("http/1.1 404") && !missing.contains("connection: close"), "{missing}");
+    server.stop().await;
+
+    s.api.keep_alive.close_after_error = true;
+    let server = Served::start(&s).await.unwrap();
+    let addr = server.addr();
+    let mut e = TcpStream::connect(addr).await.unwrap();
+    let missing = exchange(&mut e, "/__retrysim/nothing-here").await;
+    assert!(missing.contains("connection: close"), "{missing}");
+    assert!(closed_within(&mut e, Duration::from_secs(2)).await, "closed after the error");
+    server.stop().await;
+
+    s.api.keep_alive.enabled = false;
+    let server = Served::start(&s).await.unwrap();
+    let addr = server.addr();
+    let mut once = TcpStream::connect(addr).await.unwrap();
+    let only = exchange(&mut once, "/__retrysim/report").await;
+    assert!(only.contains("connection: close"), "{only}");
+    server.stop().await;
+}

@@ -35,7 +35,9 @@
 //! bounces and limiter partitions need the simulated network; they are
 //! listed in the report as not served. Loss decisions come from one seed,
 //! drawn once per answer, so they are deterministic given the order of
-//! answers.
+//! answers. Connections are kept alive as the scenario's `api.keep_alive`
+//! says; an idle one is closed after its `idle_timeout_ms` or after
+//! [`Limits::header_read_timeout`], whichever comes first.
 //!
 //! # Requests and operations
 //!
@@ -70,7 +72,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -416,28 +418,84 @@ fn refuse(stream: TcpStream) {
     );
 }
 
+/// One connection as the server sees it, for the scenario's keep-alive.
+struct ConnState {
+    /// Answers sent on it so far.
+    served: u32,
+    /// Requests in the handler now.
+    busy: u32,
+    /// When it last became idle (accepted, or its last answer).
+    idle_since: Instant,
+}
+
+/// One connection, kept alive as the scenario's `api.keep_alive` says: no
+/// keep-alive when it is off, `Connection: close` on the answer that
+/// reaches `max_requests` and, with `close_after_error`, on every answer of
+/// 400 or more, and closed when idle for `idle_timeout_ms`, or sooner for
+/// [`Limits::header_read_timeout`] (hyper's head timer runs while a kept-alive
+/// connection waits for its next request).
 async fn connection(stream: TcpStream, shared: Arc<Shared>, cancel: CancellationToken) {
     let limits = shared.limits.clone();
-    let service = service_fn(move |req| handle(shared.clone(), req));
+    let keep = shared.scenario.api.keep_alive;
+    let state = Arc::new((Mutex::new(ConnState { served: 0, busy: 0, idle_since: Instant::now() }), Notify::new()));
+    let service = {
+        let state = state.clone();
+        service_fn(move |req| kept_alive(shared.clone(), state.clone(), req))
+    };
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .auto_date_header(false)
-        .keep_alive(true)
+        .keep_alive(keep.enabled)
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(limits.max_header_bytes.max(8192))
         .max_header_size(limits.max_header_bytes);
     let conn = http.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
+    let idle_timeout = (keep.enabled && keep.idle_timeout_ms > 0).then(|| Duration::from_millis(keep.idle_timeout_ms));
     // Errors are clients that went away, timed out or sent garbage (hyper
     // answered it 400 or 431): nothing more to do for them.
-    tokio::select! {
-        biased;
-        _ = conn.as_mut() => {}
-        () = cancel.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
+    loop {
+        let changed = state.1.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let idle_until = {
+            let c = lock(&state.0);
+            idle_timeout.filter(|_| c.busy == 0).map(|t| c.idle_since + t)
+        };
+        tokio::select! {
+            biased;
+            _ = conn.as_mut() => return,
+            () = cancel.cancelled() => break,
+            () = &mut changed => {}
+            () = tokio::time::sleep_until(idle_until.unwrap_or_else(Instant::now)), if idle_until.is_some() => break,
         }
     }
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
+}
+
+/// [`handle`], with the connection's count of answers and the scenario's
+/// `Connection: close` habits.
+async fn kept_alive(
+    shared: Arc<Shared>,
+    state: Arc<(Mutex<ConnState>, Notify)>,
+    req: Request<hyper::body::Incoming>,
+) -> Result<Response<Full<Bytes>>, Cut> {
+    let keep = shared.scenario.api.keep_alive;
+    lock(&state.0).busy += 1;
+    let answer = handle(shared, req).await;
+    let mut c = lock(&state.0);
+    c.busy -= 1;
+    c.idle_since = Instant::now();
+    let mut res = answer?;
+    c.served += 1;
+    let capped = keep.max_requests > 0 && c.served >= keep.max_requests;
+    if capped || (keep.close_after_error && res.status().as_u16() >= 400) {
+        res.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+    }
+    drop(c);
+    state.1.notify_one();
+    Ok(res)
 }
 
 /// The answer was cut on purpose (a lost answer), or the client went away.
