@@ -33,15 +33,21 @@ pub fn check_careful(r: &Report) -> Vec<FleetViolation> {
     if !r.traced {
         return out;
     }
-    let s = &r.scenario_config;
-    let background = s.fleet.deferral.as_ref().map(|d| &d.policy);
-    let runs = r.records.iter().map(|j| (j, &s.policy));
-    let runs = runs.chain(r.deferred_records.iter().filter_map(|j| background.map(|p| (j, p))));
-    for (j, p) in runs {
+    for (j, p) in runs_with_policy(r) {
         throttled_retried(r, j, p, &mut out);
         zero_advice_spread(j, p, &mut out);
     }
     out
+}
+
+/// Every run of `r` with the policy its client declared: the front end's
+/// jobs under the scenario's policy, a deferred job's background runs under
+/// the background policy.
+pub(crate) fn runs_with_policy(r: &Report) -> impl Iterator<Item = (&JobRecord, &Policy)> {
+    let s = &r.scenario_config;
+    let background = s.fleet.deferral.as_ref().map(|d| &d.policy);
+    let runs = r.records.iter().map(move |j| (j, &s.policy));
+    runs.chain(r.deferred_records.iter().filter_map(move |j| background.map(|p| (j, p))))
 }
 
 /// The longest wait `p` may plan for a throttled answer advising `advice`,

@@ -19,6 +19,7 @@
 //! Both apply to a traced client and blame it.
 
 use crate::core::policy::{GiveUpReason, Policy};
+use crate::sim::checks::careful::runs_with_policy;
 use crate::sim::checks::fleet::FleetViolation;
 use crate::sim::checks::invariants::{TERMINAL_429_CODES, terminal};
 use crate::sim::run::job::JobRecord;
@@ -49,11 +50,7 @@ pub fn check_reasons(r: &Report) -> Vec<FleetViolation> {
     if !r.traced {
         return out;
     }
-    let s = &r.scenario_config;
-    let background = s.fleet.deferral.as_ref().map(|d| &d.policy);
-    let runs = r.records.iter().map(|j| (j, &s.policy));
-    let runs = runs.chain(r.deferred_records.iter().filter_map(|j| background.map(|p| (j, p))));
-    for (j, p) in runs {
+    for (j, p) in runs_with_policy(r) {
         give_up_reason(j, &mut out);
         unclear_bound(j, p, &mut out);
     }

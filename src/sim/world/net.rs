@@ -385,8 +385,7 @@ async fn handle(
     let mut res = answer?;
     c.served += 1;
     let keep = lock(&server.api).config().keep_alive;
-    let capped = keep.max_requests > 0 && c.served >= keep.max_requests;
-    if capped || (keep.close_after_error && res.status().as_u16() >= 400) {
+    if keep.closes_after(c.served, res.status().as_u16()) {
         res.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
     }
     drop(c);

@@ -98,6 +98,15 @@ pub struct KeepAlive {
     pub close_after_error: bool,
 }
 
+impl KeepAlive {
+    /// Whether the `served`-th answer on a connection (from 1), of
+    /// `status`, closes it (`Connection: close`): the cap reached, or an
+    /// error where the server closes after errors.
+    pub fn closes_after(&self, served: u32, status: u16) -> bool {
+        (self.max_requests > 0 && served >= self.max_requests) || (self.close_after_error && status >= 400)
+    }
+}
+
 impl Default for KeepAlive {
     fn default() -> KeepAlive {
         KeepAlive { enabled: true, idle_timeout_ms: 72_000, max_requests: 0, close_after_error: false }
