@@ -16,7 +16,7 @@ use http::{HeaderMap, Method, StatusCode};
 use serde::Serialize;
 
 use super::body::ErrorEnvelope;
-use super::retry_after::read_advice;
+use super::retry_after::{Advice, read_advice};
 
 /// How a transport failure relates to the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -203,10 +203,23 @@ pub fn classify_answer<'a>(
     envelope: Option<&'a ErrorEnvelope>,
     received_at: SystemTime,
 ) -> (Class, Option<&'a str>) {
-    let outcome = Outcome::answer(status, headers, envelope, received_at);
-    let Outcome::Answer { code, advised, .. } = outcome else {
-        return (classifier.classify(outcome), None);
-    };
+    let advice = read_advice(headers, envelope, received_at);
+    classify_advised(classifier, status, headers, envelope, &advice)
+}
+
+/// [`classify_answer`] with the answer's advice already read by
+/// [`read_advice`] (at the same `received_at`), for a caller that needs the
+/// advice too and should not read the headers and body twice.
+pub fn classify_advised<'a>(
+    classifier: &dyn Classifier,
+    status: StatusCode,
+    headers: &'a HeaderMap,
+    envelope: Option<&'a ErrorEnvelope>,
+    advice: &Advice,
+) -> (Class, Option<&'a str>) {
+    let code = envelope.and_then(|e| e.code.as_deref());
+    let advised = advice.wait.is_some();
+    let outcome = Outcome::Answer { status, code, headers, advised };
     let codes = envelope.map_or(&[][..], |e| &e.codes[..]);
     if codes.len() > 1 {
         for c in codes {
