@@ -67,9 +67,20 @@ impl<'a> Outcome<'a> {
         envelope: Option<&'a ErrorEnvelope>,
         received_at: SystemTime,
     ) -> Outcome<'a> {
+        Outcome::advised(status, headers, envelope, &read_advice(headers, envelope, received_at))
+    }
+
+    /// [`Outcome::answer`] with the answer's advice already read by
+    /// [`read_advice`], for a caller that acts on the advice too and reads
+    /// the headers and body once.
+    pub fn advised(
+        status: StatusCode,
+        headers: &'a HeaderMap,
+        envelope: Option<&'a ErrorEnvelope>,
+        advice: &Advice,
+    ) -> Outcome<'a> {
         let code = envelope.and_then(|e| e.code.as_deref());
-        let advised = read_advice(headers, envelope, received_at).wait.is_some();
-        Outcome::Answer { status, code, headers, advised }
+        Outcome::Answer { status, code, headers, advised: advice.wait.is_some() }
     }
 }
 
@@ -208,8 +219,8 @@ pub fn classify_answer<'a>(
 }
 
 /// [`classify_answer`] with the answer's advice already read by
-/// [`read_advice`] (at the same `received_at`), for a caller that needs the
-/// advice too and should not read the headers and body twice.
+/// [`read_advice`]: the driver reads it once, at one receipt time, for the
+/// class and for the decision.
 pub fn classify_advised<'a>(
     classifier: &dyn Classifier,
     status: StatusCode,
@@ -217,9 +228,10 @@ pub fn classify_advised<'a>(
     envelope: Option<&'a ErrorEnvelope>,
     advice: &Advice,
 ) -> (Class, Option<&'a str>) {
-    let code = envelope.and_then(|e| e.code.as_deref());
-    let advised = advice.wait.is_some();
-    let outcome = Outcome::Answer { status, code, headers, advised };
+    let outcome = Outcome::advised(status, headers, envelope, advice);
+    let Outcome::Answer { code, advised, .. } = outcome else {
+        return (classifier.classify(outcome), None);
+    };
     let codes = envelope.map_or(&[][..], |e| &e.codes[..]);
     if codes.len() > 1 {
         for c in codes {
