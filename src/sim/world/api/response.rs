@@ -16,8 +16,8 @@ use super::config::{RateLimitFields, RateLimitedBody};
 use super::endpoint::BudgetKind;
 use super::envelope::{self, ErrorCode, JSON, Refusal, Style};
 use super::habits;
-use super::wallclock::WallTime;
 use super::ledger::Settled;
+use super::wallclock::WallTime;
 use super::{Api, ArrivalOutcome, Caller, Meter, names};
 
 /// An answer before it becomes a response: what to send and what to record.
