@@ -537,6 +537,23 @@ mod tests {
         assert!(coded.to_string().starts_with("terminal answer 429 QUOTA_EXCEEDED: the quota is spent"), "{coded}");
     }
 
+    /// Each terminal code says what a person can do next, in its own words.
+    #[test]
+    fn each_terminal_code_says_what_to_do_next() {
+        let words = |code: &str| GiveUpReason::Terminal { status: 429, code: Some(code.into()) }.to_string();
+        for (codes, next) in [
+            (["QUOTA_EXCEEDED", "insufficient_quota"], "the quota is spent: tell a person or raise the quota"),
+            (["SIGNUP_REQUIRED", "signup_required"], "the anonymous cap is reached: use an API key"),
+            (["INSUFFICIENT_CREDITS", "insufficient_credits"], "the balance is empty: top up"),
+            (["IDEMPOTENCY_KEY_REUSED"; 2], "this key was used with another body: use a new key for a new operation"),
+        ] {
+            for code in codes {
+                assert!(words(code).ends_with(next), "{code}: {}", words(code));
+            }
+        }
+        assert!(words("OTHER").ends_with("retrying cannot help: fix the request"), "{}", words("OTHER"));
+    }
+
     fn advice(secs: u64) -> Advice {
         Advice {
             source: AdviceSource::HeaderSeconds,
