@@ -23,6 +23,7 @@ use crate::core::policy::{GiveUpReason, Policy};
 use crate::core::retry_after::AdviceSource;
 use crate::sim::checks::fleet::FleetViolation;
 use crate::sim::checks::invariants::{arrivals_by_client, clock_slack_ms, ledger_answers, terminal};
+use crate::sim::checks::waits::spread_cap_ns;
 use crate::sim::run::job::JobRecord;
 use crate::sim::run::runner::Report;
 use crate::trace::{EventKind, Millis};
@@ -127,8 +128,8 @@ fn throttled_retried(r: &Report, j: &JobRecord, p: &Policy, out: &mut Vec<FleetV
 fn zero_advice_floor(p: &Policy, source: AdviceSource) -> Duration {
     let whole_seconds =
         matches!(source, AdviceSource::HeaderSeconds | AdviceSource::HeaderDate | AdviceSource::BodySeconds);
-    let cap = if whole_seconds { p.spread.cap_whole_seconds(Duration::ZERO) } else { p.spread.cap(Duration::ZERO) };
-    if cap.is_zero() { Duration::ZERO } else { Duration::from_millis(1) }
+    // The cap as the specification states it, not `Spread::cap`, which the client calls.
+    if spread_cap_ns(&p.spread, 0, whole_seconds) == 0 { Duration::ZERO } else { Duration::from_millis(1) }
 }
 
 /// `zero-advice-spread` for one run of a traced client under declared policy `p`.

@@ -116,6 +116,14 @@ defects! {
     /// A classification table without the transient statuses (an empty
     /// `transient_statuses`): a 502, 503 or 504 stops the job as terminal.
     transient_as_terminal = "transient-as-terminal", "a 502, 503 or 504 read as terminal: the job stops on a passing failure";
+    /// The backoff configured at twice the declared base and cap (a
+    /// window read in the wrong unit, or doubled once too often): every
+    /// wait drawn from it may be up to twice what the policy promises.
+    wait_doubled = "wait-doubled", "the backoff planned at twice its window";
+    /// The spread capped at a millisecond (bounds read in the wrong unit)
+    /// where the declared policy has a wider one: a non-zero advice is
+    /// retried on its exact instant, in step with every client told it.
+    spread_not_drawn = "spread-not-drawn", "the spread on an advice never drawn: it is retried on its exact instant";
 }
 
 /// The defects by their command-line names, in a fixed order.
@@ -169,6 +177,14 @@ impl Defects {
         }
         if self.deadline_ignores_min_attempt_time {
             p.min_attempt_time = std::time::Duration::ZERO;
+        }
+        if self.wait_doubled {
+            p.backoff.base = p.backoff.base.saturating_mul(2);
+            p.backoff.cap = p.backoff.cap.saturating_mul(2);
+        }
+        if self.spread_not_drawn {
+            let one = std::time::Duration::from_millis(1);
+            p.spread = crate::core::backoff::Spread { per_mille: 0, min: one, max: one, ..p.spread };
         }
         if self.spread_off {
             let zero = std::time::Duration::ZERO;
