@@ -48,6 +48,7 @@ fn harness_check_judges_by_the_hunts_checks() {
         ("store-forgets-answers", 1..=40),
         ("wait-doubled", 1..=40),
         ("spread-not-drawn", 1..=10),
+        ("jitter-full", 28..=46),
     ];
     let mut seen = BTreeSet::new();
     for (defect, seeds) in defects {
@@ -74,6 +75,7 @@ fn harness_check_judges_by_the_hunts_checks() {
         "model-idempotency",
         "wait-upper-bound",
         "advice-spread-drawn",
+        "backoff-floor",
     ] {
         assert!(seen.contains(name), "no seed broke {name}: {seen:?}");
     }

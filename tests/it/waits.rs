@@ -2,7 +2,8 @@
 //! policy may plan and that the spread on an advice is drawn
 //! (`sim::checks::waits`), each shown able to fail: a client built here
 //! from the public API runs a policy other than the one it declares (a
-//! backoff twice as long; a spread capped at a millisecond), the slip a
+//! backoff twice as long; full jitter where equal jitter is declared; a
+//! spread capped at a millisecond), the slip a
 //! configuration read in the wrong unit makes. The honest client on the
 //! same runs passes.
 
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use retrysim::RetryClient;
-use retrysim::core::backoff::Spread;
+use retrysim::core::backoff::{Jitter, Spread};
 use retrysim::core::policy::Policy;
 use retrysim::sim::checks::fleet::FleetViolation;
 use retrysim::sim::checks::waits::check_waits;
@@ -29,6 +30,13 @@ const SEEDS: [u64; 3] = [1, 2, 3];
 fn backoff_world() -> Scenario {
     let mut s = named("five-retries-six-attempts").expect("a named scenario");
     s.api.advice = AdviceForm::Malformed;
+    s
+}
+
+/// [`backoff_world`] with equal jitter declared: each wait keeps half its window.
+fn equal_jitter_world() -> Scenario {
+    let mut s = backoff_world();
+    s.policy.backoff.jitter = Jitter::Equal;
     s
 }
 
@@ -61,6 +69,10 @@ fn doubled(p: &mut Policy) {
     p.backoff.cap *= 2;
 }
 
+fn full_jitter(p: &mut Policy) {
+    p.backoff.jitter = Jitter::Full;
+}
+
 fn one_ms_spread(p: &mut Policy) {
     let one = Duration::from_millis(1);
     p.spread = Spread { per_mille: 0, min: one, max: one, ..p.spread };
@@ -72,7 +84,7 @@ fn found<'a>(vs: &'a [FleetViolation], property: &str) -> Option<&'a FleetViolat
 
 #[test]
 fn the_honest_client_keeps_its_waits_in_bounds_and_draws_its_spread() {
-    for s in [backoff_world(), advice_world()] {
+    for s in [backoff_world(), equal_jitter_world(), advice_world()] {
         for seed in SEEDS {
             let r = sim(&s, seed, honest);
             let waits = r
@@ -114,5 +126,20 @@ fn a_spread_of_one_millisecond_is_not_drawn() {
             v.message
         );
         assert!(found(&vs, "wait-upper-bound").is_none(), "a shorter spread is within the bound: {vs:?}");
+    }
+}
+
+#[test]
+fn full_jitter_where_equal_is_declared_breaks_the_backoff_floor() {
+    let s = equal_jitter_world();
+    for seed in SEEDS {
+        let vs = check_waits(&sim(&s, seed, full_jitter));
+        let v = found(&vs, "backoff-floor").unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
+        assert!(
+            v.message.starts_with("blames the client") && v.message.contains("Equal jitter keeps"),
+            "{}",
+            v.message
+        );
+        assert!(found(&vs, "wait-upper-bound").is_none(), "full jitter stays under the window: {vs:?}");
     }
 }

@@ -19,11 +19,11 @@
 
 use std::time::Duration;
 
+use crate::core::backoff::Spread;
 use crate::core::policy::{GiveUpReason, Policy};
 use crate::core::retry_after::AdviceSource;
 use crate::sim::checks::fleet::FleetViolation;
 use crate::sim::checks::invariants::{arrivals_by_client, clock_slack_ms, ledger_answers, terminal};
-use crate::sim::checks::waits::spread_cap_ns;
 use crate::sim::run::job::JobRecord;
 use crate::sim::run::runner::Report;
 use crate::trace::{EventKind, Millis};
@@ -121,6 +121,16 @@ fn throttled_retried(r: &Report, j: &JobRecord, p: &Policy, out: &mut Vec<FleetV
         });
         return;
     }
+}
+
+/// The spread's cap for an advice of `advice` ns: the share, clamped to
+/// `[min, max(max, min)]`; for a zero advice in whole seconds at least the
+/// rounding cover.
+pub(crate) fn spread_cap_ns(s: &Spread, advice: u128, whole_seconds: bool) -> u128 {
+    let share = advice.saturating_mul(u128::from(s.per_mille)) / 1000;
+    let (lo, hi) = (s.min.as_nanos(), s.max.as_nanos().max(s.min.as_nanos()));
+    let cap = share.max(lo).min(hi);
+    if whole_seconds && advice == 0 { cap.max(s.rounded_zero.as_nanos()) } else { cap }
 }
 
 /// The least wait after a zero advice from `source` that `p`'s spread

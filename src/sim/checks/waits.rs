@@ -1,5 +1,6 @@
 //! Checks that a planned wait is no longer than the declared policy allows,
-//! and that the spread on an advice is drawn at all. The lower bounds are
+//! no shorter than its backoff's jitter keeps, and that the spread on an
+//! advice is drawn at all. The lower bounds are
 //! elsewhere (advice-respected, the zero-advice floor); these two close the
 //! range from above and against a spread that never varies:
 //!
@@ -20,11 +21,16 @@
 //!   fails only when all of them did and that was less likely than one in a
 //!   billion.
 //!
+//! - `backoff-floor`: a wait planned on the backoff alone (no advice read)
+//!   is at least the shortest draw of the declared jitter: the whole window
+//!   without jitter, half of it with equal jitter, the base (capped) with
+//!   decorrelated jitter.
+//!
 //! The bounds are written out here from the specification (docs/DESIGN.md:
 //! "Backoff", "Retry-After") over the declared [`Policy`]'s public fields,
 //! not computed by `Backoff::window`, `Backoff::wait` or `Spread::cap`,
 //! which the client itself calls: a slip there shows up as a difference.
-//! Both apply to a traced client and blame it.
+//! All three apply to a traced client and blame it.
 
 use std::time::Duration;
 
@@ -32,7 +38,7 @@ use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
 use crate::core::classify::Class;
 use crate::core::policy::Policy;
 use crate::core::retry_after::AdviceSource;
-use crate::sim::checks::careful::runs_with_policy;
+use crate::sim::checks::careful::{runs_with_policy, spread_cap_ns};
 use crate::sim::checks::fleet::FleetViolation;
 use crate::sim::run::job::JobRecord;
 use crate::sim::run::runner::Report;
@@ -73,14 +79,16 @@ fn backoff_ns(b: &Backoff, n: u32, previous: Option<u128>) -> u128 {
     }
 }
 
-/// The spread's cap for an advice of `advice` ns: the share, clamped to
-/// `[min, max(max, min)]`; for a zero advice in whole seconds at least the
-/// rounding cover.
-pub(crate) fn spread_cap_ns(s: &Spread, advice: u128, whole_seconds: bool) -> u128 {
-    let share = advice.saturating_mul(u128::from(s.per_mille)) / 1000;
-    let (lo, hi) = (nanos(s.min), nanos(s.max).max(nanos(s.min)));
-    let cap = share.max(lo).min(hi);
-    if whole_seconds && advice == 0 { cap.max(nanos(s.rounded_zero)) } else { cap }
+/// The shortest backoff draw for retry `n`: the window itself without
+/// jitter, half of it with equal jitter, `min(base, cap)` with decorrelated
+/// jitter, nothing with full jitter.
+fn backoff_floor_ns(b: &Backoff, n: u32) -> u128 {
+    match b.jitter {
+        Jitter::None => window_ns(b, n),
+        Jitter::Equal => window_ns(b, n) / 2,
+        Jitter::Decorrelated => nanos(b.base).min(nanos(b.cap)),
+        Jitter::Full => 0,
+    }
 }
 
 /// The advice an answer carried, as the trace shows it (whole milliseconds,
@@ -160,7 +168,7 @@ fn longest_ms(p: &Policy, at: &At) -> (u128, String) {
     (base.div_ceil(MS) + spread / MS, format!("{how} plus the spread's cap {} ms", spread / MS))
 }
 
-/// Every wait-upper-bound and advice-spread-drawn finding of a traced run
+/// Every wait-upper-bound, backoff-floor and advice-spread-drawn finding of a traced run
 /// (none for an untraced one).
 pub fn check_waits(r: &Report) -> Vec<FleetViolation> {
     let mut out = Vec::new();
@@ -227,13 +235,13 @@ impl SpreadTally {
     }
 }
 
-/// Reads one run's trace: bounds each wait (`wait-upper-bound`, the first
-/// breach only) and counts it for the spread.
+/// Reads one run's trace: bounds each wait (`wait-upper-bound` and
+/// `backoff-floor`, the first breach of each only) and counts it for the spread.
 fn walk(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>, spread: &mut SpreadTally) {
     let mut at = At { attempts: 0, throttled: 0, class: None, advice: None, previous: None };
     let deadline_end = u128::from(j.started_ms) + nanos(p.deadline).div_ceil(MS);
     let reserve = nanos(p.min_attempt_time) / MS;
-    let mut reported = false;
+    let (mut reported, mut floored) = (false, false);
     for e in &j.trace.events {
         match &e.kind {
             EventKind::Attempt { .. } => at.attempts += 1,
@@ -263,11 +271,33 @@ fn walk(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>, spread: &mut S
                         ),
                     });
                 }
+                if at.advice.is_none() && !floored {
+                    floored = backoff_floor(j, p, &at, *ms, e.at_ms, out);
+                }
                 at.previous = Some(u128::from(*ms) * MS);
             }
             _ => {}
         }
     }
+}
+
+/// `backoff-floor` for one wait planned on the backoff alone (no advice
+/// read): at least the shortest draw of its jitter, to the millisecond.
+/// Whether it reported one.
+fn backoff_floor(j: &JobRecord, p: &Policy, at: &At, wait_ms: u64, at_ms: u64, out: &mut Vec<FleetViolation>) -> bool {
+    let retry = at.attempts.saturating_sub(1);
+    let floor = backoff_floor_ns(&p.backoff, retry) / MS;
+    if u128::from(wait_ms) >= floor {
+        return false;
+    }
+    out.push(FleetViolation {
+        property: "backoff-floor",
+        message: format!(
+            "blames the client: job {} planned a {wait_ms} ms wait on the backoff alone at {at_ms} ms after attempt {}, under the {floor} ms that the declared policy {}'s {:?} jitter keeps of retry {retry}'s window",
+            j.job, at.attempts, p.name, p.backoff.jitter
+        ),
+    });
+    true
 }
 
 #[cfg(test)]
@@ -288,6 +318,10 @@ mod tests {
         assert_eq!(backoff_ns(&d, 0, None) / MS, 300);
         assert_eq!(backoff_ns(&d, 0, Some(200 * MS)) / MS, 600);
         assert_eq!(backoff_ns(&d, 0, Some(900 * MS)) / MS, 1000);
+        assert_eq!(backoff_floor_ns(&b, 2) / MS, 0);
+        assert_eq!(backoff_floor_ns(&Backoff { jitter: Jitter::Equal, ..b }, 2) / MS, 200);
+        assert_eq!(backoff_floor_ns(&Backoff { jitter: Jitter::None, ..b }, 2) / MS, 400);
+        assert_eq!(backoff_floor_ns(&d, 5) / MS, 100);
         let s = Spread::default();
         assert_eq!(spread_cap_ns(&s, 2000 * MS, true) / MS, 400);
         assert_eq!(spread_cap_ns(&s, 0, false) / MS, 100);

@@ -124,6 +124,10 @@ defects! {
     /// where the declared policy has a wider one: a non-zero advice is
     /// retried on its exact instant, in step with every client told it.
     spread_not_drawn = "spread-not-drawn", "the spread on an advice never drawn: it is retried on its exact instant";
+    /// The backoff drawn with full jitter where the declared jitter keeps
+    /// part of the window (equal, decorrelated) or all of it (none): a
+    /// jitter setting the client does not read.
+    jitter_full = "jitter-full", "the backoff drawn from zero where the declared jitter keeps part of its window";
 }
 
 /// The defects by their command-line names, in a fixed order.
@@ -181,6 +185,9 @@ impl Defects {
         if self.wait_doubled {
             p.backoff.base = p.backoff.base.saturating_mul(2);
             p.backoff.cap = p.backoff.cap.saturating_mul(2);
+        }
+        if self.jitter_full {
+            p.backoff.jitter = crate::core::backoff::Jitter::Full;
         }
         if self.spread_not_drawn {
             let one = std::time::Duration::from_millis(1);
