@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::body::ErrorEnvelope;
 use crate::core::budget::{Deadline, RetryBudget};
-use crate::core::classify::{Class, Classifier, DefaultTable, Operation, Outcome, classify_answer};
+use crate::core::classify::{Class, Classifier, DefaultTable, Operation, Outcome, classify_advised};
 use crate::core::policy::{Attempted, Decision, Draws, GiveUpReason, Policy, decide, secs};
 use crate::core::retry_after::{Advice, read_advice};
 use crate::env::{Clock, Rng, Transport, TransportError};
@@ -299,29 +299,28 @@ impl<C: Clock, T: Transport> RetryClient<C, T> {
         match sent {
             Sent::Answer(res) => {
                 let envelope = if res.status().is_success() { None } else { ErrorEnvelope::parse(res.body()) };
-                let (class, code) = classify_answer(
-                    &*self.classifier,
-                    res.status(),
-                    res.headers(),
-                    envelope.as_ref(),
-                    self.clock.wall(),
-                );
+                // Read once, at one receipt time: the class and the decision see the same advice.
+                let advice = read_advice(res.headers(), envelope.as_ref(), self.clock.wall());
+                let (class, code) =
+                    classify_advised(&*self.classifier, res.status(), res.headers(), envelope.as_ref(), &advice);
                 let code = code.map(str::to_owned);
-                Judged { class, envelope, code }
+                Judged { class, advice, code }
             }
-            Sent::Failed(e) => {
-                Judged { class: self.classifier.classify(Outcome::Transport(e.failure)), envelope: None, code: None }
-            }
-            Sent::Cancelled => Judged { class: Class::Transient, envelope: None, code: None },
+            Sent::Failed(e) => Judged {
+                class: self.classifier.classify(Outcome::Transport(e.failure)),
+                advice: Advice::none(),
+                code: None,
+            },
+            Sent::Cancelled => Judged { class: Class::Transient, advice: Advice::none(), code: None },
         }
     }
 }
 
 /// An attempt's outcome as judged once: its class, and for an answer the
-/// error envelope and code it carried.
+/// advice and code it carried.
 struct Judged {
     class: Class,
-    envelope: Option<ErrorEnvelope>,
+    advice: Advice,
     code: Option<String>,
 }
 
@@ -491,12 +490,8 @@ impl<'a, C: Clock, T: Transport> Execution<'a, C, T> {
     /// Records an answer; a success ends the operation, anything else keeps
     /// the answer whole and its advice for the decision.
     fn answered(&self, res: Response<Bytes>, judged: Judged, now: Duration, trace: &mut Trace) -> Answered {
-        let Judged { class, envelope, code } = judged;
-        let advice = if class == Class::Success {
-            Advice::none()
-        } else {
-            read_advice(res.headers(), envelope.as_ref(), self.client.clock.wall())
-        };
+        let Judged { class, advice, code } = judged;
+        let advice = if class == Class::Success { Advice::none() } else { advice };
         let replayed = res.headers().get(&REPLAYED).is_some_and(|v| v == "true");
         let status = res.status().as_u16();
         let view = AdviceView::from(&advice);

@@ -16,7 +16,7 @@ use http::{HeaderMap, Method, StatusCode};
 use serde::Serialize;
 
 use super::body::ErrorEnvelope;
-use super::retry_after::read_advice;
+use super::retry_after::{Advice, read_advice};
 
 /// How a transport failure relates to the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -67,9 +67,20 @@ impl<'a> Outcome<'a> {
         envelope: Option<&'a ErrorEnvelope>,
         received_at: SystemTime,
     ) -> Outcome<'a> {
+        Outcome::advised(status, headers, envelope, &read_advice(headers, envelope, received_at))
+    }
+
+    /// [`Outcome::answer`] with the answer's advice already read by
+    /// [`read_advice`], for a caller that acts on the advice too and reads
+    /// the headers and body once.
+    pub fn advised(
+        status: StatusCode,
+        headers: &'a HeaderMap,
+        envelope: Option<&'a ErrorEnvelope>,
+        advice: &Advice,
+    ) -> Outcome<'a> {
         let code = envelope.and_then(|e| e.code.as_deref());
-        let advised = read_advice(headers, envelope, received_at).wait.is_some();
-        Outcome::Answer { status, code, headers, advised }
+        Outcome::Answer { status, code, headers, advised: advice.wait.is_some() }
     }
 }
 
@@ -203,7 +214,21 @@ pub fn classify_answer<'a>(
     envelope: Option<&'a ErrorEnvelope>,
     received_at: SystemTime,
 ) -> (Class, Option<&'a str>) {
-    let outcome = Outcome::answer(status, headers, envelope, received_at);
+    let advice = read_advice(headers, envelope, received_at);
+    classify_advised(classifier, status, headers, envelope, &advice)
+}
+
+/// [`classify_answer`] with the answer's advice already read by
+/// [`read_advice`]: the driver reads it once, at one receipt time, for the
+/// class and for the decision.
+pub fn classify_advised<'a>(
+    classifier: &dyn Classifier,
+    status: StatusCode,
+    headers: &'a HeaderMap,
+    envelope: Option<&'a ErrorEnvelope>,
+    advice: &Advice,
+) -> (Class, Option<&'a str>) {
+    let outcome = Outcome::advised(status, headers, envelope, advice);
     let Outcome::Answer { code, advised, .. } = outcome else {
         return (classifier.classify(outcome), None);
     };

@@ -897,13 +897,29 @@ mod tests {
         assert!(matches!(d, Decision::Retry { why: WaitWhy { basis: WaitBasis::Backoff, .. }, .. }), "{d:?}");
     }
 
+    /// Every number each preset's doc comment states, field by field: the
+    /// hunt judges a run by the policy its client declares, so only this
+    /// pins a preset to its documentation.
     #[test]
     fn presets_have_their_documented_numbers() {
-        let b = Policy::batch();
-        assert_eq!((b.max_retries, b.deadline, b.backoff.base, b.backoff.cap), (5, S(90), S(1), S(30)));
-        assert_eq!(b.backoff.jitter, Jitter::Full);
-        assert_eq!(Policy::interactive().deadline, S(10));
-        assert_eq!(Policy::background().deadline, S(120));
+        let m = Duration::from_millis;
+        // (preset, retries, deadline, max single wait, reserved per attempt,
+        //  attempt timeout, backoff base, backoff cap, advice mode, unclear retries)
+        let documented = [
+            (Policy::interactive(), 3, S(10), S(10), m(500), S(5), m(200), S(2), AdviceMode::AdvicePlusSpread, 1),
+            (Policy::background(), 8, S(120), S(60), S(1), S(30), S(1), S(30), AdviceMode::AdvicePlusSpread, 2),
+            (Policy::batch(), 5, S(90), S(90), S(1), S(30), S(1), S(30), AdviceMode::MaxOfAdviceAndBackoff, 2),
+            (Policy::standard(), 5, S(60), S(60), S(1), S(20), m(500), S(20), AdviceMode::AdvicePlusSpread, 2),
+        ];
+        for (p, retries, deadline, single, reserved, timeout, base, cap, mode, unclear) in documented {
+            let numbers = (p.max_retries, p.deadline, p.max_single_wait, p.min_attempt_time, p.attempt_timeout);
+            assert_eq!(numbers, (retries, deadline, single, reserved, timeout), "{}", p.name);
+            assert_eq!((p.backoff.base, p.backoff.cap, p.backoff.jitter), (base, cap, Jitter::Full), "{}", p.name);
+            assert_eq!((p.advice_mode, p.unclear_max_retries), (mode, unclear), "{}", p.name);
+            // Common to all: escalation, advice, keys, the default spread.
+            assert!(p.escalate && p.use_advice && p.idempotency_keys, "{}", p.name);
+            assert_eq!(p.spread, Spread::default(), "{}", p.name);
+        }
         for name in Policy::PRESETS {
             assert_eq!(Policy::preset(name).unwrap().name, name);
         }

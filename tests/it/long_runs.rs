@@ -80,9 +80,9 @@ fn a_run_within_the_bound_prints_the_same_and_nothing_on_stderr() {
     assert_eq!(String::from_utf8_lossy(&bounded.stderr), "", "no warning, no progress for a short run");
 }
 
-/// Starts `retrysim args`, waits (at most 30 s) for a progress line on
-/// standard error that starts with `progress`, then sends `signal`.
-fn interrupt(args: &[&str], progress: &str, signal: &str) -> (Option<i32>, String, String) {
+/// Starts `retrysim args`, waits (at most 30 s) for a line on standard
+/// error for which `ready` holds, then sends `signal`.
+fn interrupt(args: &[&str], ready: &dyn Fn(&str) -> bool, signal: &str) -> (Option<i32>, String, String) {
     let mut child: Child =
         bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("retrysim starts");
     let stderr = child.stderr.take().expect("piped");
@@ -97,12 +97,12 @@ fn interrupt(args: &[&str], progress: &str, signal: &str) -> (Option<i32>, Strin
     let lines: Receiver<String> = rx;
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut seen = Vec::new();
-    while !seen.iter().any(|l: &String| l.starts_with(progress)) {
+    while !seen.iter().any(|l: &String| ready(l)) {
         match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(l) => seen.push(l),
             Err(_) => {
                 let _ = child.kill();
-                panic!("no progress line {progress:?} within 30 s; stderr so far: {seen:?}");
+                panic!("no awaited progress line within 30 s; stderr so far: {seen:?}");
             }
         }
     }
@@ -126,9 +126,12 @@ fn interrupt(args: &[&str], progress: &str, signal: &str) -> (Option<i32>, Strin
 
 #[test]
 fn an_interrupted_hunt_prints_what_it_found_and_every_replay_line() {
-    // A deliberate defect, so the seeds that ran have findings to lose.
-    let (code, out, err) =
-        interrupt(&["hunt", "--seeds", "1000000", "--jobs", "1", "--sabotage", "retry-terminal"], "hunt: ", "INT");
+    // A deliberate defect, so the seeds that ran have findings to lose; the
+    // signal waits for the first of them (seed 11), however slowly a loaded
+    // machine gets there.
+    let found = |l: &str| l.starts_with("hunt: ") && !l.contains(" 0 failing");
+    let args = ["hunt", "--seeds", "1000000", "--jobs", "1", "--sabotage", "retry-terminal"];
+    let (code, out, err) = interrupt(&args, &found, "INT");
     assert_eq!(code, Some(130), "stdout: {out}\nstderr: {err}");
     let progress = err.lines().find(|l| l.contains("/1000000 seeds, ")).expect("a progress line");
     assert!(progress.contains(" failing, ") && progress.ends_with(" s"), "{progress}");
@@ -152,8 +155,11 @@ fn an_interrupted_hunt_prints_what_it_found_and_every_replay_line() {
 
 #[test]
 fn an_interrupted_compare_prints_the_rows_that_ran() {
-    let (code, out, err) =
-        interrupt(&["compare", "--preset", "blinkimg-60s", "--seeds", "1000", "--threads", "1"], "compare: ", "TERM");
+    let (code, out, err) = interrupt(
+        &["compare", "--preset", "blinkimg-60s", "--seeds", "1000", "--threads", "1"],
+        &|l| l.starts_with("compare: "),
+        "TERM",
+    );
     assert_eq!(code, Some(143), "stdout: {out}\nstderr: {err}");
     assert!(err.contains("/8000 runs, "), "{err}");
     assert!(out.starts_with("compare: interrupted by SIGTERM after "), "{out}");

@@ -149,6 +149,8 @@ pub struct Api {
     uploads_created: u64,
     script_next: usize,
     ledger: Ledger,
+    /// The `Date` value of the last wall-clock second answered in.
+    date: Option<(u64, http::HeaderValue)>,
 }
 
 impl Api {
@@ -170,6 +172,7 @@ impl Api {
             uploads_created: 0,
             script_next: 0,
             ledger: Ledger::default(),
+            date: None,
             config,
         }
     }

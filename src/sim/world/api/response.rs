@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderName, HeaderValue, Response, StatusCode, header};
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
 
 use super::admission::Early;
 use super::config::{RateLimitFields, RateLimitedBody};
@@ -17,6 +17,7 @@ use super::endpoint::BudgetKind;
 use super::envelope::{self, ErrorCode, JSON, Refusal, Style};
 use super::habits;
 use super::ledger::Settled;
+use super::wallclock::WallTime;
 use super::{Api, ArrivalOutcome, Caller, Meter, names};
 
 /// An answer before it becomes a response: what to send and what to record.
@@ -140,10 +141,13 @@ impl Api {
         let wall = self.clock.at(now);
         let mut response = Response::new(answer.body);
         *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        // Room for every header an answer can carry: no growing as they go in.
+        *response.headers_mut() = HeaderMap::with_capacity(12);
+        let date = self.config.send_date.then(|| self.date_value(wall));
         let headers = response.headers_mut();
         headers.append(header::CONTENT_TYPE, HeaderValue::from_static(answer.content_type));
-        if self.config.send_date {
-            headers.append(header::DATE, text_value(wall.imf_fixdate()));
+        if let Some(date) = date {
+            headers.append(header::DATE, date);
         }
         for value in answer.retry_after {
             headers.append(header::RETRY_AFTER, text_value(value));
@@ -167,14 +171,14 @@ impl Api {
             };
             if let Some([limit, remaining, reset]) = names {
                 let reset_value = habits::reset_value(self.config.rate_limit_reset, standing.reset, wall);
-                headers.append(HeaderName::from_static(limit), HeaderValue::from(standing.limit));
-                headers.append(HeaderName::from_static(remaining), HeaderValue::from(standing.remaining));
-                headers.append(HeaderName::from_static(reset), HeaderValue::from(reset_value));
+                headers.append(limit, HeaderValue::from(standing.limit));
+                headers.append(remaining, HeaderValue::from(standing.remaining));
+                headers.append(reset, HeaderValue::from(reset_value));
             }
             if matches!(fields, RateLimitFields::Structured | RateLimitFields::Draft6AndStructured) {
                 let (policy, current) = habits::structured_fields(policy, standing, window);
-                headers.append(HeaderName::from_static("ratelimit-policy"), text_value(policy));
-                headers.append(HeaderName::from_static("ratelimit"), text_value(current));
+                headers.append(RATELIMIT_POLICY, text_value(policy));
+                headers.append(RATELIMIT, text_value(current));
             }
         }
         if answer.replayed {
@@ -184,12 +188,37 @@ impl Api {
         self.ledger.settle(arrival, answer.settled, now);
         response
     }
+
+    /// The `Date` of `wall`: formatted once per wall-clock second, as real
+    /// servers keep it (hyper's server caches it the same way).
+    fn date_value(&mut self, wall: WallTime) -> HeaderValue {
+        let second = wall.unix_seconds();
+        match &self.date {
+            Some((s, value)) if *s == second => value.clone(),
+            _ => {
+                let value = text_value(wall.imf_fixdate());
+                self.date = Some((second, value.clone()));
+                value
+            }
+        }
+    }
 }
 
 /// The request-rate fields of draft 6 and of the `X-RateLimit-*` habit:
 /// limit, remaining, reset.
-const DRAFT6_FIELDS: [&str; 3] = ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"];
-const X_RATELIMIT_FIELDS: [&str; 3] = ["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"];
+const DRAFT6_FIELDS: [HeaderName; 3] = [
+    HeaderName::from_static("ratelimit-limit"),
+    HeaderName::from_static("ratelimit-remaining"),
+    HeaderName::from_static("ratelimit-reset"),
+];
+const X_RATELIMIT_FIELDS: [HeaderName; 3] = [
+    HeaderName::from_static("x-ratelimit-limit"),
+    HeaderName::from_static("x-ratelimit-remaining"),
+    HeaderName::from_static("x-ratelimit-reset"),
+];
+/// Draft 10's structured fields.
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// A header value the model wrote: always visible ASCII.
 fn text_value(text: String) -> HeaderValue {
