@@ -34,7 +34,8 @@ fn harness_check_judges_by_the_hunts_checks() {
     // Defects only the fleet checks or the model's check catch, and one an
     // invariant catches (the client is the scenario's own in both).
     // Each defect over seeds where it shows (the spread's floor needs a
-    // zero advice, first at seed 75 of the default range).
+    // zero advice, first at seed 75 of the default range; the drawn spread
+    // needs enough waits on an advice, first at seed 5).
     let defects = [
         ("aimd-ignores-429", 1..=40),
         ("window-admits-one-more", 1..=40),
@@ -45,6 +46,9 @@ fn harness_check_judges_by_the_hunts_checks() {
         ("spread-off", 70..=90),
         ("advice-rounds-down", 1..=40),
         ("store-forgets-answers", 1..=40),
+        ("wait-doubled", 1..=40),
+        ("spread-not-drawn", 1..=10),
+        ("jitter-full", 28..=46),
     ];
     let mut seen = BTreeSet::new();
     for (defect, seeds) in defects {
@@ -69,6 +73,9 @@ fn harness_check_judges_by_the_hunts_checks() {
         "zero-advice-spread",
         "model-advice",
         "model-idempotency",
+        "wait-upper-bound",
+        "advice-spread-drawn",
+        "backoff-floor",
     ] {
         assert!(seen.contains(name), "no seed broke {name}: {seen:?}");
     }

@@ -77,6 +77,9 @@ fn each_new_check_catches_its_defect_and_names_the_side_it_blames() {
         ("advice-rounds-down", "model-advice", "blames the model"),
         ("store-forgets-answers", "model-idempotency", "blames the model"),
         ("transient-as-terminal", "give-up-reason", "blames the client"),
+        ("wait-doubled", "wait-upper-bound", "blames the client"),
+        ("spread-not-drawn", "advice-spread-drawn", "blames the client"),
+        ("jitter-full", "backoff-floor", "blames the client"),
     ];
     let honest = Target::of(Kind::All);
     for (defect, property, blame) in cases {

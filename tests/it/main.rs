@@ -38,3 +38,4 @@ mod speed;
 mod support;
 mod timeline;
 mod tokio_seed;
+mod waits;

@@ -19,6 +19,7 @@
 
 use std::time::Duration;
 
+use crate::core::backoff::Spread;
 use crate::core::policy::{GiveUpReason, Policy};
 use crate::core::retry_after::AdviceSource;
 use crate::sim::checks::fleet::FleetViolation;
@@ -122,13 +123,23 @@ fn throttled_retried(r: &Report, j: &JobRecord, p: &Policy, out: &mut Vec<FleetV
     }
 }
 
+/// The spread's cap for an advice of `advice` ns: the share, clamped to
+/// `[min, max(max, min)]`; for a zero advice in whole seconds at least the
+/// rounding cover.
+pub(crate) fn spread_cap_ns(s: &Spread, advice: u128, whole_seconds: bool) -> u128 {
+    let share = advice.saturating_mul(u128::from(s.per_mille)) / 1000;
+    let (lo, hi) = (s.min.as_nanos(), s.max.as_nanos().max(s.min.as_nanos()));
+    let cap = share.max(lo).min(hi);
+    if whole_seconds && advice == 0 { cap.max(s.rounded_zero.as_nanos()) } else { cap }
+}
+
 /// The least wait after a zero advice from `source` that `p`'s spread
 /// promises: 1 ms when the spread's cap for it is not zero, else nothing.
 fn zero_advice_floor(p: &Policy, source: AdviceSource) -> Duration {
     let whole_seconds =
         matches!(source, AdviceSource::HeaderSeconds | AdviceSource::HeaderDate | AdviceSource::BodySeconds);
-    let cap = if whole_seconds { p.spread.cap_whole_seconds(Duration::ZERO) } else { p.spread.cap(Duration::ZERO) };
-    if cap.is_zero() { Duration::ZERO } else { Duration::from_millis(1) }
+    // The cap as the specification states it, not `Spread::cap`, which the client calls.
+    if spread_cap_ns(&p.spread, 0, whole_seconds) == 0 { Duration::ZERO } else { Duration::from_millis(1) }
 }
 
 /// `zero-advice-spread` for one run of a traced client under declared policy `p`.

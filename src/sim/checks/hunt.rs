@@ -815,7 +815,7 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 pub fn judge(r: &crate::sim::run::runner::Report) -> (Vec<Violation>, Vec<crate::sim::checks::fleet::FleetViolation>) {
     let violations = check_report(r);
     let mut fleet = crate::sim::checks::fleet::check_fleet(r);
-    use crate::sim::checks::{careful, fleet::FleetViolation, model, reasons};
+    use crate::sim::checks::{careful, fleet::FleetViolation, model, reasons, waits};
     for x in model::check_model(r) {
         fleet.push(FleetViolation { property: "model-limiter", message: x.message });
     }
@@ -827,6 +827,7 @@ pub fn judge(r: &crate::sim::run::runner::Report) -> (Vec<Violation>, Vec<crate:
     }
     fleet.extend(careful::check_careful(r));
     fleet.extend(reasons::check_reasons(r));
+    fleet.extend(waits::check_waits(r));
     (violations, fleet)
 }
 

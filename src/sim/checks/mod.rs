@@ -10,6 +10,7 @@ pub mod model;
 pub mod reasons;
 #[cfg(feature = "proptest")]
 pub mod strategies;
+pub mod waits;
 
 use crate::sim::checks::blackbox::black_box;
 use crate::sim::checks::invariants::{Violation, cancel_ends_job, check_liveness, check_run, liveness_expected};

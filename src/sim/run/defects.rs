@@ -116,6 +116,18 @@ defects! {
     /// A classification table without the transient statuses (an empty
     /// `transient_statuses`): a 502, 503 or 504 stops the job as terminal.
     transient_as_terminal = "transient-as-terminal", "a 502, 503 or 504 read as terminal: the job stops on a passing failure";
+    /// The backoff configured at twice the declared base and cap (a
+    /// window read in the wrong unit, or doubled once too often): every
+    /// wait drawn from it may be up to twice what the policy promises.
+    wait_doubled = "wait-doubled", "the backoff planned at twice its window";
+    /// The spread capped at a millisecond (bounds read in the wrong unit)
+    /// where the declared policy has a wider one: a non-zero advice is
+    /// retried on its exact instant, in step with every client told it.
+    spread_not_drawn = "spread-not-drawn", "the spread on an advice never drawn: it is retried on its exact instant";
+    /// The backoff drawn with full jitter where the declared jitter keeps
+    /// part of the window (equal, decorrelated) or all of it (none): a
+    /// jitter setting the client does not read.
+    jitter_full = "jitter-full", "the backoff drawn from zero where the declared jitter keeps part of its window";
 }
 
 /// The defects by their command-line names, in a fixed order.
@@ -169,6 +181,17 @@ impl Defects {
         }
         if self.deadline_ignores_min_attempt_time {
             p.min_attempt_time = std::time::Duration::ZERO;
+        }
+        if self.wait_doubled {
+            p.backoff.base = p.backoff.base.saturating_mul(2);
+            p.backoff.cap = p.backoff.cap.saturating_mul(2);
+        }
+        if self.jitter_full {
+            p.backoff.jitter = crate::core::backoff::Jitter::Full;
+        }
+        if self.spread_not_drawn {
+            let one = std::time::Duration::from_millis(1);
+            p.spread = crate::core::backoff::Spread { per_mille: 0, min: one, max: one, ..p.spread };
         }
         if self.spread_off {
             let zero = std::time::Duration::ZERO;

@@ -1,0 +1,333 @@
+//! Checks that a planned wait is no longer than the declared policy allows,
+//! no shorter than its backoff's jitter keeps, and that the spread on an
+//! advice is drawn at all. The lower bounds are
+//! elsewhere (advice-respected, the zero-advice floor); these two close the
+//! range from above and against a spread that never varies:
+//!
+//! - `wait-upper-bound`: every wait a traced client plans is at most the
+//!   longest its declared policy may plan there: after an advice, the advice
+//!   (in `max_of_advice_and_backoff` mode, or the larger backoff window), on a
+//!   throttled answer after the first the escalated advice (a second per
+//!   refusal for an advice in whole seconds) or the escalation's backoff
+//!   window, whichever is longer, plus the spread's cap for that advice;
+//!   without an advice, the backoff window of that retry; and never more
+//!   than what the deadline leaves after `min_attempt_time` (1 ms of
+//!   truncation).
+//! - `advice-spread-drawn`: over one run of a scenario, the waits planned on
+//!   a non-zero advice taken as it is (`advice_plus_spread`, no escalation)
+//!   with a declared spread whose cap is at least 2 ms are not all the advice
+//!   exactly (to the millisecond). An honest spread rounds down to the advice
+//!   on one such wait with a chance of at most 2 ms over its cap; the check
+//!   fails only when all of them did and that was less likely than one in a
+//!   billion.
+//!
+//! - `backoff-floor`: a wait planned on the backoff alone (no advice read)
+//!   is at least the shortest draw of the declared jitter: the whole window
+//!   without jitter, half of it with equal jitter, the base (capped) with
+//!   decorrelated jitter.
+//!
+//! The bounds are written out here from the specification (docs/DESIGN.md:
+//! "Backoff", "Retry-After") over the declared [`Policy`]'s public fields,
+//! not computed by `Backoff::window`, `Backoff::wait` or `Spread::cap`,
+//! which the client itself calls: a slip there shows up as a difference.
+//! All three apply to a traced client and blame it.
+
+use std::time::Duration;
+
+use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
+use crate::core::classify::Class;
+use crate::core::policy::Policy;
+use crate::core::retry_after::AdviceSource;
+use crate::sim::checks::careful::{runs_with_policy, spread_cap_ns};
+use crate::sim::checks::fleet::FleetViolation;
+use crate::sim::run::job::JobRecord;
+use crate::sim::run::runner::Report;
+use crate::trace::{EventKind, Millis};
+
+const MS: u128 = 1_000_000;
+const SECOND: u128 = 1_000 * MS;
+
+/// The product of `cap / 2 ms` over the waits on which a spread rounded to
+/// the advice, past which that is called not drawn: a chance under 10^-9.
+const NOT_DRAWN_ODDS: u128 = 1_000_000_000;
+
+fn nanos(d: Duration) -> u128 {
+    d.as_nanos()
+}
+
+/// The backoff window of retry `n` (from 0): `min(cap, base * 2^n)`.
+pub(crate) fn window_ns(b: &Backoff, n: u32) -> u128 {
+    let (base, cap) = (nanos(b.base), nanos(b.cap));
+    if base == 0 {
+        return 0;
+    }
+    // base < 2^94, so base * 2^n fits a u128 below n = 34; beyond, it is past any cap.
+    if n >= 34 { cap } else { (base << n).min(cap) }
+}
+
+/// The longest backoff draw for retry `n`: the window itself for no, full
+/// and equal jitter; `min(cap, 3 * max(previous, base))` for decorrelated
+/// jitter, which draws from `[base, 3 * previous wait]`.
+fn backoff_ns(b: &Backoff, n: u32, previous: Option<u128>) -> u128 {
+    match b.jitter {
+        Jitter::None | Jitter::Full | Jitter::Equal => window_ns(b, n),
+        Jitter::Decorrelated => {
+            let base = nanos(b.base);
+            let prev = previous.unwrap_or(base).max(base);
+            prev.saturating_mul(3).max(base).min(nanos(b.cap))
+        }
+    }
+}
+
+/// The shortest backoff draw for retry `n`: the window itself without
+/// jitter, half of it with equal jitter, `min(base, cap)` with decorrelated
+/// jitter, nothing with full jitter.
+fn backoff_floor_ns(b: &Backoff, n: u32) -> u128 {
+    match b.jitter {
+        Jitter::None => window_ns(b, n),
+        Jitter::Equal => window_ns(b, n) / 2,
+        Jitter::Decorrelated => nanos(b.base).min(nanos(b.cap)),
+        Jitter::Full => 0,
+    }
+}
+
+/// The advice an answer carried, as the trace shows it (whole milliseconds,
+/// truncated), read as the specification reads its source.
+#[derive(Debug, Clone, Copy)]
+struct Read {
+    /// The trace's whole milliseconds.
+    ms: u128,
+    /// The largest the advice may have been: exact for a header's whole
+    /// seconds, up to a millisecond more for a body's value.
+    hi_ns: u128,
+    /// Whether the source may be whole seconds (a header, or a body's
+    /// `retry_after_seconds`): its zero gets the cover, its escalation a second.
+    whole_seconds: bool,
+    source: AdviceSource,
+}
+
+impl Read {
+    fn of(ms: Millis, source: AdviceSource) -> Read {
+        let exact = matches!(source, AdviceSource::HeaderSeconds | AdviceSource::HeaderDate);
+        let whole_seconds = exact || source == AdviceSource::BodySeconds;
+        let hi_ns = ms.0.saturating_mul(MS).saturating_add(if exact { 0 } else { MS - 1 });
+        Read { ms: ms.0, hi_ns, whole_seconds, source }
+    }
+
+    /// The spread's largest cap for this advice: a zero in whole seconds
+    /// gets the cover, and a body's zero may also be under a millisecond.
+    fn spread_cap(&self, s: &Spread) -> u128 {
+        let cover = if self.whole_seconds && self.ms == 0 { spread_cap_ns(s, 0, true) } else { 0 };
+        spread_cap_ns(s, self.hi_ns, false).max(cover)
+    }
+}
+
+/// Where a run stands at one of its waits, from its trace.
+struct At {
+    /// Attempts made, this one included.
+    attempts: u32,
+    /// Throttled answers so far, this one included (the client's reading).
+    throttled: u32,
+    /// The class of the last answer, if there was one.
+    class: Option<Class>,
+    /// The advice of the last answer, if the policy reads advice and it had one.
+    advice: Option<Read>,
+    /// The previous wait, for decorrelated jitter.
+    previous: Option<u128>,
+}
+
+/// Whether `p` escalates at `at`: a throttled answer after the first.
+fn escalates(p: &Policy, at: &At) -> bool {
+    p.escalate && at.class == Some(Class::Throttled) && at.throttled >= 2
+}
+
+/// The longest wait `p` may plan at `at`, in whole milliseconds, and how
+/// it is made, in words.
+fn longest_ms(p: &Policy, at: &At) -> (u128, String) {
+    let retry = at.attempts.saturating_sub(1);
+    let backoff = backoff_ns(&p.backoff, retry, at.previous);
+    let Some(a) = at.advice else {
+        return (backoff.div_ceil(MS), format!("the backoff's longest draw for retry {retry}"));
+    };
+    let mut base = a.hi_ns;
+    let mut how = format!("the advice ({:?})", a.source);
+    if p.advice_mode == AdviceMode::MaxOfAdviceAndBackoff && backoff > base {
+        base = backoff;
+        how = format!("the backoff's longest draw for retry {retry}");
+    }
+    if escalates(p, at) {
+        let k = at.throttled - 2;
+        let rounding = if a.whole_seconds { SECOND * (u128::from(k) + 1) } else { 0 };
+        let again = a.hi_ns.saturating_add(rounding).max(backoff_ns(&p.backoff, k, at.previous));
+        if again > base {
+            base = again;
+            how = format!("the advice escalated for refusal {} (its backoff for retry {k} included)", k + 1);
+        }
+    }
+    let spread = a.spread_cap(&p.spread);
+    (base.div_ceil(MS) + spread / MS, format!("{how} plus the spread's cap {} ms", spread / MS))
+}
+
+/// Every wait-upper-bound, backoff-floor and advice-spread-drawn finding of a traced run
+/// (none for an untraced one).
+pub fn check_waits(r: &Report) -> Vec<FleetViolation> {
+    let mut out = Vec::new();
+    if !r.traced {
+        return out;
+    }
+    let mut spread = SpreadTally::default();
+    for (j, p) in runs_with_policy(r) {
+        walk(j, p, &mut out, &mut spread);
+    }
+    spread.verdict(&mut out);
+    out
+}
+
+/// The waits on a non-zero advice taken as it is, across one report.
+#[derive(Default)]
+struct SpreadTally {
+    /// Waits counted.
+    waits: u32,
+    /// Whether one was longer than its advice (the spread drawn).
+    drawn: bool,
+    /// The product of `cap / 2 ms` over them, saturating.
+    odds: u128,
+    /// The first, for the message.
+    first: Option<String>,
+}
+
+impl SpreadTally {
+    fn count(&mut self, j: &JobRecord, p: &Policy, at: &At, wait_ms: u64, at_ms: u64) {
+        let Some(a) = at.advice else { return };
+        if a.ms == 0 || p.advice_mode != AdviceMode::AdvicePlusSpread || escalates(p, at) {
+            return;
+        }
+        let cap_ms = spread_cap_ns(&p.spread, a.ms * MS, a.whole_seconds) / MS;
+        if cap_ms < 2 {
+            return;
+        }
+        if u128::from(wait_ms) > a.ms + 1 {
+            self.drawn = true;
+        }
+        self.odds = if self.waits == 0 { cap_ms / 2 } else { self.odds.saturating_mul(cap_ms / 2) };
+        self.waits += 1;
+        self.first.get_or_insert_with(|| {
+            format!(
+                "the first, job {} at {at_ms} ms: advice {} ms, wait {wait_ms} ms, spread cap {cap_ms} ms under the declared policy {}",
+                j.job, a.ms, p.name
+            )
+        });
+    }
+
+    fn verdict(self, out: &mut Vec<FleetViolation>) {
+        if self.drawn || self.waits == 0 || self.odds <= NOT_DRAWN_ODDS {
+            return;
+        }
+        out.push(FleetViolation {
+            property: "advice-spread-drawn",
+            message: format!(
+                "blames the client: each of the {} waits planned on a non-zero advice with the declared spread on was the advice to the millisecond ({}); a drawn spread does that with a chance under one in {}",
+                self.waits,
+                self.first.unwrap_or_default(),
+                NOT_DRAWN_ODDS
+            ),
+        });
+    }
+}
+
+/// Reads one run's trace: bounds each wait (`wait-upper-bound` and
+/// `backoff-floor`, the first breach of each only) and counts it for the spread.
+fn walk(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>, spread: &mut SpreadTally) {
+    let mut at = At { attempts: 0, throttled: 0, class: None, advice: None, previous: None };
+    let deadline_end = u128::from(j.started_ms) + nanos(p.deadline).div_ceil(MS);
+    let reserve = nanos(p.min_attempt_time) / MS;
+    let (mut reported, mut floored) = (false, false);
+    for e in &j.trace.events {
+        match &e.kind {
+            EventKind::Attempt { .. } => at.attempts += 1,
+            EventKind::Answer { class, advice, .. } => {
+                at.throttled += u32::from(*class == Class::Throttled);
+                at.class = Some(*class);
+                at.advice = advice.wait_ms.filter(|_| p.use_advice).map(|ms| Read::of(ms, advice.source));
+            }
+            EventKind::NoAnswer { class, .. } => (at.class, at.advice) = (Some(*class), None),
+            EventKind::Wait { ms, .. } => {
+                spread.count(j, p, &at, *ms, e.at_ms);
+                let (policy, how) = longest_ms(p, &at);
+                let left = (deadline_end + 1).saturating_sub(u128::from(e.at_ms) + reserve);
+                let bound = policy.min(left);
+                if u128::from(*ms) > bound && !reported {
+                    reported = true;
+                    let why = if bound == policy {
+                        how
+                    } else {
+                        format!("what the deadline leaves after {reserve} ms for the attempt")
+                    };
+                    out.push(FleetViolation {
+                        property: "wait-upper-bound",
+                        message: format!(
+                            "blames the client: job {} planned a {ms} ms wait at {} ms after attempt {}, over the {bound} ms the declared policy {} may plan there: {why}",
+                            j.job, e.at_ms, at.attempts, p.name
+                        ),
+                    });
+                }
+                if at.advice.is_none() && !floored {
+                    floored = backoff_floor(j, p, &at, *ms, e.at_ms, out);
+                }
+                at.previous = Some(u128::from(*ms) * MS);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `backoff-floor` for one wait planned on the backoff alone (no advice
+/// read): at least the shortest draw of its jitter, to the millisecond.
+/// Whether it reported one.
+fn backoff_floor(j: &JobRecord, p: &Policy, at: &At, wait_ms: u64, at_ms: u64, out: &mut Vec<FleetViolation>) -> bool {
+    let retry = at.attempts.saturating_sub(1);
+    let floor = backoff_floor_ns(&p.backoff, retry) / MS;
+    if u128::from(wait_ms) >= floor {
+        return false;
+    }
+    out.push(FleetViolation {
+        property: "backoff-floor",
+        message: format!(
+            "blames the client: job {} planned a {wait_ms} ms wait on the backoff alone at {at_ms} ms after attempt {}, under the {floor} ms that the declared policy {}'s {:?} jitter keeps of retry {retry}'s window",
+            j.job, at.attempts, p.name, p.backoff.jitter
+        ),
+    });
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D: fn(u64) -> Duration = Duration::from_millis;
+
+    #[test]
+    fn the_specification_numbers() {
+        let b = Backoff { base: D(100), cap: D(1000), jitter: Jitter::Full };
+        let w: Vec<u128> = (0..6).map(|n| window_ns(&b, n) / MS).collect();
+        assert_eq!(w, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(window_ns(&b, u32::MAX) / MS, 1000);
+        let huge = Backoff { base: Duration::MAX, cap: Duration::MAX, jitter: Jitter::None };
+        assert_eq!(window_ns(&huge, 40), nanos(Duration::MAX));
+        let d = Backoff { jitter: Jitter::Decorrelated, ..b };
+        assert_eq!(backoff_ns(&d, 0, None) / MS, 300);
+        assert_eq!(backoff_ns(&d, 0, Some(200 * MS)) / MS, 600);
+        assert_eq!(backoff_ns(&d, 0, Some(900 * MS)) / MS, 1000);
+        assert_eq!(backoff_floor_ns(&b, 2) / MS, 0);
+        assert_eq!(backoff_floor_ns(&Backoff { jitter: Jitter::Equal, ..b }, 2) / MS, 200);
+        assert_eq!(backoff_floor_ns(&Backoff { jitter: Jitter::None, ..b }, 2) / MS, 400);
+        assert_eq!(backoff_floor_ns(&d, 5) / MS, 100);
+        let s = Spread::default();
+        assert_eq!(spread_cap_ns(&s, 2000 * MS, true) / MS, 400);
+        assert_eq!(spread_cap_ns(&s, 0, false) / MS, 100);
+        assert_eq!(spread_cap_ns(&s, 0, true) / MS, 1000);
+        assert_eq!(spread_cap_ns(&s, 60_000 * MS, true) / MS, 1000);
+        let inverted = Spread { min: D(300), max: D(200), ..s };
+        assert_eq!(spread_cap_ns(&inverted, 0, false) / MS, 300);
+    }
+}

@@ -1,0 +1,145 @@
+//! The checks that a planned wait stays under the longest the declared
+//! policy may plan and that the spread on an advice is drawn
+//! (`sim::checks::waits`), each shown able to fail: a client built here
+//! from the public API runs a policy other than the one it declares (a
+//! backoff twice as long; full jitter where equal jitter is declared; a
+//! spread capped at a millisecond), the slip a
+//! configuration read in the wrong unit makes. The honest client on the
+//! same runs passes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use retrysim::RetryClient;
+use retrysim::core::backoff::{Jitter, Spread};
+use retrysim::core::policy::Policy;
+use retrysim::sim::checks::fleet::FleetViolation;
+use retrysim::sim::checks::waits::check_waits;
+use retrysim::sim::run::clients::Retrysim;
+use retrysim::sim::run::runner::{Report, RunOptions};
+use retrysim::sim::run::scenario::{Scenario, named};
+use retrysim::sim::world::api::AdviceForm;
+use retrysim::sim::world::net::SimTransport;
+use retrysim::testing::{Host, Promises, from_fn};
+use retrysim::trace::EventKind;
+
+const SEEDS: [u64; 3] = [1, 2, 3];
+
+/// Always 429 with a `Retry-After` that is not valid: every wait is the
+/// batch preset's backoff (1 s doubling to 30 s, full jitter), five of them.
+fn backoff_world() -> Scenario {
+    let mut s = named("five-retries-six-attempts").expect("a named scenario");
+    s.api.advice = AdviceForm::Malformed;
+    s
+}
+
+/// [`backoff_world`] with equal jitter declared: each wait keeps half its window.
+fn equal_jitter_world() -> Scenario {
+    let mut s = backoff_world();
+    s.policy.backoff.jitter = Jitter::Equal;
+    s
+}
+
+/// Always 429 with `Retry-After: 1`, under the standard preset without
+/// escalation: five waits of the advice plus a spread of up to 200 ms.
+fn advice_world() -> Scenario {
+    let mut s = named("five-retries-six-attempts").expect("a named scenario");
+    s.policy = Policy { escalate: false, ..Policy::standard() };
+    s.policy.max_retries = 5;
+    s
+}
+
+/// Runs `s` with retrysim's driver; it declares the scenario's policy and
+/// runs `slip` of it.
+fn sim(s: &Scenario, seed: u64, slip: fn(&mut Policy)) -> Report {
+    let make = from_fn("runs-another-policy", move |host: Host<'_>| {
+        let declared = host.scenario.policy.clone();
+        let mut running = declared.clone();
+        slip(&mut running);
+        let client = RetryClient::new(host.clock.clone(), SimTransport::new(), running);
+        Retrysim::new(client, Promises::of_policy(&declared))
+    });
+    RunOptions::new().run_subject(s, seed, Arc::new(make)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn honest(_: &mut Policy) {}
+
+fn doubled(p: &mut Policy) {
+    p.backoff.base *= 2;
+    p.backoff.cap *= 2;
+}
+
+fn full_jitter(p: &mut Policy) {
+    p.backoff.jitter = Jitter::Full;
+}
+
+fn one_ms_spread(p: &mut Policy) {
+    let one = Duration::from_millis(1);
+    p.spread = Spread { per_mille: 0, min: one, max: one, ..p.spread };
+}
+
+fn found<'a>(vs: &'a [FleetViolation], property: &str) -> Option<&'a FleetViolation> {
+    vs.iter().find(|v| v.property == property)
+}
+
+#[test]
+fn the_honest_client_keeps_its_waits_in_bounds_and_draws_its_spread() {
+    for s in [backoff_world(), equal_jitter_world(), advice_world()] {
+        for seed in SEEDS {
+            let r = sim(&s, seed, honest);
+            let waits = r
+                .records
+                .iter()
+                .flat_map(|j| &j.trace.events)
+                .filter(|e| matches!(e.kind, EventKind::Wait { .. }))
+                .count();
+            assert!(waits >= 5, "{} seed {seed}: {waits} waits", s.name);
+            let vs = check_waits(&r);
+            assert!(vs.is_empty(), "{} seed {seed}: {vs:?}", s.name);
+        }
+    }
+}
+
+#[test]
+fn a_backoff_twice_as_long_breaks_the_wait_upper_bound() {
+    let s = backoff_world();
+    for seed in SEEDS {
+        let vs = check_waits(&sim(&s, seed, doubled));
+        let v = found(&vs, "wait-upper-bound").unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
+        assert!(
+            v.message.starts_with("blames the client") && v.message.contains("backoff's longest draw"),
+            "{}",
+            v.message
+        );
+    }
+}
+
+#[test]
+fn a_spread_of_one_millisecond_is_not_drawn() {
+    let s = advice_world();
+    for seed in SEEDS {
+        let vs = check_waits(&sim(&s, seed, one_ms_spread));
+        let v = found(&vs, "advice-spread-drawn").unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
+        assert!(
+            v.message.starts_with("blames the client") && v.message.contains("each of the 5 waits"),
+            "{}",
+            v.message
+        );
+        assert!(found(&vs, "wait-upper-bound").is_none(), "a shorter spread is within the bound: {vs:?}");
+    }
+}
+
+#[test]
+fn full_jitter_where_equal_is_declared_breaks_the_backoff_floor() {
+    let s = equal_jitter_world();
+    for seed in SEEDS {
+        let vs = check_waits(&sim(&s, seed, full_jitter));
+        let v = found(&vs, "backoff-floor").unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
+        assert!(
+            v.message.starts_with("blames the client") && v.message.contains("Equal jitter keeps"),
+            "{}",
+            v.message
+        );
+        assert!(found(&vs, "wait-upper-bound").is_none(), "full jitter stays under the window: {vs:?}");
+    }
+}
