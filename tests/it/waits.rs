@@ -100,46 +100,30 @@ fn the_honest_client_keeps_its_waits_in_bounds_and_draws_its_spread() {
     }
 }
 
+/// On every seed of `world`, the client changed by `defect` breaks `check`
+/// (blaming the client, in words containing `words`) and not `other`.
+fn caught_by(world: &Scenario, defect: fn(&mut Policy), check: &str, words: &str, other: &str) {
+    for seed in SEEDS {
+        let vs = check_waits(&sim(world, seed, defect));
+        let v = found(&vs, check).unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
+        assert!(v.message.starts_with("blames the client") && v.message.contains(words), "{}", v.message);
+        assert!(found(&vs, other).is_none(), "seed {seed}: {other} too: {vs:?}");
+    }
+}
+
 #[test]
 fn a_backoff_twice_as_long_breaks_the_wait_upper_bound() {
-    let s = backoff_world();
-    for seed in SEEDS {
-        let vs = check_waits(&sim(&s, seed, doubled));
-        let v = found(&vs, "wait-upper-bound").unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
-        assert!(
-            v.message.starts_with("blames the client") && v.message.contains("backoff's longest draw"),
-            "{}",
-            v.message
-        );
-    }
+    caught_by(&backoff_world(), doubled, "wait-upper-bound", "backoff's longest draw", "backoff-floor");
 }
 
 #[test]
 fn a_spread_of_one_millisecond_is_not_drawn() {
-    let s = advice_world();
-    for seed in SEEDS {
-        let vs = check_waits(&sim(&s, seed, one_ms_spread));
-        let v = found(&vs, "advice-spread-drawn").unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
-        assert!(
-            v.message.starts_with("blames the client") && v.message.contains("each of the 5 waits"),
-            "{}",
-            v.message
-        );
-        assert!(found(&vs, "wait-upper-bound").is_none(), "a shorter spread is within the bound: {vs:?}");
-    }
+    // A shorter spread is within the upper bound.
+    caught_by(&advice_world(), one_ms_spread, "advice-spread-drawn", "each of the 5 waits", "wait-upper-bound");
 }
 
 #[test]
 fn full_jitter_where_equal_is_declared_breaks_the_backoff_floor() {
-    let s = equal_jitter_world();
-    for seed in SEEDS {
-        let vs = check_waits(&sim(&s, seed, full_jitter));
-        let v = found(&vs, "backoff-floor").unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
-        assert!(
-            v.message.starts_with("blames the client") && v.message.contains("Equal jitter keeps"),
-            "{}",
-            v.message
-        );
-        assert!(found(&vs, "wait-upper-bound").is_none(), "full jitter stays under the window: {vs:?}");
-    }
+    // Full jitter stays under the window.
+    caught_by(&equal_jitter_world(), full_jitter, "backoff-floor", "Equal jitter keeps", "wait-upper-bound");
 }
