@@ -15,8 +15,8 @@ use retrysim::core::budget::RetryBudget;
 use retrysim::gate::aimd::{AimdConfig, RateControl};
 use retrysim::gate::{Admission, Feedback, Gate};
 use retrysim::sim::checks::fleet::{
-    FleetViolation, aimd_backs_off, api_within_gate_limit, budget_allowance, check_fleet, deferred_charged_once,
-    fallback_within_local_limit, gate_window,
+    FleetViolation, aimd_backs_off, api_within_gate_limit, budget_allowance, budget_refusal, check_fleet,
+    deferred_charged_once, fallback_within_local_limit, gate_window,
 };
 use retrysim::sim::checks::hunt;
 use retrysim::sim::checks::invariants::check_run;
@@ -208,7 +208,8 @@ proptest! {
     #[test]
     fn generated_fleets_keep_retries_within_the_budget((s, seed) in arb_budgeted_fleet()) {
         let r = run(&s, seed).unwrap_or_else(|e| panic!("{e}"));
-        let found = budget_allowance(&r);
+        let mut found = budget_allowance(&r);
+        found.extend(budget_refusal(&r));
         if !found.is_empty() {
             swarm_failure(&s, seed, &found);
         }
@@ -334,6 +335,8 @@ fn retries_stay_within_the_shared_budget_and_stop_with_budget_exhausted() {
     for seed in [1, 2, 3, 4, 5] {
         let r = run_named("berlin-40-workers-budget", seed);
         assert_clean(&r, budget_allowance(&r));
+        // Every one of those refusals is one the bucket may make.
+        assert_clean(&r, budget_refusal(&r));
         assert!(gave_up_on_budget(&r) > 0, "the budget ran out end to end\n{}", replay(&r));
         assert_eq!(r.gave_up.get("budget_exhausted").copied().unwrap_or(0) as usize, gave_up_on_budget(&r));
         let open = run_named("berlin-40-workers", seed);
@@ -350,6 +353,7 @@ fn retries_stay_within_the_shared_budget_and_stop_with_budget_exhausted() {
         let s = percent_budget("berlin-40-workers-budget");
         let r = run(&s, seed).unwrap();
         assert_clean(&r, budget_allowance(&r));
+        assert_clean(&r, budget_refusal(&r));
         assert!(r.gave_up.contains_key("budget_exhausted"), "{:?}\n{}", r.gave_up, replay(&r));
     }
 }
@@ -379,6 +383,58 @@ fn negative_control_a_leaky_budget_is_caught() {
     assert!(!r.gave_up.contains_key("budget_exhausted"));
     let r = run_hooked(&percent_budget("berlin-40-workers-budget"), 1, hooks);
     assert!(!budget_allowance(&r).is_empty(), "the percent bound catches it too\n{}", replay(&r));
+}
+
+/// Charges every retry twice (a driver that withdraws for the failed
+/// attempt and again for the retry): it refuses while half is left.
+struct ChargedTwice(Arc<dyn RetryBudget>);
+
+impl RetryBudget for ChargedTwice {
+    fn deposit(&self, now: Duration) {
+        self.0.deposit(now);
+    }
+    fn withdraw(&self, now: Duration) -> bool {
+        let first = self.0.withdraw(now);
+        self.0.withdraw(now) && first
+    }
+}
+
+fn charge_twice(inner: Arc<dyn RetryBudget>) -> Arc<dyn RetryBudget> {
+    Arc::new(ChargedTwice(inner))
+}
+
+/// A budget too careful keeps every allowance: only `budget-refusal` sees
+/// it. One job against an API that always refuses, so the budget alone
+/// decides and each step of it has its own millisecond (in a burst of forty
+/// workers the trace cannot order a refusal against the withdrawals of the
+/// same millisecond, and the check gives the budget that doubt).
+#[test]
+fn negative_control_a_budget_that_refuses_early_is_caught() {
+    let hooks = Hooks { budget: Some(charge_twice), ..Hooks::default() };
+    let budgets = [
+        // Ten tokens: a retry is refused once 5 or fewer are left, after four.
+        BudgetConfig::TokenBucket { max_tokens: 10, token_ratio_milli: 100 },
+        // A reserve of four retries in any 4 s.
+        BudgetConfig::Percent { ttl: Duration::from_secs(4), min_per_sec: 1, per_mille: 200 },
+    ];
+    for budget in budgets {
+        let mut s = scenario("five-retries-six-attempts");
+        s.fleet.budget = Some(budget);
+        for seed in [1, 2, 3] {
+            let honest = run(&s, seed).unwrap_or_else(|e| panic!("{e}"));
+            assert_clean(&honest, budget_refusal(&honest));
+            if let BudgetConfig::TokenBucket { .. } = budget {
+                // Honest, it refuses too, at the fifth retry: no doubt given to it.
+                assert_eq!(gave_up_on_budget(&honest), 1, "{}", replay(&honest));
+            }
+            let r = run_hooked(&s, seed, hooks);
+            assert_eq!(gave_up_on_budget(&r), 1, "{budget:?} refused the one job\n{}", replay(&r));
+            let found = budget_refusal(&r);
+            assert_eq!(found.len(), 1, "{budget:?}: a budget charged twice must be caught\n{}", replay(&r));
+            assert!(found[0].message.starts_with("blames the client: job 1 gave up"), "{found:?}");
+            assert!(budget_allowance(&r).is_empty(), "it keeps the allowance\n{}", replay(&r));
+        }
+    }
 }
 
 // ---- Across processes -------------------------------------------------------

@@ -49,6 +49,7 @@ fn harness_check_judges_by_the_hunts_checks() {
         ("wait-doubled", 1..=40),
         ("spread-not-drawn", 1..=10),
         ("jitter-full", 28..=46),
+        ("budget-charged-twice", 35..=40),
     ];
     let mut seen = BTreeSet::new();
     for (defect, seeds) in defects {
@@ -76,6 +77,7 @@ fn harness_check_judges_by_the_hunts_checks() {
         "wait-upper-bound",
         "advice-spread-drawn",
         "backoff-floor",
+        "budget-refusal",
     ] {
         assert!(seen.contains(name), "no seed broke {name}: {seen:?}");
     }

@@ -5,6 +5,7 @@
 //! | property | from |
 //! |---|---|
 //! | retries stay within the shared budget's allowance | traces (`wait` = a granted retry, `done` = a deposit) |
+//! | a budget refuses a retry only when it may be spent | traces (`wait`, and `gave up` for an exhausted budget) |
 //! | admissions leave the gate in FIFO order, never above the window | the gate's facts |
 //! | requests running at the API never exceed the gate's limit | the ledger, against the gate's limit over time |
 //! | partitioned from the limiter, no worker exceeds its fallback limit | the ledger and the route switches |
@@ -18,6 +19,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::core::budget::TokenBucketBudget;
+use crate::core::policy::GiveUpReason;
 use crate::gate::aimd::{GateEvent, GateFact};
 use crate::sim::run::deferral::deferrable;
 use crate::sim::run::runner::{JobOutcome, JobRecord, Report};
@@ -49,6 +51,7 @@ fn v(property: &'static str, message: String) -> FleetViolation {
 /// Every fleet checker that applies to this run's configuration.
 pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
     let mut out = budget_allowance(r);
+    out.extend(budget_refusal(r));
     out.extend(gate_window(r));
     out.extend(api_within_gate_limit(r));
     out.extend(fallback_within_local_limit(r));
@@ -300,6 +303,119 @@ pub fn budget_allowance(r: &Report) -> Vec<FleetViolation> {
         }
     }
     out
+}
+
+/// A retry budget refuses only when it may be spent (the lower bound that
+/// `budget-allowance` lacks: a budget that refuses too early keeps every
+/// allowance). Each "budget exhausted" give-up is held against the least
+/// the declared budget can hold at that instant, written out from its
+/// specification (`core::budget`'s module doc), not by the budget itself.
+/// Traces stamp whole milliseconds, so within one millisecond the order
+/// least favourable to the budget is taken: every withdrawal stamped at or
+/// before the refusal counts as before it, a deposit only if stamped
+/// earlier, and deposits before withdrawals of the same millisecond.
+/// - token bucket (starts full at `max`, a success refunds `ratio` up to
+///   `max`, a withdrawal takes 1 even when refused, refused when at most
+///   `max / 2` is left): a walk capped at `max` holds, at the end,
+///   `max` plus the smallest sum of the changes over any last stretch of
+///   it; refusing is wrong while one withdrawal more leaves above `max / 2`;
+/// - percent (a reserve of `min_per_sec × ttl` retries; a granted retry
+///   costs 1, a deposit adds `per_mille / 1000`, each forgotten once its
+///   tenth of `ttl` leaves the window; a refusal costs nothing): at least
+///   the reserve, less every retry granted in the last `ttl` (and a
+///   millisecond), plus the deposits of the last nine tenths of it, is
+///   left; refusing is wrong while that is 1 or more.
+///
+/// A finding blames the client, whose budget it is.
+pub fn budget_refusal(r: &Report) -> Vec<FleetViolation> {
+    let Some(budget) = r.scenario_config.fleet.budget else { return Vec::new() };
+    let mut out = Vec::new();
+    for jobs in budget_groups(r).values() {
+        let b = BudgetEvents::of(jobs);
+        for (i, &(at, job)) in b.refused.iter().enumerate() {
+            let wrong = match budget {
+                BudgetConfig::TokenBucket { max_tokens, token_ratio_milli } => {
+                    b.bucket_too_early(i, at, u64::from(max_tokens) * 1000, i64::from(token_ratio_milli))
+                }
+                BudgetConfig::Percent { ttl, min_per_sec, per_mille } => {
+                    b.percent_too_early(at, ttl.as_millis() as u64, u64::from(min_per_sec), u64::from(per_mille))
+                }
+            };
+            if let Some(why) = wrong {
+                out.push(v(
+                    "budget-refusal",
+                    format!("blames the client: job {job} gave up for an exhausted retry budget at {at} ms, but {why}"),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The times (ms) a budget shared by a group of runs was used.
+struct BudgetEvents {
+    granted: Vec<u64>,
+    deposits: Vec<u64>,
+    /// Each refusal's time and job.
+    refused: Vec<(u64, u32)>,
+}
+
+impl BudgetEvents {
+    fn of(jobs: &[&JobRecord]) -> Self {
+        let mut b = BudgetEvents { granted: Vec::new(), deposits: Vec::new(), refused: Vec::new() };
+        for j in jobs {
+            for e in &j.trace.events {
+                match &e.kind {
+                    EventKind::Wait { .. } => b.granted.push(e.at_ms),
+                    EventKind::Done { .. } => b.deposits.push(e.at_ms),
+                    EventKind::GaveUp { reason: GiveUpReason::BudgetExhausted, .. } => b.refused.push((e.at_ms, j.job)),
+                    _ => {}
+                }
+            }
+        }
+        b
+    }
+
+    /// Whether refusal `i`, at `at`, came while a bucket of `max` (thousandths)
+    /// refunding `ratio` must have held more than it lets go.
+    fn bucket_too_early(&self, i: usize, at: u64, max: u64, ratio: i64) -> Option<String> {
+        // (time, 0 for a deposit / 1 for a withdrawal): deposits first.
+        let mut steps: Vec<(u64, u8)> = self.deposits.iter().filter(|&&t| t < at).map(|&t| (t, 0)).collect();
+        steps.extend(self.granted.iter().filter(|&&t| t <= at).map(|&t| (t, 1)));
+        let others = self.refused.iter().enumerate().filter(|&(k, &(t, _))| k != i && t <= at);
+        steps.extend(others.map(|(_, &(t, _))| (t, 1)));
+        steps.sort_unstable();
+        // The smallest sum over a last stretch, by a walk from the end.
+        let (mut sum, mut least) = (0i64, 0i64);
+        for &(_, kind) in steps.iter().rev() {
+            sum += if kind == 0 { ratio } else { -1000 };
+            least = least.min(sum);
+        }
+        let left = max as i64 + least - 1000;
+        (left > (max / 2) as i64).then(|| {
+            format!(
+                "the bucket of {} tokens, after {} withdrawal(s) and {} refund(s) before it, keeps at least {left} thousandths after this one, more than half",
+                max / 1000,
+                steps.iter().filter(|s| s.1 == 1).count(),
+                steps.iter().filter(|s| s.1 == 0).count()
+            )
+        })
+    }
+
+    /// Whether a refusal at `at` came while a percent budget over `ttl_ms`
+    /// must have held a whole retry.
+    fn percent_too_early(&self, at: u64, ttl_ms: u64, min_per_sec: u64, per_mille: u64) -> Option<String> {
+        let reserve = min_per_sec * ttl_ms / 1000;
+        let recent = self.granted.iter().filter(|&&t| t + ttl_ms + 1 >= at && t <= at).count() as u64;
+        let kept_from = (at + 1).saturating_sub(ttl_ms * 9 / 10);
+        let earned = self.deposits.iter().filter(|&&t| t >= kept_from && t < at).count() as u64;
+        let left = (reserve * 1000 + per_mille * earned).saturating_sub(recent * 1000);
+        (left >= 1000).then(|| {
+            format!(
+                "{recent} retries were granted in the {ttl_ms} ms before it and {earned} successes since {kept_from} ms each earned {per_mille} thousandths, over a reserve of {reserve}: at least {left} thousandths are left"
+            )
+        })
+    }
 }
 
 fn admitted(facts: &[GateFact]) -> impl Iterator<Item = (Duration, u64, u32, u32, Option<u64>)> + '_ {

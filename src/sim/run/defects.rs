@@ -128,6 +128,10 @@ defects! {
     /// part of the window (equal, decorrelated) or all of it (none): a
     /// jitter setting the client does not read.
     jitter_full = "jitter-full", "the backoff drawn from zero where the declared jitter keeps part of its window";
+    /// Every retry charged twice to the fleet's retry budget (a driver that
+    /// withdraws on the failed attempt and again on the retry, as gRFC A6
+    /// charges the failure): the budget refuses long before it is spent.
+    budget_charged_twice = "budget-charged-twice", "every retry charged twice to the retry budget: it refuses while half is left";
 }
 
 /// The defects by their command-line names, in a fixed order.
@@ -361,6 +365,20 @@ impl RetryBudget for Refunds {
     }
 }
 
+/// A retry budget charged twice for every retry.
+pub(crate) struct ChargedTwice(Arc<dyn RetryBudget>);
+
+impl RetryBudget for ChargedTwice {
+    fn deposit(&self, now: std::time::Duration) {
+        self.0.deposit(now);
+    }
+
+    fn withdraw(&self, now: std::time::Duration) -> bool {
+        let first = self.0.withdraw(now);
+        self.0.withdraw(now) && first
+    }
+}
+
 impl Defects {
     /// The retry budget the defects put around `budget`, a token bucket
     /// refunding `token_ratio_milli` per success (`None`: another budget).
@@ -369,6 +387,7 @@ impl Defects {
             Some(r) if self.budget_refunds_too_much => {
                 Arc::new(Refunds { inner: budget, times: 1000u32.div_ceil(r.max(1)).max(2) })
             }
+            _ if self.budget_charged_twice => Arc::new(ChargedTwice(budget)),
             _ => budget,
         }
     }
