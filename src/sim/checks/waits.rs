@@ -34,7 +34,7 @@
 //!   nothing to a floor (it may draw zero). No deadline exception: `decide`
 //!   gives up rather than shortens a wait.
 //!
-//!   One rule, [`shortest_ms`], under two names: the finding says which
+//!   One rule (`shortest_ms`) under two names: the finding says which
 //!   part of the policy the client cut short, and `backoff-floor` keeps the
 //!   name and the findings it had before the floor covered advised waits
 //!   (the mutants' record in docs/guide/hunting.md cites it). A separate
