@@ -35,7 +35,8 @@ fn harness_check_judges_by_the_hunts_checks() {
     // invariant catches (the client is the scenario's own in both).
     // Each defect over seeds where it shows (the spread's floor needs a
     // zero advice, first at seed 75 of the default range; the drawn spread
-    // needs enough waits on an advice, first at seed 5).
+    // needs enough waits on an advice, first at seed 5; the longer backoff
+    // over an advice that max-of-advice-only skips, first at seed 261).
     let defects = [
         ("aimd-ignores-429", 1..=40),
         ("window-admits-one-more", 1..=40),
@@ -49,6 +50,8 @@ fn harness_check_judges_by_the_hunts_checks() {
         ("wait-doubled", 1..=40),
         ("spread-not-drawn", 1..=10),
         ("jitter-full", 28..=46),
+        ("escalation-skipped", 1..=10),
+        ("max-of-advice-only", 256..=266),
         ("budget-charged-twice", 35..=40),
     ];
     let mut seen = BTreeSet::new();
@@ -77,6 +80,7 @@ fn harness_check_judges_by_the_hunts_checks() {
         "wait-upper-bound",
         "advice-spread-drawn",
         "backoff-floor",
+        "wait-lower-bound",
         "budget-refusal",
     ] {
         assert!(seen.contains(name), "no seed broke {name}: {seen:?}");

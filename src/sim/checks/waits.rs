@@ -1,8 +1,8 @@
 //! Checks that a planned wait is no longer than the declared policy allows,
-//! no shorter than its backoff's jitter keeps, and that the spread on an
-//! advice is drawn at all. The lower bounds are
-//! elsewhere (advice-respected, the zero-advice floor); these two close the
-//! range from above and against a spread that never varies:
+//! no shorter than it asks, and that the spread on an advice is drawn at
+//! all. advice-respected and the zero-advice floor bound a wait from below
+//! by the advice alone; these close the range from both sides, by the whole
+//! declared policy, and against a spread that never varies:
 //!
 //! - `wait-upper-bound`: every wait a traced client plans is at most the
 //!   longest its declared policy may plan there: after an advice, the advice
@@ -20,17 +20,31 @@
 //!   on one such wait with a chance of at most 2 ms over its cap; the check
 //!   fails only when all of them did and that was less likely than one in a
 //!   billion.
+//! - `backoff-floor` and `wait-lower-bound`: every wait a traced client
+//!   plans is at least the shortest its declared policy may plan there. On
+//!   the backoff alone (no advice read, `backoff-floor`): the shortest draw
+//!   of the declared jitter, the whole window without jitter, half of it
+//!   with equal jitter, `min(base, cap)` with decorrelated jitter, nothing
+//!   with full jitter. After an advice (`wait-lower-bound`): the advice as
+//!   the trace shows it (its lowest reading); in `max_of_advice_and_backoff`
+//!   mode the backoff's shortest draw for that retry if longer; on a
+//!   throttled answer after the first (with `escalate`) also the advice plus
+//!   a second per such refusal when a header gave it in whole seconds, and
+//!   the backoff's shortest draw for the escalation's retry. The spread adds
+//!   nothing to a floor (it may draw zero). No deadline exception: `decide`
+//!   gives up rather than shortens a wait.
 //!
-//! - `backoff-floor`: a wait planned on the backoff alone (no advice read)
-//!   is at least the shortest draw of the declared jitter: the whole window
-//!   without jitter, half of it with equal jitter, the base (capped) with
-//!   decorrelated jitter.
+//!   One rule (`shortest_ms`) under two names: the finding says which
+//!   part of the policy the client cut short, and `backoff-floor` keeps the
+//!   name and the findings it had before the floor covered advised waits
+//!   (the mutants' record in docs/guide/hunting.md cites it). A separate
+//!   check beside it would have repeated the walk and the backoff's floor.
 //!
 //! The bounds are written out here from the specification (docs/DESIGN.md:
 //! "Backoff", "Retry-After") over the declared [`Policy`]'s public fields,
 //! not computed by `Backoff::window`, `Backoff::wait` or `Spread::cap`,
 //! which the client itself calls: a slip there shows up as a difference.
-//! All three apply to a traced client and blame it.
+//! All four apply to a traced client and blame it.
 
 use std::time::Duration;
 
@@ -103,6 +117,11 @@ struct Read {
     /// Whether the source may be whole seconds (a header, or a body's
     /// `retry_after_seconds`): its zero gets the cover, its escalation a second.
     whole_seconds: bool,
+    /// Whether it surely is whole seconds (a header: delta-seconds or a
+    /// date): a body's `retry_after_seconds` may be fractional, and its
+    /// whole milliseconds in the trace do not tell, so a floor counts no
+    /// escalation second for it.
+    header: bool,
     source: AdviceSource,
 }
 
@@ -111,7 +130,7 @@ impl Read {
         let exact = matches!(source, AdviceSource::HeaderSeconds | AdviceSource::HeaderDate);
         let whole_seconds = exact || source == AdviceSource::BodySeconds;
         let hi_ns = ms.0.saturating_mul(MS).saturating_add(if exact { 0 } else { MS - 1 });
-        Read { ms: ms.0, hi_ns, whole_seconds, source }
+        Read { ms: ms.0, hi_ns, whole_seconds, header: exact, source }
     }
 
     /// The spread's largest cap for this advice: a zero in whole seconds
@@ -168,7 +187,46 @@ fn longest_ms(p: &Policy, at: &At) -> (u128, String) {
     (base.div_ceil(MS) + spread / MS, format!("{how} plus the spread's cap {} ms", spread / MS))
 }
 
-/// Every wait-upper-bound, backoff-floor and advice-spread-drawn finding of a traced run
+/// The shortest wait `p` may plan at `at`, in whole milliseconds, and how
+/// it is made, in words.
+///
+/// Rounding: `decide` plans `ceil_ms(base) + floor_ms(spread)`, whole
+/// milliseconds, and the trace's wait is that exactly; so a wait is at
+/// least `ceil_ms` of any lower bound on the base, and the bound here is
+/// `div_ceil` of one in nanoseconds, no slack. The one truncation the trace
+/// brings is the advice's: it shows the whole milliseconds of an advice
+/// that may have had more, so the advice's lowest reading is those
+/// milliseconds exactly (a header's value is exact anyway).
+fn shortest_ms(p: &Policy, at: &At) -> (u128, String) {
+    let retry = at.attempts.saturating_sub(1);
+    let backoff = backoff_floor_ns(&p.backoff, retry);
+    let jitter = p.backoff.jitter;
+    let Some(a) = at.advice else {
+        return (backoff.div_ceil(MS), format!("{jitter:?} jitter keeps of retry {retry}'s window"));
+    };
+    let mut base = a.ms * MS;
+    let mut how = format!("the advice ({:?}) as read", a.source);
+    if p.advice_mode == AdviceMode::MaxOfAdviceAndBackoff && backoff > base {
+        base = backoff;
+        how = format!("the backoff's shortest draw for retry {retry} ({jitter:?} jitter), longer than the advice");
+    }
+    if escalates(p, at) {
+        let k = at.throttled - 2;
+        let rounding = if a.header { SECOND * (u128::from(k) + 1) } else { 0 };
+        let again = (a.ms * MS + rounding).max(backoff_floor_ns(&p.backoff, k));
+        if again > base {
+            base = again;
+            how = format!(
+                "the advice escalated for refusal {} ({} s added for a header's whole seconds; the backoff's shortest draw for retry {k} included)",
+                k + 1,
+                rounding / SECOND
+            );
+        }
+    }
+    (base.div_ceil(MS), how)
+}
+
+/// Every wait-upper-bound, backoff-floor, wait-lower-bound and advice-spread-drawn finding of a traced run
 /// (none for an untraced one).
 pub fn check_waits(r: &Report) -> Vec<FleetViolation> {
     let mut out = Vec::new();
@@ -235,13 +293,14 @@ impl SpreadTally {
     }
 }
 
-/// Reads one run's trace: bounds each wait (`wait-upper-bound` and
-/// `backoff-floor`, the first breach of each only) and counts it for the spread.
+/// Reads one run's trace: bounds each wait (`wait-upper-bound`,
+/// `backoff-floor` and `wait-lower-bound`, the first breach of each only)
+/// and counts it for the spread.
 fn walk(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>, spread: &mut SpreadTally) {
     let mut at = At { attempts: 0, throttled: 0, class: None, advice: None, previous: None };
     let deadline_end = u128::from(j.started_ms) + nanos(p.deadline).div_ceil(MS);
     let reserve = nanos(p.min_attempt_time) / MS;
-    let (mut reported, mut floored) = (false, false);
+    let (mut reported, mut floored, mut lowered) = (false, false, false);
     for e in &j.trace.events {
         match &e.kind {
             EventKind::Attempt { .. } => at.attempts += 1,
@@ -271,8 +330,9 @@ fn walk(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>, spread: &mut S
                         ),
                     });
                 }
-                if at.advice.is_none() && !floored {
-                    floored = backoff_floor(j, p, &at, *ms, e.at_ms, out);
+                let done = if at.advice.is_none() { &mut floored } else { &mut lowered };
+                if !*done {
+                    *done = floor(j, p, &at, *ms, e.at_ms, out);
                 }
                 at.previous = Some(u128::from(*ms) * MS);
             }
@@ -281,21 +341,28 @@ fn walk(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>, spread: &mut S
     }
 }
 
-/// `backoff-floor` for one wait planned on the backoff alone (no advice
-/// read): at least the shortest draw of its jitter, to the millisecond.
-/// Whether it reported one.
-fn backoff_floor(j: &JobRecord, p: &Policy, at: &At, wait_ms: u64, at_ms: u64, out: &mut Vec<FleetViolation>) -> bool {
-    let retry = at.attempts.saturating_sub(1);
-    let floor = backoff_floor_ns(&p.backoff, retry) / MS;
+/// `backoff-floor` (a wait planned on the backoff alone, no advice read)
+/// or `wait-lower-bound` (a wait after an advice) for one wait: at least
+/// [`shortest_ms`]. Whether it reported one.
+fn floor(j: &JobRecord, p: &Policy, at: &At, wait_ms: u64, at_ms: u64, out: &mut Vec<FleetViolation>) -> bool {
+    let (floor, how) = shortest_ms(p, at);
     if u128::from(wait_ms) >= floor {
         return false;
     }
-    out.push(FleetViolation {
-        property: "backoff-floor",
-        message: format!(
-            "blames the client: job {} planned a {wait_ms} ms wait on the backoff alone at {at_ms} ms after attempt {}, under the {floor} ms that the declared policy {}'s {:?} jitter keeps of retry {retry}'s window",
-            j.job, at.attempts, p.name, p.backoff.jitter
-        ),
+    let (job, n, name) = (j.job, at.attempts, &p.name);
+    out.push(match at.advice {
+        None => FleetViolation {
+            property: "backoff-floor",
+            message: format!(
+                "blames the client: job {job} planned a {wait_ms} ms wait on the backoff alone at {at_ms} ms after attempt {n}, under the {floor} ms that the declared policy {name}'s {how}"
+            ),
+        },
+        Some(_) => FleetViolation {
+            property: "wait-lower-bound",
+            message: format!(
+                "blames the client: job {job} planned a {wait_ms} ms wait after an advice at {at_ms} ms after attempt {n}, under the {floor} ms the declared policy {name} plans there at the shortest: {how}"
+            ),
+        },
     });
     true
 }
@@ -329,5 +396,52 @@ mod tests {
         assert_eq!(spread_cap_ns(&s, 60_000 * MS, true) / MS, 1000);
         let inverted = Spread { min: D(300), max: D(200), ..s };
         assert_eq!(spread_cap_ns(&inverted, 0, false) / MS, 300);
+    }
+
+    fn at(attempts: u32, throttled: u32, advice: Option<(u64, AdviceSource)>) -> At {
+        let class = Some(if throttled > 0 { Class::Throttled } else { Class::Transient });
+        let advice = advice.map(|(ms, source)| Read::of(Millis(u128::from(ms)), source));
+        At { attempts, throttled, class, advice, previous: Some(9_000 * MS) }
+    }
+
+    /// The floors, by hand, on a backoff of 100 ms doubling to 1 s.
+    #[test]
+    fn the_shortest_waits() {
+        let floor = |p: &Policy, at: &At| shortest_ms(p, at).0;
+        let b = Backoff { base: D(100), cap: D(1000), jitter: Jitter::Equal };
+        let mut p =
+            Policy { backoff: b, advice_mode: AdviceMode::AdvicePlusSpread, escalate: true, ..Policy::standard() };
+        // The backoff alone: half of retry 3's 800 ms window; 0 with full
+        // jitter; the base (not 3 * the previous 9 s, nor the cap) with
+        // decorrelated jitter, and the cap where it is under the base.
+        assert_eq!(floor(&p, &at(4, 0, None)), 400);
+        p.backoff.jitter = Jitter::Full;
+        assert_eq!(floor(&p, &at(4, 0, None)), 0);
+        p.backoff.jitter = Jitter::Decorrelated;
+        assert_eq!(floor(&p, &at(4, 0, None)), 100);
+        p.backoff = Backoff { base: D(2000), cap: D(1500), ..p.backoff };
+        assert_eq!(floor(&p, &at(4, 0, None)), 1500);
+        // An odd window in nanoseconds: half of it rounds up to the next millisecond.
+        p.backoff = Backoff { base: Duration::from_nanos(1_000_001), cap: D(1000), jitter: Jitter::None };
+        assert_eq!(floor(&p, &at(1, 0, None)), 2);
+        p.backoff = Backoff { base: D(100), cap: D(1000), jitter: Jitter::None };
+        // An advice, read as the trace shows it: the advice alone, whatever the backoff.
+        let header = Some((250, AdviceSource::HeaderSeconds));
+        assert_eq!(floor(&p, &at(4, 1, header)), 250);
+        // Max-of: retry 3's 800 ms window when longer than the advice.
+        p.advice_mode = AdviceMode::MaxOfAdviceAndBackoff;
+        assert_eq!(floor(&p, &at(4, 1, header)), 800);
+        assert_eq!(floor(&p, &at(2, 1, header)), 250);
+        // Escalation (the third throttled answer: k = 1): the advice plus two
+        // seconds for a header; no second for a body's value, only the
+        // backoff of retry 1 (200 ms) and the max-of rule (retry 3: 800 ms).
+        assert_eq!(floor(&p, &at(4, 3, header)), 2250);
+        assert_eq!(floor(&p, &at(4, 3, Some((250, AdviceSource::BodySeconds)))), 800);
+        p.advice_mode = AdviceMode::AdvicePlusSpread;
+        assert_eq!(floor(&p, &at(4, 3, Some((150, AdviceSource::BodyReset)))), 200);
+        // Not on the first throttled answer, nor without escalation.
+        assert_eq!(floor(&p, &at(4, 1, header)), 250);
+        p.escalate = false;
+        assert_eq!(floor(&p, &at(4, 3, header)), 250);
     }
 }

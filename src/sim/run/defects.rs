@@ -128,6 +128,14 @@ defects! {
     /// part of the window (equal, decorrelated) or all of it (none): a
     /// jitter setting the client does not read.
     jitter_full = "jitter-full", "the backoff drawn from zero where the declared jitter keeps part of its window";
+    /// Escalation turned off where the declared policy escalates (a
+    /// setting the client does not read): a throttled answer after the
+    /// first waits the plain advice again, not a second more per refusal.
+    escalation_skipped = "escalation-skipped", "a repeated throttled refusal waits the plain advice";
+    /// The advice taken as it is where the declared policy takes the
+    /// longer of the advice and the backoff draw (`max_of_advice_and_backoff`
+    /// read as `advice_plus_spread`): the advice alone, however long the backoff.
+    max_of_advice_only = "max-of-advice-only", "the longer of advice and backoff waited as the advice alone";
     /// Every retry charged twice to the fleet's retry budget (a driver that
     /// withdraws on the failed attempt and again on the retry, as gRFC A6
     /// charges the failure): the budget refuses long before it is spent.
@@ -192,6 +200,12 @@ impl Defects {
         }
         if self.jitter_full {
             p.backoff.jitter = crate::core::backoff::Jitter::Full;
+        }
+        if self.escalation_skipped {
+            p.escalate = false;
+        }
+        if self.max_of_advice_only {
+            p.advice_mode = crate::core::backoff::AdviceMode::AdvicePlusSpread;
         }
         if self.spread_not_drawn {
             let one = std::time::Duration::from_millis(1);
