@@ -1,7 +1,8 @@
 //! Seeds a deep hunt once failed on, kept as regressions (11 of
-//! 100,000, then 1 more of 100,000 once those were fixed). Each was a check
-//! that judged wrongly, not a defect of the client; docs/DESIGN.md ("Seeds
-//! the deep hunt found") says what each was. Every one must stay clean
+//! 100,000, then 1 more of 100,000 once those were fixed, then 1 more of a
+//! later 100,000-seed hunt). Each was a check that judged wrongly, not a
+//! defect of the client; docs/DESIGN.md ("Seeds the deep hunt found") says
+//! what each was. Every one must stay clean
 //! under every check the hunt runs, both as the generator draws it now and
 //! as the world it drew when it failed (`deep_hunt_worlds/SEED.toml`,
 //! `retrysim hunt --dump SEED --scenario-kind all` on that generator: a
@@ -59,6 +60,13 @@ const HELD_ON_THE_FALLBACK: [u64; 2] = [162, 361];
 /// answered).
 const CANCELLED_ON_THE_FALLBACK: [u64; 2] = [49849, 55704];
 
+/// A later 100,000-seed hunt: a worker on its fallback sent one request on
+/// a new connection (a connect and its data) and the next, admitted an
+/// interval later, on the kept-alive one (its data alone), so they arrived
+/// closer than the interval by more than one message's latency
+/// (`fallback-limit`, judged from the ledger).
+const NEW_CONNECTION_THEN_KEPT_ALIVE_ON_THE_FALLBACK: [u64; 1] = [94609];
+
 /// The world seed `seed` drew when the deep hunt failed on it.
 fn world(seed: u64) -> Scenario {
     let path = format!("{}/tests/it/deep_hunt_worlds/{seed}.toml", env!("CARGO_MANIFEST_DIR"));
@@ -72,6 +80,7 @@ fn the_deep_hunts_failing_seeds_stay_clean() {
     let seeds = CANCELLED_WHILE_RUNNING.into_iter().chain(ARRIVED_AS_THE_BACKGROUND_RUN_STARTED);
     let new_draws = SEVERAL_LINES_DATE.into_iter().chain(STALE_ANSWER_OF_THE_SAME_STATUS);
     let new_draws = new_draws.chain(A_BUCKET_PER_PROCESS).chain(HELD_ON_THE_FALLBACK).chain(CANCELLED_ON_THE_FALLBACK);
+    let new_draws = new_draws.chain(NEW_CONNECTION_THEN_KEPT_ALIVE_ON_THE_FALLBACK);
     for seed in seeds.chain(ESCALATION_CONVOY).chain(new_draws) {
         let result = hunt::check_seed(seed, &target, true, &Default::default());
         assert!(result.findings.is_empty(), "seed {seed}: {:#?}", result.findings);
@@ -148,6 +157,40 @@ fn a_held_request_arrives_close_to_the_next_one_its_fallback_admitted_an_interva
     let hooks = Hooks { gate: Some(crate::fleet::leak_gate), ..Hooks::default() };
     let leaky = crate::support::run_under(RunOptions::new().hooks(hooks), &s, seed);
     assert!(!fallback_within_local_limit(&leaky).is_empty(), "every third attempt bypasses the fallback");
+}
+
+/// What [`NEW_CONNECTION_THEN_KEPT_ALIVE_ON_THE_FALLBACK`]'s verdict rests
+/// on: in seed 94609's world w2's fallback admitted two requests exactly an
+/// interval apart (its own facts); the first took longer than one message
+/// can to arrive (a connect, then its data), the second less than two
+/// messages can (its data alone), 956 ms after the first. A worker that
+/// bypasses its fallback is still caught there, by the spacing of arrivals.
+#[test]
+fn a_request_on_a_new_connection_arrives_close_to_the_next_one_on_the_kept_alive_connection() {
+    use retrysim::gate::aimd::GateEvent;
+    use retrysim::sim::checks::fleet::fallback_within_local_limit;
+    let (seed, s) = (94609, world(94609));
+    let r = run(&s, seed).expect("finishes");
+    let w2: Vec<u64> =
+        r.ledger.arrivals.iter().filter(|a| a.client.starts_with("w2 ")).map(|a| a.at.as_millis() as u64).collect();
+    let admitted: Vec<u64> = r.fleet_facts.local[&2]
+        .iter()
+        .filter(|f| matches!(f.event, GateEvent::Admitted { .. }))
+        .map(|f| f.at.as_millis() as u64)
+        .collect();
+    assert!(w2.contains(&3008) && w2.contains(&3964), "the situation: w2's requests at 3008 and 3964 ms: {w2:?}");
+    assert!(admitted.contains(&2958) && admitted.contains(&3958), "w2's fallback admitted {admitted:?}");
+    let one_message = (s.net.max_latency + s.net.tick).as_millis() as u64;
+    assert!(3008 - 2958 > one_message, "the first took a connect and its data ({one_message} ms a message at most)");
+    let two_messages = (s.net.min_latency * 2).as_millis() as u64;
+    assert!(3964 - 3958 < two_messages, "the second took its data alone ({two_messages} ms two messages at least)");
+    assert!(admitted.windows(2).all(|p| p[1] >= p[0] + 1000), "w2's fallback admitted {admitted:?}");
+    assert!(fallback_within_local_limit(&r).is_empty(), "{:#?}", fallback_within_local_limit(&r));
+    let hooks = Hooks { gate: Some(crate::fleet::leak_gate), ..Hooks::default() };
+    let leaky = crate::support::run_under(RunOptions::new().hooks(hooks), &s, seed);
+    let found = fallback_within_local_limit(&leaky);
+    let spacing = found.iter().any(|v| v.message.contains("closer than its interval"));
+    assert!(spacing, "every third attempt bypasses the fallback, caught by the spacing of arrivals: {found:#?}");
 }
 
 /// Seed 30 under `--sabotage fresh-key-each-attempt` (and three other
