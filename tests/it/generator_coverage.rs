@@ -6,6 +6,7 @@
 //! off by one shows, are drawn too.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use retrysim::sim::checks::hunt::{Kind, swarm};
 use retrysim::sim::run::runner::{JobOutcome, run};
@@ -138,7 +139,12 @@ type Edge = (&'static str, fn(&Scenario) -> bool);
 /// bucket: a drained bucket's first refusal is at exactly half), zeros (no
 /// retries, `Retry-After: 0`, no latency), and a window's edge (no latency
 /// and no spread, so a retry told a reset in milliseconds arrives on it; a
-/// request that runs exactly a window, or a millisecond less).
+/// request that runs exactly a window, or a millisecond less), and the
+/// policy's own limits (`draw_policy_edges`: one unclear 429 over
+/// `unclear_max_retries`, an advice of exactly `max_single_wait`, a zero
+/// advice under a spread of a millisecond, a wait that ends where the
+/// deadline leaves the last attempt its reserve, a percent budget that
+/// renews every second, a 409 that waiting does not fix).
 const EDGES: &[Edge] = &[
     ("workers = the limit (writes)", |s| s.fleet.workers > 1 && s.fleet.workers == s.api.limiter.writes),
     ("workers = the limit - 1", |s| s.fleet.workers > 1 && s.fleet.workers + 1 == s.api.limiter.writes),
@@ -158,6 +164,27 @@ const EDGES: &[Edge] = &[
     ("the limiter service", |s| s.fleet.coordinator.is_some()),
     ("the limiter service partitioned away", |s| {
         s.faults.schedule.iter().any(|f| matches!(f.fault, retrysim::sim::world::net::Fault::LimiterPartition { .. }))
+    }),
+    ("unclear 429s only: no listed code, no advice", |s| {
+        s.api.script_repeat && s.api.script.iter().all(|x| x.status == 429 && x.retry_after_s.is_none())
+    }),
+    ("Retry-After = max_single_wait", |s| {
+        s.api.script.iter().any(|x| x.retry_after_s.map(Duration::from_secs) == Some(s.policy.max_single_wait))
+    }),
+    ("Retry-After: 0 under a spread cap of 1 ms or less", |s| {
+        let p = &s.policy.spread;
+        s.api.script.iter().any(|x| x.retry_after_s == Some(0)) && p.per_mille == 0 && p.max <= Duration::from_millis(1)
+    }),
+    ("a wait that ends where the deadline leaves min_attempt_time", |s| {
+        s.api.script.first().is_some_and(|x| x.retry_after_s == Some(1))
+            && s.policy.deadline == Duration::from_secs(1) + s.policy.min_attempt_time + Duration::from_millis(2)
+    }),
+    (
+        "a percent budget whose ttl is a second",
+        |s| matches!(s.fleet.budget, Some(BudgetConfig::Percent { ttl, .. }) if ttl == Duration::from_secs(1)),
+    ),
+    ("a 409 that is not IDEMPOTENCY_IN_PROGRESS", |s| {
+        s.api.script.iter().any(|x| x.status == 409 && x.code.as_deref() != Some("IDEMPOTENCY_IN_PROGRESS"))
     }),
 ];
 

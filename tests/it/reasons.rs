@@ -3,12 +3,19 @@
 //! fail: a classifier built here from the public API makes the slip a
 //! classification table can make, on a world whose 429s carry neither a
 //! code nor any advice (the habit of an HTML 429 page without
-//! `Retry-After`). The honest client on the same runs passes.
+//! `Retry-After`). A client that runs a bound a step off the policy it
+//! declares stops one unclear 429 early, gives up on a wait that just fits
+//! the deadline, or takes an advice of exactly `max_single_wait` as too
+//! long (`throttled-retried`). The honest client on the same runs passes.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use retrysim::RetryClient;
+use retrysim::core::backoff::{AdviceMode, Spread};
 use retrysim::core::classify::{Class, Classifier, DefaultTable, Outcome};
+use retrysim::core::policy::Policy;
+use retrysim::sim::checks::careful::check_careful;
 use retrysim::sim::checks::fleet::FleetViolation;
 use retrysim::sim::checks::reasons::check_reasons;
 use retrysim::sim::run::clients::Retrysim;
@@ -85,5 +92,91 @@ fn an_unclear_429_read_as_terminal_breaks_the_give_up_reason() {
         let vs = check_reasons(&sim(&s, seed, Some(Class::Terminal)));
         let v = found(&vs, "give-up-reason").unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
         assert!(v.message.contains("as terminal on a 429 (no code)"), "{}", v.message);
+    }
+}
+
+/// Runs `s` with retrysim's driver, which declares the scenario's policy
+/// and runs `slip` of it: a bound read a step off.
+fn sim_slipped(s: &Scenario, seed: u64, slip: fn(&mut Policy)) -> Report {
+    let make = from_fn("runs-another-policy", move |host: Host<'_>| {
+        let declared = host.scenario.policy.clone();
+        let mut running = declared.clone();
+        slip(&mut running);
+        let client = RetryClient::new(host.clock.clone(), SimTransport::new(), running);
+        Retrysim::new(client, Promises::of_policy(&declared))
+    });
+    RunOptions::new().run_subject(s, seed, Arc::new(make)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn a_client_that_stops_one_unclear_429_early_breaks_the_give_up_reason() {
+    let s = unclear_world();
+    assert_eq!(s.policy.unclear_max_retries, 2);
+    for seed in SEEDS {
+        let vs = check_reasons(&sim_slipped(&s, seed, |p| p.unclear_max_retries -= 1));
+        let v = found(&vs, "give-up-reason").unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
+        assert!(v.message.contains("as unclear after 2 unclear 429(s), though the declared policy"), "{}", v.message);
+    }
+}
+
+/// Always 429 with `Retry-After: 1`, answered 2 ms in (no latency, no
+/// processing, 1 ms ticks), waited with no spread: the deadline (1502 ms)
+/// leaves the first answer exactly the wait and `min_attempt_time` (500 ms),
+/// so the one retry fits and the second does not.
+fn deadline_edge_world() -> Scenario {
+    let mut s = named("five-retries-six-attempts").expect("a named scenario");
+    (s.net.min_latency, s.net.max_latency, s.net.tick) = (Duration::ZERO, Duration::ZERO, Duration::from_millis(1));
+    s.api.processing_ms = 0;
+    s.api.advice = AdviceForm::HeaderSeconds;
+    let p = &mut s.policy;
+    p.spread = Spread { per_mille: 0, min: Duration::ZERO, max: Duration::ZERO, rounded_zero: Duration::ZERO };
+    (p.advice_mode, p.escalate) = (AdviceMode::AdvicePlusSpread, false);
+    (p.min_attempt_time, p.deadline) = (Duration::from_millis(500), Duration::from_millis(1_502));
+    s
+}
+
+/// Always 429 with `Retry-After: 1` under a policy whose longest single
+/// wait is exactly that second: not too long.
+fn longest_wait_world() -> Scenario {
+    let mut s = named("five-retries-six-attempts").expect("a named scenario");
+    s.api.advice = AdviceForm::HeaderSeconds;
+    s.policy.max_single_wait = Duration::from_secs(1);
+    s
+}
+
+#[test]
+fn the_honest_client_retries_where_a_wait_just_fits() {
+    for (s, attempts) in [(deadline_edge_world(), 2), (longest_wait_world(), 6)] {
+        for seed in SEEDS {
+            let r = sim(&s, seed, None);
+            assert!(r.records.iter().all(|j| j.attempts == attempts), "{} seed {seed}: {:?}", s.name, r.gave_up);
+            let vs: Vec<_> = check_reasons(&r).into_iter().chain(check_careful(&r)).collect();
+            assert!(vs.is_empty(), "{} seed {seed}: {vs:?}", s.name);
+        }
+    }
+}
+
+#[test]
+fn a_wait_that_just_fits_the_deadline_given_up_on_breaks_the_give_up_reason() {
+    for seed in SEEDS {
+        let vs = check_reasons(&sim_slipped(&deadline_edge_world(), seed, |p| {
+            p.min_attempt_time += Duration::from_millis(1)
+        }));
+        let v = found(&vs, "give-up-reason").unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
+        assert!(
+            v.message.contains("1000 ms it planned and the last attempt's 500 ms fit the 1500 ms left"),
+            "{}",
+            v.message
+        );
+    }
+}
+
+#[test]
+fn an_advice_of_exactly_the_longest_wait_taken_as_too_long_breaks_throttled_retried() {
+    for seed in SEEDS {
+        let vs =
+            check_careful(&sim_slipped(&longest_wait_world(), seed, |p| p.max_single_wait -= Duration::from_millis(1)));
+        let v = found(&vs, "throttled-retried").unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
+        assert!(v.message.contains("gave up (advice too long"), "{}", v.message);
     }
 }

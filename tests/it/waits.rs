@@ -3,7 +3,8 @@
 //! drawn (`sim::checks::waits`), each shown able to fail: a client built
 //! here from the public API runs a policy other than the one it declares (a
 //! backoff twice as long; full jitter where equal jitter is declared; a
-//! spread capped at a millisecond; no escalation where it is declared; the
+//! spread capped at a millisecond, or at half its declared cap; no
+//! escalation where it is declared; the
 //! advice alone where the longer of advice and backoff is declared), the
 //! slip a configuration read in the wrong unit, or not read, makes. The
 //! honest client on the same runs passes.
@@ -68,6 +69,15 @@ fn max_of_world() -> Scenario {
     s
 }
 
+/// [`advice_world`] with forty retries: forty waits of the advice plus a
+/// spread drawn under one cap, 200 ms.
+fn many_waits_world() -> Scenario {
+    let mut s = advice_world();
+    s.policy.max_retries = 40;
+    s.policy.deadline = Duration::from_secs(120);
+    s
+}
+
 /// Runs `s` with retrysim's driver; it declares the scenario's policy and
 /// runs `slip` of it.
 fn sim(s: &Scenario, seed: u64, slip: fn(&mut Policy)) -> Report {
@@ -97,6 +107,12 @@ fn one_ms_spread(p: &mut Policy) {
     p.spread = Spread { per_mille: 0, min: one, max: one, ..p.spread };
 }
 
+/// A spread of 10% of the advice where 20% is declared: for a 1 s advice
+/// 100 ms (the floor), under half the declared 200 ms cap every time.
+fn half_spread(p: &mut Policy) {
+    p.spread.per_mille /= 2;
+}
+
 fn no_escalation(p: &mut Policy) {
     p.escalate = false;
 }
@@ -111,7 +127,9 @@ fn found<'a>(vs: &'a [FleetViolation], property: &str) -> Option<&'a FleetViolat
 
 #[test]
 fn the_honest_client_keeps_its_waits_in_bounds_and_draws_its_spread() {
-    for s in [backoff_world(), equal_jitter_world(), advice_world(), escalation_world(), max_of_world()] {
+    for s in
+        [backoff_world(), equal_jitter_world(), advice_world(), escalation_world(), max_of_world(), many_waits_world()]
+    {
         for seed in SEEDS {
             let r = sim(&s, seed, honest);
             let waits = r
@@ -147,6 +165,12 @@ fn a_backoff_twice_as_long_breaks_the_wait_upper_bound() {
 fn a_spread_of_one_millisecond_is_not_drawn() {
     // A shorter spread is within the upper bound.
     caught_by(&advice_world(), one_ms_spread, "advice-spread-drawn", "each of the 5 waits", "wait-upper-bound");
+}
+
+#[test]
+fn a_spread_under_half_its_declared_cap_every_time_does_not_reach_it() {
+    // Narrower, so within every bound, and drawn.
+    caught_by(&many_waits_world(), half_spread, "advice-spread-drawn", "each of the 40 waits", "wait-upper-bound");
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //!   advised), inside the declared policy's attempts, longest single wait,
 //!   retry budget and deadline, is retried. A run that gives up on it for a
 //!   reason the facts do not bear out (the answer read as terminal or
-//!   unclear, a wait that would have fitted) fails.
+//!   unclear, a wait that would have fitted, an advice the client itself
+//!   read as no longer than `max_single_wait` taken as too long) fails.
 //! - `zero-advice-spread`: a zero advice read by a client whose declared
 //!   spread is on is never retried at once: the wait after it is at least
 //!   the spread's floor (1 ms), so a fleet told the same instant does not
@@ -26,7 +27,7 @@ use crate::sim::checks::fleet::FleetViolation;
 use crate::sim::checks::invariants::{arrivals_by_client, clock_slack_ms, ledger_answers, terminal};
 use crate::sim::run::job::JobRecord;
 use crate::sim::run::runner::Report;
-use crate::trace::{EventKind, Millis};
+use crate::trace::{AdviceView, EventKind, Millis};
 
 /// Every too-careful finding of a traced run (none for an untraced one).
 pub fn check_careful(r: &Report) -> Vec<FleetViolation> {
@@ -60,10 +61,19 @@ fn longest_wait(p: &Policy, advice: Duration, k: u32) -> Duration {
 }
 
 /// Whether `reason`, given right after a throttled answer with a valid
-/// advice of `advice` read at `at_ms`, is one the facts bear out under the
-/// declared policy `p`. `slack` covers a date's whole second and the
-/// server's clock skew, which the client may read the advice through.
-fn justified(r: &Report, j: &JobRecord, p: &Policy, reason: &GiveUpReason, at: (u64, Duration, u32)) -> bool {
+/// advice of `advice` read at `at_ms` (the client's own reading: `read`),
+/// is one the facts bear out under the declared policy `p`. `slack` covers
+/// a date's whole second and the server's clock skew, which the client may
+/// read the advice through; an advice the client itself read as no longer
+/// than `max_single_wait` is never too long, whatever the slack.
+fn justified(
+    r: &Report,
+    j: &JobRecord,
+    p: &Policy,
+    reason: &GiveUpReason,
+    at: (u64, Duration, u32),
+    read: &AdviceView,
+) -> bool {
     let (at_ms, advice, k) = at;
     let s = &r.scenario_config;
     let slack = Duration::from_millis(1_000 + s.api.clock_skew_ms.unsigned_abs() + clock_slack_ms(s));
@@ -71,7 +81,9 @@ fn justified(r: &Report, j: &JobRecord, p: &Policy, reason: &GiveUpReason, at: (
         GiveUpReason::Cancelled => true,
         GiveUpReason::BudgetExhausted => s.fleet.budget.is_some(),
         GiveUpReason::AttemptsExhausted { .. } => j.attempts > p.max_retries,
-        GiveUpReason::AdviceTooLong { .. } => advice + slack > p.max_single_wait,
+        GiveUpReason::AdviceTooLong { .. } => {
+            advice + slack > p.max_single_wait && !read_within(read, p.max_single_wait)
+        }
         GiveUpReason::DeadlineWouldPass { .. } => {
             let need = longest_wait(p, advice, k) + p.min_attempt_time + slack;
             Duration::from_millis(at_ms) + need > Duration::from_millis(j.started_ms) + p.deadline
@@ -80,6 +92,15 @@ fn justified(r: &Report, j: &JobRecord, p: &Policy, reason: &GiveUpReason, at: (
         // advice is none of these (nothing ran, and waiting helps).
         _ => false,
     }
+}
+
+/// Whether the advice the client read (`read`, whole milliseconds in the
+/// trace) is surely no longer than `max`: exact for a `Retry-After` in
+/// delta-seconds, else at least a millisecond under it.
+fn read_within(read: &AdviceView, max: Duration) -> bool {
+    let Some(ms) = read.wait_ms else { return false };
+    let slack = if read.source == AdviceSource::HeaderSeconds { Duration::ZERO } else { Duration::from_millis(1) };
+    ms.duration().saturating_add(slack) <= max
 }
 
 /// `throttled-retried` for one run of a traced client under declared policy `p`.
@@ -93,14 +114,14 @@ fn throttled_retried(r: &Report, j: &JobRecord, p: &Policy, out: &mut Vec<FleetV
     let (mut answer, mut k) = (0usize, 0u32);
     let events = &j.trace.events;
     for (i, e) in events.iter().enumerate() {
-        let EventKind::Answer { status, .. } = &e.kind else { continue };
+        let EventKind::Answer { status, advice: read, .. } = &e.kind else { continue };
         let said = ledger.get(answer).copied().flatten();
         answer += 1;
         let Some(a) = said.filter(|a| a.status == 429 && !terminal(*status, a.code.as_deref())) else { continue };
         let Some(advice) = a.retry_after else { continue };
         k += 1;
         let Some(EventKind::GaveUp { reason, attempts, .. }) = events.get(i + 1).map(|n| &n.kind) else { continue };
-        if justified(r, j, p, reason, (e.at_ms, advice, k)) {
+        if justified(r, j, p, reason, (e.at_ms, advice, k), read) {
             continue;
         }
         out.push(FleetViolation {

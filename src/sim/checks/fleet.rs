@@ -628,28 +628,10 @@ fn fallback_spans(r: &Report) -> BTreeMap<u32, Vec<(Duration, Duration)>> {
     spans
 }
 
-/// While the limiter service is unreachable, no worker exceeds its local
-/// fallback limit: from the ledger, a worker's requests that arrived while
-/// it was on its fallback are spaced at least one fallback interval apart
-/// (less how much longer one request's trip may take than another's) and
-/// never overlap beyond the fallback's
-/// window; from its fallback gate's facts, the same exactly.
-/// The ledger's half leaves out a request that arrived while a hold or a
-/// latency spike could have delayed it.
-pub fn fallback_within_local_limit(r: &Report) -> Vec<FleetViolation> {
-    let s = &r.scenario_config;
-    let Some(c) = s.fleet.coordinator else { return Vec::new() };
-    let (window, rate) = (c.fallback.max_limit, c.fallback.max_rate_milli as u64);
-    let interval = Duration::from_micros(1_000_000_000 / rate.max(1));
-    let jitter = s.net.max_latency + s.net.tick * 2;
-    // How much longer one request may take from its admission to the API
-    // than another: on a new connection a connect and its data, two messages
-    // and a step each and the step the accept may be seen late (the trip in
-    // `blackbox.rs`); on a kept-alive one its data alone, at least
-    // `min_latency` (found by the 100,000-seed hunt: seed 94609, a request
-    // on a new connection 50 ms on its way, the next, admitted an interval
-    // later on the kept-alive one, 6 ms).
-    let spread = (s.net.max_latency + s.net.tick) * 2 + s.net.tick - s.net.min_latency;
+/// `fallback-limit` from each worker's fallback gate's own facts: no
+/// admission over its `window` in flight, none less than `interval` after
+/// the previous (for a `rate` above zero).
+fn fallback_gate_facts(r: &Report, window: u32, rate: u64, interval: Duration) -> Vec<FleetViolation> {
     let mut out = Vec::new();
     for (w, log) in &r.fleet_facts.local {
         let mut previous: Option<Duration> = None;
@@ -673,6 +655,32 @@ pub fn fallback_within_local_limit(r: &Report) -> Vec<FleetViolation> {
             previous = Some(at);
         }
     }
+    out
+}
+
+/// While the limiter service is unreachable, no worker exceeds its local
+/// fallback limit: from the ledger, a worker's requests that arrived while
+/// it was on its fallback are spaced at least one fallback interval apart
+/// (less how much longer one request's trip may take than another's) and
+/// never overlap beyond the fallback's
+/// window; from its fallback gate's facts, the same exactly.
+/// The ledger's half leaves out a request that arrived while a hold or a
+/// latency spike could have delayed it.
+pub fn fallback_within_local_limit(r: &Report) -> Vec<FleetViolation> {
+    let s = &r.scenario_config;
+    let Some(c) = s.fleet.coordinator else { return Vec::new() };
+    let (window, rate) = (c.fallback.max_limit, c.fallback.max_rate_milli as u64);
+    let interval = Duration::from_micros(1_000_000_000 / rate.max(1));
+    let jitter = s.net.max_latency + s.net.tick * 2;
+    // How much longer one request may take from its admission to the API
+    // than another: on a new connection a connect and its data, two messages
+    // and a step each and the step the accept may be seen late (the trip in
+    // `blackbox.rs`); on a kept-alive one its data alone, at least
+    // `min_latency` (found by the 100,000-seed hunt: seed 94609, a request
+    // on a new connection 50 ms on its way, the next, admitted an interval
+    // later on the kept-alive one, 6 ms).
+    let spread = (s.net.max_latency + s.net.tick) * 2 + s.net.tick - s.net.min_latency;
+    let mut out = fallback_gate_facts(r, window, rate, interval);
     // A hold or a latency spike delays requests on their way: one the
     // fallback admitted an interval before the next may arrive with it
     // (found by the hunt once it drew the limiter service: seeds 162 and

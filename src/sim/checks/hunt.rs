@@ -154,6 +154,9 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
         draw_edges(&mut g, &mut s, kind);
     }
     draw_keep_alive(&mut g, &mut s, calm);
+    if !calm && !pacing_clean {
+        draw_policy_edges(&mut g, &mut s, kind);
+    }
     if calm {
         make_ample(&mut s);
     }
@@ -186,6 +189,102 @@ fn draw_keep_alive(g: &mut Draw, s: &mut Scenario, calm: bool) {
         s.faults.schedule.push(ScheduledFault { at, fault: Fault::CloseRace { timing: g.pick(&timings) } });
     }
     s.faults.schedule.sort_by_key(|f| f.at);
+}
+
+/// The edges of the policy's own limits, on scenarios that are neither
+/// calm nor a pacing gate's clean runs (drawn last, after the keep-alive):
+/// a decision off by one there passes every world the draws above make.
+/// The answers they need go before any script already drawn. One of:
+/// - unclear 429s only (no code the table lists, no advice), so every run
+///   meets its `unclear_max_retries` and one more;
+/// - a `Retry-After` of exactly `max_single_wait`, which is not too long;
+/// - `Retry-After: 0` under a spread whose cap is a millisecond or less
+///   (or none), where the wait is the spread's floor alone;
+/// - a wait that ends exactly where the deadline leaves the last attempt
+///   its reserve (`min_attempt_time`), which still fits;
+/// - a fleet on a percent budget whose `ttl` is a second or two, with lost
+///   answers to spend it, so the window renews many times in a run;
+/// - a 409 that is not `IDEMPOTENCY_IN_PROGRESS` (a key reused with another
+///   body, a plain conflict), which waiting does not fix.
+fn draw_policy_edges(g: &mut Draw, s: &mut Scenario, kind: Kind) {
+    if !g.chance(300) {
+        return;
+    }
+    let refused = |code: Option<&str>, wait: Option<u64>| ScriptStep {
+        status: 429,
+        code: code.map(str::to_owned),
+        retry_after_s: wait,
+    };
+    match g.range(0, 5) {
+        0 => {
+            s.api.script = vec![refused(g.pick(&[None, Some("TOO_MANY_REQUESTS")]), None)];
+            s.api.script_repeat = true;
+            let p = &mut s.policy;
+            p.unclear_max_retries = g.range(1, 3) as u32;
+            p.max_retries = p.max_retries.max(p.unclear_max_retries + 1);
+            p.deadline = p.deadline.max(S(60));
+        }
+        1 => {
+            let m = g.range(1, 3);
+            s.api.advice = AdviceForm::HeaderSeconds;
+            s.api.script.splice(0..0, vec![refused(Some("RATE_LIMITED"), Some(m)); g.range(1, 3) as usize]);
+            let p = &mut s.policy;
+            (p.use_advice, p.max_single_wait) = (true, S(m));
+            p.max_retries = p.max_retries.max(4);
+            p.deadline = p.deadline.max(S(60));
+        }
+        2 => {
+            s.api.advice = g.pick(&[AdviceForm::Both, AdviceForm::HeaderSeconds, AdviceForm::BodyOnly]);
+            s.api.script.splice(0..0, vec![refused(Some("RATE_LIMITED"), Some(0)); g.range(2, 6) as usize]);
+            let p = &mut s.policy;
+            let max = g.pick(&[Duration::ZERO, Duration::from_micros(500), MS(1), MS(2)]);
+            p.spread =
+                Spread { per_mille: 0, min: Duration::ZERO, max, rounded_zero: g.pick(&[Duration::ZERO, MS(1)]) };
+            p.use_advice = true;
+            p.max_retries = p.max_retries.max(7);
+            p.deadline = p.deadline.max(S(30));
+        }
+        4 => {
+            // A wait that ends exactly where the deadline leaves the last
+            // attempt its reserve: the first answer comes 2 ms in (a tick
+            // each way), and a millisecond either side is drawn too.
+            (s.net.min_latency, s.net.max_latency, s.net.tick) = (Duration::ZERO, Duration::ZERO, MS(1));
+            s.api.processing_ms = 0;
+            s.api.advice = AdviceForm::HeaderSeconds;
+            s.api.script.insert(0, refused(Some("RATE_LIMITED"), Some(1)));
+            let p = &mut s.policy;
+            p.spread = Spread { per_mille: 0, min: Duration::ZERO, max: Duration::ZERO, rounded_zero: Duration::ZERO };
+            (p.use_advice, p.advice_mode) = (true, AdviceMode::AdvicePlusSpread);
+            p.max_single_wait = p.max_single_wait.max(S(1));
+            p.max_retries = p.max_retries.max(1);
+            p.min_attempt_time = g.ms(100, 900);
+            p.deadline = S(1) + p.min_attempt_time + MS(g.pick(&[1, 2, 2, 2, 3]));
+        }
+        5 => {
+            let conflict = ScriptStep {
+                status: 409,
+                code: g.pick(&[Some("IDEMPOTENCY_KEY_REUSED"), Some("CONFLICT"), None]).map(str::to_owned),
+                retry_after_s: None,
+            };
+            s.api.script.splice(0..0, vec![conflict; g.range(1, 3) as usize]);
+        }
+        3 if kind == Kind::Fleet => {
+            let ttl = g.pick(&[S(1), S(1), S(2)]);
+            let (min_per_sec, per_mille) = (g.range(1, 3) as u32, g.pick(&[0, 0, 100, 500, 1_000]));
+            // One budget for the whole fleet, nothing else that stops a retry.
+            s.fleet.budget = Some(BudgetConfig::Percent { ttl, min_per_sec, per_mille });
+            (s.fleet.gate, s.fleet.deferral, s.fleet.hosts, s.fleet.coordinator) =
+                (GateConfig::None, None, Hosts::Shared, None);
+            s.faults.schedule.retain(|f| !matches!(f.fault, Fault::LimiterPartition { .. }));
+            // Lost answers found out quickly, and jobs for several windows:
+            // the fleet asks for more retries a window than the reserve.
+            s.faults.lost_answers_per_mille = g.range(100, 300) as u32;
+            contend(s, s.fleet.workers.into());
+            s.policy.attempt_timeout = g.pick(&[MS(200), MS(500)]);
+            s.fleet.jobs = s.fleet.jobs.max(s.fleet.workers * 30).min(400);
+        }
+        _ => {}
+    }
 }
 
 /// The fleet: its workers and jobs (returned), the operation and the mix.

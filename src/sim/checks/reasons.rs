@@ -10,7 +10,13 @@
 //!   the specification calls terminal (not on a 502–504, a 409
 //!   `IDEMPOTENCY_IN_PROGRESS`, a throttled or an unclear 429); as
 //!   `unclear_exhausted` on a 429 with neither a throttling nor a terminal
-//!   code and no valid advice; as `not_replayable` after an attempt that
+//!   code and no valid advice, and only once the run has had more of those
+//!   than the declared `unclear_max_retries` (so one more was not allowed);
+//!   as `deadline_would_pass` right after an answer only when the wait it
+//!   planned and `min_attempt_time` are more than the declared deadline
+//!   leaves, counted from the trace's times (whole milliseconds of virtual
+//!   time, as the client's clock reads them);
+//!   as `not_replayable` after an attempt that
 //!   was an unkeyed POST (or PATCH), not a safe or idempotent method or a
 //!   keyed request.
 //! - `unclear-bound`: a run retries at most `unclear_max_retries` of those
@@ -18,13 +24,15 @@
 //!
 //! Both apply to a traced client and blame it.
 
+use std::time::Duration;
+
 use crate::core::policy::{GiveUpReason, Policy};
 use crate::sim::checks::careful::runs_with_policy;
 use crate::sim::checks::fleet::FleetViolation;
 use crate::sim::checks::invariants::{TERMINAL_429_CODES, terminal};
 use crate::sim::run::job::JobRecord;
 use crate::sim::run::runner::Report;
-use crate::trace::EventKind;
+use crate::trace::{Event, EventKind};
 
 /// The 429 codes that mean a full window, whatever the advice: the
 /// specification's list (docs/DESIGN.md, "Classification").
@@ -51,14 +59,14 @@ pub fn check_reasons(r: &Report) -> Vec<FleetViolation> {
         return out;
     }
     for (j, p) in runs_with_policy(r) {
-        give_up_reason(j, &mut out);
+        give_up_reason(j, p, &mut out);
         unclear_bound(j, p, &mut out);
     }
     out
 }
 
-/// `give-up-reason` for one run.
-fn give_up_reason(j: &JobRecord, out: &mut Vec<FleetViolation>) {
+/// `give-up-reason` for one run under declared policy `p`.
+fn give_up_reason(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>) {
     let events = &j.trace.events;
     let Some(i) = events.iter().position(|e| matches!(e.kind, EventKind::GaveUp { .. })) else { return };
     let EventKind::GaveUp { reason, .. } = &events[i].kind else { return };
@@ -84,6 +92,26 @@ fn give_up_reason(j: &JobRecord, out: &mut Vec<FleetViolation>) {
                 if advised { " with valid advice" } else { "" }
             ))
         }
+        (GiveUpReason::UnclearExhausted { .. }, _) => {
+            let unclear = before.iter().filter(|e| is_unclear(e)).count();
+            (unclear <= p.unclear_max_retries as usize).then(|| {
+                format!(
+                    "as unclear after {unclear} unclear 429(s), though the declared policy {} retries {} of them",
+                    p.name, p.unclear_max_retries
+                )
+            })
+        }
+        (GiveUpReason::DeadlineWouldPass { wait, .. }, Some(_)) => {
+            let remaining = p.deadline.saturating_sub(Duration::from_millis(events[i].at_ms - j.started_ms));
+            (wait.saturating_add(p.min_attempt_time) <= remaining).then(|| {
+                format!(
+                    "as the deadline would pass, though the {} ms it planned and the last attempt's {} ms fit the {} ms left",
+                    wait.as_millis(),
+                    p.min_attempt_time.as_millis(),
+                    remaining.as_millis()
+                )
+            })
+        }
         (GiveUpReason::NotReplayable, _) => match last_attempt {
             Some((method, keyed)) if replayable(method, keyed) => Some(format!(
                 "as not replayable after a {method}{}, which may be sent again",
@@ -104,13 +132,18 @@ fn give_up_reason(j: &JobRecord, out: &mut Vec<FleetViolation>) {
     }
 }
 
+/// Whether a traced event is an answer that is an unclear 429.
+fn is_unclear(e: &Event) -> bool {
+    matches!(&e.kind, EventKind::Answer { status, code, advice, .. }
+        if unclear_429(*status, code.as_deref(), advice.wait_ms.is_some()))
+}
+
 /// `unclear-bound` for one run under declared policy `p`.
 fn unclear_bound(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>) {
     let events = &j.trace.events;
     let mut retried = 0u32;
     for (i, e) in events.iter().enumerate() {
-        let EventKind::Answer { status, code, advice, .. } = &e.kind else { continue };
-        if !unclear_429(*status, code.as_deref(), advice.wait_ms.is_some()) {
+        if !is_unclear(e) {
             continue;
         }
         let again = events[i + 1..].iter().any(|n| matches!(n.kind, EventKind::Attempt { .. }));

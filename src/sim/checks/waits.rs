@@ -19,7 +19,9 @@
 //!   exactly (to the millisecond). An honest spread rounds down to the advice
 //!   on one such wait with a chance of at most 2 ms over its cap; the check
 //!   fails only when all of them did and that was less likely than one in a
-//!   billion.
+//!   billion. And of those on one cap, 34 or more are not all under half of
+//!   it: an honest spread stays under half its cap with a chance of at most
+//!   one half each (a spread narrower than declared stays there always).
 //! - `backoff-floor` and `wait-lower-bound`: every wait a traced client
 //!   plans is at least the shortest its declared policy may plan there. On
 //!   the backoff alone (no advice read, `backoff-floor`): the shortest draw
@@ -46,6 +48,7 @@
 //! which the client itself calls: a slip there shows up as a difference.
 //! All four apply to a traced client and blame it.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
@@ -241,6 +244,12 @@ pub fn check_waits(r: &Report) -> Vec<FleetViolation> {
     out
 }
 
+/// Waits on one spread cap, each of which an honest spread leaves in the
+/// cap's lower half with a chance of at most one half, past which all of
+/// them there is called a spread that does not reach its cap: 2^-34, a
+/// chance under 10^-10.
+const REACH_WAITS: u32 = 34;
+
 /// The waits on a non-zero advice taken as it is, across one report.
 #[derive(Default)]
 struct SpreadTally {
@@ -252,6 +261,9 @@ struct SpreadTally {
     odds: u128,
     /// The first, for the message.
     first: Option<String>,
+    /// Per spread cap (whole ms): the waits on it, and the first whose
+    /// spread reached half the cap (none yet: the first wait, for the message).
+    halves: BTreeMap<u128, (u32, Result<(), String>)>,
 }
 
 impl SpreadTally {
@@ -267,6 +279,15 @@ impl SpreadTally {
         if u128::from(wait_ms) > a.ms + 1 {
             self.drawn = true;
         }
+        // The spread drawn, at least: the base is the advice rounded up.
+        let spread_ms = u128::from(wait_ms).saturating_sub(a.ms);
+        let half = self.halves.entry(cap_ms).or_insert_with(|| {
+            (0, Err(format!("the first, job {} at {at_ms} ms: advice {} ms, wait {wait_ms} ms", j.job, a.ms)))
+        });
+        half.0 += 1;
+        if spread_ms >= cap_ms / 2 {
+            half.1 = Ok(());
+        }
         self.odds = if self.waits == 0 { cap_ms / 2 } else { self.odds.saturating_mul(cap_ms / 2) };
         self.waits += 1;
         self.first.get_or_insert_with(|| {
@@ -278,6 +299,15 @@ impl SpreadTally {
     }
 
     fn verdict(self, out: &mut Vec<FleetViolation>) {
+        let short = self.halves.iter().find(|(_, (n, reached))| *n >= REACH_WAITS && reached.is_err());
+        if let Some((cap_ms, (n, Err(first)))) = short {
+            out.push(FleetViolation {
+                property: "advice-spread-drawn",
+                message: format!(
+                    "blames the client: each of the {n} waits planned on a non-zero advice whose declared spread reaches {cap_ms} ms drew under half of it ({first}); a spread drawn up to its cap does that with a chance under one in 2^{REACH_WAITS}"
+                ),
+            });
+        }
         if self.drawn || self.waits == 0 || self.odds <= NOT_DRAWN_ODDS {
             return;
         }
