@@ -14,7 +14,6 @@ use std::time::Duration;
 use retrysim::RetryClient;
 use retrysim::core::backoff::{AdviceMode, Spread};
 use retrysim::core::classify::{Class, Classifier, DefaultTable, Outcome};
-use retrysim::core::policy::Policy;
 use retrysim::sim::checks::careful::check_careful;
 use retrysim::sim::checks::fleet::FleetViolation;
 use retrysim::sim::checks::reasons::check_reasons;
@@ -24,6 +23,8 @@ use retrysim::sim::run::scenario::{Scenario, named};
 use retrysim::sim::world::api::AdviceForm;
 use retrysim::sim::world::net::SimTransport;
 use retrysim::testing::{Host, Promises, from_fn};
+
+use crate::support::run_slipped;
 
 const SEEDS: [u64; 3] = [1, 2, 3];
 
@@ -95,25 +96,12 @@ fn an_unclear_429_read_as_terminal_breaks_the_give_up_reason() {
     }
 }
 
-/// Runs `s` with retrysim's driver, which declares the scenario's policy
-/// and runs `slip` of it: a bound read a step off.
-fn sim_slipped(s: &Scenario, seed: u64, slip: fn(&mut Policy)) -> Report {
-    let make = from_fn("runs-another-policy", move |host: Host<'_>| {
-        let declared = host.scenario.policy.clone();
-        let mut running = declared.clone();
-        slip(&mut running);
-        let client = RetryClient::new(host.clock.clone(), SimTransport::new(), running);
-        Retrysim::new(client, Promises::of_policy(&declared))
-    });
-    RunOptions::new().run_subject(s, seed, Arc::new(make)).unwrap_or_else(|e| panic!("{e}"))
-}
-
 #[test]
 fn a_client_that_stops_one_unclear_429_early_breaks_the_give_up_reason() {
     let s = unclear_world();
     assert_eq!(s.policy.unclear_max_retries, 2);
     for seed in SEEDS {
-        let vs = check_reasons(&sim_slipped(&s, seed, |p| p.unclear_max_retries -= 1));
+        let vs = check_reasons(&run_slipped(&s, seed, |p| p.unclear_max_retries -= 1));
         let v = found(&vs, "give-up-reason").unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
         assert!(v.message.contains("as unclear after 2 unclear 429(s), though the declared policy"), "{}", v.message);
     }
@@ -159,7 +147,7 @@ fn the_honest_client_retries_where_a_wait_just_fits() {
 #[test]
 fn a_wait_that_just_fits_the_deadline_given_up_on_breaks_the_give_up_reason() {
     for seed in SEEDS {
-        let vs = check_reasons(&sim_slipped(&deadline_edge_world(), seed, |p| {
+        let vs = check_reasons(&run_slipped(&deadline_edge_world(), seed, |p| {
             p.min_attempt_time += Duration::from_millis(1)
         }));
         let v = found(&vs, "give-up-reason").unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
@@ -175,7 +163,7 @@ fn a_wait_that_just_fits_the_deadline_given_up_on_breaks_the_give_up_reason() {
 fn an_advice_of_exactly_the_longest_wait_taken_as_too_long_breaks_throttled_retried() {
     for seed in SEEDS {
         let vs =
-            check_careful(&sim_slipped(&longest_wait_world(), seed, |p| p.max_single_wait -= Duration::from_millis(1)));
+            check_careful(&run_slipped(&longest_wait_world(), seed, |p| p.max_single_wait -= Duration::from_millis(1)));
         let v = found(&vs, "throttled-retried").unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
         assert!(v.message.contains("gave up (advice too long"), "{}", v.message);
     }

@@ -8,9 +8,15 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 
+use retrysim::RetryClient;
+use retrysim::core::policy::Policy;
+use retrysim::sim::run::clients::Retrysim;
 use retrysim::sim::run::runner::{Report, RunOptions};
 use retrysim::sim::run::scenario::Scenario;
+use retrysim::sim::world::net::SimTransport;
+use retrysim::testing::{Host, Promises, from_fn};
 
 /// Runs the `retrysim` binary with `args`: its exit code (-1 when a signal
 /// ended it), standard output and standard error.
@@ -58,4 +64,18 @@ pub fn replay(s: &Scenario, seed: u64) -> String {
 /// The [`replay`] line of the run `r` (its scenario as it ran, its seed).
 pub fn replay_run(r: &Report) -> String {
     replay(&r.scenario_config, r.seed)
+}
+
+/// Runs `s` with `seed` and retrysim's driver, which declares the scenario's
+/// policy and runs `slip` of it: the slip a configuration read in the wrong
+/// unit, or a step off, makes. The checks judge by the declared policy.
+pub fn run_slipped(s: &Scenario, seed: u64, slip: fn(&mut Policy)) -> Report {
+    let make = from_fn("runs-another-policy", move |host: Host<'_>| {
+        let declared = host.scenario.policy.clone();
+        let mut running = declared.clone();
+        slip(&mut running);
+        let client = RetryClient::new(host.clock.clone(), SimTransport::new(), running);
+        Retrysim::new(client, Promises::of_policy(&declared))
+    });
+    RunOptions::new().run_subject(s, seed, Arc::new(make)).unwrap_or_else(|e| panic!("{e}\n{}", replay(s, seed)))
 }

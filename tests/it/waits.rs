@@ -9,21 +9,17 @@
 //! slip a configuration read in the wrong unit, or not read, makes. The
 //! honest client on the same runs passes.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use retrysim::RetryClient;
 use retrysim::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
 use retrysim::core::policy::Policy;
 use retrysim::sim::checks::fleet::FleetViolation;
 use retrysim::sim::checks::waits::check_waits;
-use retrysim::sim::run::clients::Retrysim;
-use retrysim::sim::run::runner::{Report, RunOptions};
 use retrysim::sim::run::scenario::{Scenario, named};
 use retrysim::sim::world::api::AdviceForm;
-use retrysim::sim::world::net::SimTransport;
-use retrysim::testing::{Host, Promises, from_fn};
 use retrysim::trace::EventKind;
+
+use crate::support::run_slipped;
 
 const SEEDS: [u64; 3] = [1, 2, 3];
 
@@ -78,19 +74,6 @@ fn many_waits_world() -> Scenario {
     s
 }
 
-/// Runs `s` with retrysim's driver; it declares the scenario's policy and
-/// runs `slip` of it.
-fn sim(s: &Scenario, seed: u64, slip: fn(&mut Policy)) -> Report {
-    let make = from_fn("runs-another-policy", move |host: Host<'_>| {
-        let declared = host.scenario.policy.clone();
-        let mut running = declared.clone();
-        slip(&mut running);
-        let client = RetryClient::new(host.clock.clone(), SimTransport::new(), running);
-        Retrysim::new(client, Promises::of_policy(&declared))
-    });
-    RunOptions::new().run_subject(s, seed, Arc::new(make)).unwrap_or_else(|e| panic!("{e}"))
-}
-
 fn honest(_: &mut Policy) {}
 
 fn doubled(p: &mut Policy) {
@@ -131,7 +114,7 @@ fn the_honest_client_keeps_its_waits_in_bounds_and_draws_its_spread() {
         [backoff_world(), equal_jitter_world(), advice_world(), escalation_world(), max_of_world(), many_waits_world()]
     {
         for seed in SEEDS {
-            let r = sim(&s, seed, honest);
+            let r = run_slipped(&s, seed, honest);
             let waits = r
                 .records
                 .iter()
@@ -149,7 +132,7 @@ fn the_honest_client_keeps_its_waits_in_bounds_and_draws_its_spread() {
 /// (blaming the client, in words containing `words`) and not `other`.
 fn caught_by(world: &Scenario, defect: fn(&mut Policy), check: &str, words: &str, other: &str) {
     for seed in SEEDS {
-        let vs = check_waits(&sim(world, seed, defect));
+        let vs = check_waits(&run_slipped(world, seed, defect));
         let v = found(&vs, check).unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
         assert!(v.message.starts_with("blames the client") && v.message.contains(words), "{}", v.message);
         assert!(found(&vs, other).is_none(), "seed {seed}: {other} too: {vs:?}");
