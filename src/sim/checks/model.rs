@@ -6,14 +6,17 @@
 //! ([`check_model`]) and the wait each refusal advised
 //! ([`check_model_advice`]); and through a reference map of idempotency keys,
 //! written apart from `sim::world::api::idempotency`, and compares what the
-//! store did with each keyed request ([`check_idempotency`]). A finding
-//! blames the model, not the client.
+//! store did with each keyed request ([`check_idempotency`]); and holds
+//! the answers the scenario scripts to what it declares ([`check_script`]).
+//! A finding blames the model, not the client.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::sim::run::runner::Report;
-use crate::sim::world::api::{AdviceForm, Arrival, ArrivalOutcome, LimiterKind, RetryAfterRounding};
+use crate::sim::world::api::{
+    AdviceForm, ApiConfig, Arrival, ArrivalOutcome, LimiterKind, RetryAfterRounding, ScriptStep,
+};
 
 /// One verdict of the API's limiter the reference disagrees with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,6 +215,47 @@ fn retention(method: &str, path: &str) -> Option<Duration> {
     }
 }
 
+/// What the scenario's script says arrival `i` gets: step `i` (modulo the
+/// script's length when it repeats), or nothing once it has run out.
+fn script_step(api: &ApiConfig, i: usize) -> Option<&ScriptStep> {
+    match api.script.len() {
+        0 => None,
+        n if api.script_repeat => api.script.get(i % n),
+        _ => api.script.get(i),
+    }
+}
+
+/// The script served as the scenario declares it (`model-script`): the
+/// API answers its arrivals, in the ledger's order, with the script's steps
+/// first, each with its status and code (a success's code is none), and no
+/// arrival past a script that does not repeat is answered by it. The first
+/// finding only.
+pub fn check_script(r: &Report) -> Vec<ModelViolation> {
+    let api = &r.scenario_config.api;
+    for (i, a) in r.ledger.arrivals.iter().enumerate() {
+        let step = script_step(api, i);
+        let served = a.outcome == ArrivalOutcome::Scripted;
+        let as_said = step.is_some_and(|s| a.status == s.status && (s.status < 400 || a.code == s.code));
+        if served != step.is_some() || (served && !as_said) {
+            let said = step
+                .map_or("no step".to_owned(), |s| format!("{} {}", s.status, s.code.as_deref().unwrap_or("(no code)")));
+            return vec![ModelViolation {
+                arrival: i,
+                message: format!(
+                    "blames the model: arrival {i} at {} ms ({} {}) was answered {} {} ({:?}), where the script says {said}",
+                    a.at.as_millis(),
+                    a.method,
+                    a.path,
+                    a.status,
+                    a.code.as_deref().unwrap_or("(no code)"),
+                    a.outcome
+                ),
+            }];
+        }
+    }
+    Vec::new()
+}
+
 /// Replays the ledger's keyed writes through a reference map of keys, in
 /// time order (each arrival, then each answer or abandonment that ends a
 /// run), and compares what the store did with each: run it (never seen,
@@ -316,5 +360,27 @@ mod tests {
         s.api.window_admits_one_more = true;
         let found = check_model(&run(&s, 7).expect("finishes"));
         assert!(found.len() == 1 && found[0].message.contains("would refuse it"), "{found:?}");
+    }
+
+    #[test]
+    fn the_script_is_served_as_declared_and_a_slip_is_seen() {
+        // Always 429 RATE_LIMITED, repeating: every arrival is scripted.
+        let s = named("five-retries-six-attempts").expect("a named scenario");
+        let r = run(&s, 7).expect("finishes");
+        assert_eq!(r.ledger.arrivals.len(), 6);
+        assert_eq!(check_script(&r), []);
+        // A script that stopped after the first step.
+        let mut stopped = r.clone();
+        stopped.ledger.arrivals[1].outcome = ArrivalOutcome::Charged;
+        assert_eq!(check_script(&stopped)[0].arrival, 1);
+        // A step answered with another code.
+        let mut other = r.clone();
+        other.ledger.arrivals[3].code = Some("QUOTA_EXCEEDED".into());
+        let found = check_script(&other);
+        assert!(found[0].message.contains("where the script says 429 RATE_LIMITED"), "{found:?}");
+        // A script that does not repeat serves its steps once.
+        let mut once = r;
+        once.scenario_config.api.script_repeat = false;
+        assert_eq!(check_script(&once)[0].arrival, 1);
     }
 }
