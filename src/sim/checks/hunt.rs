@@ -927,6 +927,9 @@ pub fn judge(r: &crate::sim::run::runner::Report) -> (Vec<Violation>, Vec<crate:
     for x in model::check_script(r) {
         fleet.push(FleetViolation { property: "model-script", message: x.message });
     }
+    for x in model::check_concurrency(r) {
+        fleet.push(FleetViolation { property: "model-concurrency", message: x.message });
+    }
     fleet.extend(careful::check_careful(r));
     fleet.extend(reasons::check_reasons(r));
     fleet.extend(waits::check_waits(r));

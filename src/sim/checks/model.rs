@@ -7,7 +7,8 @@
 //! ([`check_model_advice`]); and through a reference map of idempotency keys,
 //! written apart from `sim::world::api::idempotency`, and compares what the
 //! store did with each keyed request ([`check_idempotency`]); and holds
-//! the answers the scenario scripts to what it declares ([`check_script`]).
+//! the answers the scenario scripts to what it declares ([`check_script`])
+//! and its concurrency cap to its number ([`check_concurrency`]).
 //! A finding blames the model, not the client.
 
 use std::collections::BTreeMap;
@@ -256,6 +257,54 @@ pub fn check_script(r: &Report) -> Vec<ModelViolation> {
     Vec::new()
 }
 
+/// The concurrency cap kept as declared (`model-concurrency`): a request
+/// the API ran arrived while fewer than `max_in_flight` earlier runs were
+/// surely still running (answered later, or never), and a `queue_full`
+/// refusal came while at least that many may have been (answered in the
+/// same millisecond or later, or abandoned at a time the ledger does not
+/// keep). The first finding only.
+pub fn check_concurrency(r: &Report) -> Vec<ModelViolation> {
+    let Some(cap) = &r.scenario_config.api.concurrency else { return Vec::new() };
+    let max = cap.max_in_flight as usize;
+    let ran = |a: &Arrival| {
+        matches!(
+            a.outcome,
+            ArrivalOutcome::Charged | ArrivalOutcome::Accepted | ArrivalOutcome::Running | ArrivalOutcome::Aborted
+        )
+    };
+    let arrivals = &r.ledger.arrivals;
+    for (i, a) in arrivals.iter().enumerate() {
+        let earlier = arrivals[..i].iter().filter(|b| ran(b));
+        let (mut surely, mut maybe) = (0, 0);
+        for b in earlier {
+            match b.answered_at {
+                Some(end) if end > a.at => (surely, maybe) = (surely + 1, maybe + 1),
+                Some(end) if end < a.at => {}
+                None if b.outcome == ArrivalOutcome::Running => (surely, maybe) = (surely + 1, maybe + 1),
+                _ => maybe += 1,
+            }
+        }
+        let queue_full = a.outcome == ArrivalOutcome::Refused && a.code.as_deref() == Some("queue_full");
+        let wrong = if ran(a) && surely >= max {
+            format!("ran with {surely} earlier requests still running")
+        } else if queue_full && maybe < max {
+            format!("was refused queue_full with at most {maybe} requests running")
+        } else {
+            continue;
+        };
+        return vec![ModelViolation {
+            arrival: i,
+            message: format!(
+                "blames the model: arrival {i} at {} ms ({} {}) {wrong}, under a cap of {max} in flight",
+                a.at.as_millis(),
+                a.method,
+                a.path
+            ),
+        }];
+    }
+    Vec::new()
+}
+
 /// Replays the ledger's keyed writes through a reference map of keys, in
 /// time order (each arrival, then each answer or abandonment that ends a
 /// run), and compares what the store did with each: run it (never seen,
@@ -382,5 +431,25 @@ mod tests {
         let mut once = r;
         once.scenario_config.api.script_repeat = false;
         assert_eq!(check_script(&once)[0].arrival, 1);
+    }
+
+    #[test]
+    fn the_concurrency_cap_is_kept_and_a_refusal_under_it_is_seen() {
+        // Four workers, requests that run 200 ms, one allowed at a time.
+        let mut s = named("berlin-4-workers").expect("a named scenario");
+        s.api.processing_ms = 200;
+        s.api.concurrency = Some(crate::sim::world::api::ConcurrencyConfig { max_in_flight: 1, retry_after_s: 1 });
+        let r = run(&s, 7).expect("finishes");
+        let refused = |a: &Arrival| a.outcome == ArrivalOutcome::Refused && a.code.as_deref() == Some("queue_full");
+        let i = r.ledger.arrivals.iter().position(refused).expect("a queue_full refusal");
+        assert_eq!(check_concurrency(&r), []);
+        // Every run before it ended at once: the refusal came under the cap.
+        let mut early = r;
+        for a in &mut early.ledger.arrivals[..i] {
+            a.answered_at = Some(Duration::ZERO);
+        }
+        let found = check_concurrency(&early);
+        assert_eq!(found[0].arrival, i, "{found:?}");
+        assert!(found[0].message.contains("refused queue_full with at most 0"), "{found:?}");
     }
 }
