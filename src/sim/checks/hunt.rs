@@ -194,7 +194,8 @@ fn draw_keep_alive(g: &mut Draw, s: &mut Scenario, calm: bool) {
 /// The edges of the policy's own limits, on scenarios that are neither
 /// calm nor a pacing gate's clean runs (drawn last, after the keep-alive):
 /// a decision off by one there passes every world the draws above make.
-/// The answers they need go before any script already drawn. One of:
+/// The answers they need go before any script already drawn (the unclear
+/// 429s replace it). One of:
 /// - unclear 429s only (no code the table lists, no advice), so every run
 ///   meets its `unclear_max_retries` and one more;
 /// - a `Retry-After` of exactly `max_single_wait`, which is not too long;
@@ -244,6 +245,21 @@ fn draw_policy_edges(g: &mut Draw, s: &mut Scenario, kind: Kind) {
             p.max_retries = p.max_retries.max(7);
             p.deadline = p.deadline.max(S(30));
         }
+        3 if kind == Kind::Fleet => {
+            let ttl = g.pick(&[S(1), S(1), S(2)]);
+            let (min_per_sec, per_mille) = (g.range(1, 3) as u32, g.pick(&[0, 0, 100, 500, 1_000]));
+            // One budget for the whole fleet, nothing else that stops a retry.
+            s.fleet.budget = Some(BudgetConfig::Percent { ttl, min_per_sec, per_mille });
+            (s.fleet.gate, s.fleet.deferral, s.fleet.hosts, s.fleet.coordinator) =
+                (GateConfig::None, None, Hosts::Shared, None);
+            s.faults.schedule.retain(|f| !matches!(f.fault, Fault::LimiterPartition { .. }));
+            // Lost answers found out quickly, and jobs for several windows:
+            // the fleet asks for more retries a window than the reserve.
+            s.faults.lost_answers_per_mille = g.range(100, 300) as u32;
+            contend(s, s.fleet.workers.into());
+            s.policy.attempt_timeout = g.pick(&[MS(200), MS(500)]);
+            s.fleet.jobs = s.fleet.jobs.max(s.fleet.workers * 30).min(400);
+        }
         4 => {
             // A wait that ends exactly where the deadline leaves the last
             // attempt its reserve: the first answer comes 2 ms in (a tick
@@ -267,21 +283,6 @@ fn draw_policy_edges(g: &mut Draw, s: &mut Scenario, kind: Kind) {
                 retry_after_s: None,
             };
             s.api.script.splice(0..0, vec![conflict; g.range(1, 3) as usize]);
-        }
-        3 if kind == Kind::Fleet => {
-            let ttl = g.pick(&[S(1), S(1), S(2)]);
-            let (min_per_sec, per_mille) = (g.range(1, 3) as u32, g.pick(&[0, 0, 100, 500, 1_000]));
-            // One budget for the whole fleet, nothing else that stops a retry.
-            s.fleet.budget = Some(BudgetConfig::Percent { ttl, min_per_sec, per_mille });
-            (s.fleet.gate, s.fleet.deferral, s.fleet.hosts, s.fleet.coordinator) =
-                (GateConfig::None, None, Hosts::Shared, None);
-            s.faults.schedule.retain(|f| !matches!(f.fault, Fault::LimiterPartition { .. }));
-            // Lost answers found out quickly, and jobs for several windows:
-            // the fleet asks for more retries a window than the reserve.
-            s.faults.lost_answers_per_mille = g.range(100, 300) as u32;
-            contend(s, s.fleet.workers.into());
-            s.policy.attempt_timeout = g.pick(&[MS(200), MS(500)]);
-            s.fleet.jobs = s.fleet.jobs.max(s.fleet.workers * 30).min(400);
         }
         _ => {}
     }
