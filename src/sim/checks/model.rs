@@ -28,6 +28,13 @@ pub struct ModelViolation {
     pub message: String,
 }
 
+/// The one finding about arrival `i` (`a`): what the model did, `what`,
+/// after the arrival's time, method and path.
+fn blame(i: usize, a: &Arrival, what: String) -> Vec<ModelViolation> {
+    let message = format!("blames the model: arrival {i} at {} ms ({} {}){what}", a.at.as_millis(), a.method, a.path);
+    vec![ModelViolation { arrival: i, message }]
+}
+
 /// @fastify/rate-limit's fixed window, as its documentation states it: the
 /// window opens at the first hit after the previous one closed, and every
 /// hit in it counts, refused or not.
@@ -105,16 +112,12 @@ pub fn check_model(r: &Report) -> Vec<ModelViolation> {
         if allowed == refused {
             let said = if refused { "refused" } else { "allowed" };
             let should = if allowed { "allow" } else { "refuse" };
-            return vec![ModelViolation {
-                arrival: i,
-                message: format!(
-                    "blames the model: arrival {i} at {} ms ({} {}): the API {said} it, a fixed window of {limit} per {} ms would {should} it",
-                    a.at.as_millis(),
-                    a.method,
-                    a.path,
-                    window.as_millis()
-                ),
-            }];
+            let ms = window.as_millis();
+            return blame(
+                i,
+                a,
+                format!(": the API {said} it, a fixed window of {limit} per {ms} ms would {should} it"),
+            );
         }
     }
     Vec::new()
@@ -152,22 +155,17 @@ pub fn check_model_advice(r: &Report) -> Vec<ModelViolation> {
         let remaining = reset.saturating_sub(a.at);
         let (earliest, latest) = advice_bounds(api, remaining);
         if advised < earliest || advised > latest {
-            return vec![ModelViolation {
-                arrival: i,
-                message: format!(
-                    "blames the model: arrival {i} at {} ms ({} {}) was refused with an advice of {} ms; the reference window resets at {} ms, {} ms later, so {:?} rounding in the {:?} form allows {} to {} ms",
-                    a.at.as_millis(),
-                    a.method,
-                    a.path,
-                    advised.as_millis(),
-                    reset.as_millis(),
-                    remaining.as_millis(),
-                    api.retry_after_rounding,
-                    api.advice,
-                    earliest.as_millis(),
-                    latest.as_millis()
-                ),
-            }];
+            let what = format!(
+                " was refused with an advice of {} ms; the reference window resets at {} ms, {} ms later, so {:?} rounding in the {:?} form allows {} to {} ms",
+                advised.as_millis(),
+                reset.as_millis(),
+                remaining.as_millis(),
+                api.retry_after_rounding,
+                api.advice,
+                earliest.as_millis(),
+                latest.as_millis()
+            );
+            return blame(i, a, what);
         }
     }
     Vec::new()
@@ -240,18 +238,12 @@ pub fn check_script(r: &Report) -> Vec<ModelViolation> {
         if served != step.is_some() || (served && !as_said) {
             let said = step
                 .map_or("no step".to_owned(), |s| format!("{} {}", s.status, s.code.as_deref().unwrap_or("(no code)")));
-            return vec![ModelViolation {
-                arrival: i,
-                message: format!(
-                    "blames the model: arrival {i} at {} ms ({} {}) was answered {} {} ({:?}), where the script says {said}",
-                    a.at.as_millis(),
-                    a.method,
-                    a.path,
-                    a.status,
-                    a.code.as_deref().unwrap_or("(no code)"),
-                    a.outcome
-                ),
-            }];
+            let code = a.code.as_deref().unwrap_or("(no code)");
+            return blame(
+                i,
+                a,
+                format!(" was answered {} {code} ({:?}), where the script says {said}", a.status, a.outcome),
+            );
         }
     }
     Vec::new()
@@ -292,15 +284,7 @@ pub fn check_concurrency(r: &Report) -> Vec<ModelViolation> {
         } else {
             continue;
         };
-        return vec![ModelViolation {
-            arrival: i,
-            message: format!(
-                "blames the model: arrival {i} at {} ms ({} {}) {wrong}, under a cap of {max} in flight",
-                a.at.as_millis(),
-                a.method,
-                a.path
-            ),
-        }];
+        return blame(i, a, format!(" {wrong}, under a cap of {max} in flight"));
     }
     Vec::new()
 }

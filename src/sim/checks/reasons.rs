@@ -102,7 +102,8 @@ fn give_up_reason(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>) {
             })
         }
         (GiveUpReason::DeadlineWouldPass { wait, .. }, Some(_)) => {
-            let remaining = p.deadline.saturating_sub(Duration::from_millis(events[i].at_ms - j.started_ms));
+            let remaining =
+                p.deadline.saturating_sub(Duration::from_millis(events[i].at_ms.saturating_sub(j.started_ms)));
             (wait.saturating_add(p.min_attempt_time) <= remaining).then(|| {
                 format!(
                     "as the deadline would pass, though the {} ms it planned and the last attempt's {} ms fit the {} ms left",
