@@ -157,6 +157,10 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     if !calm && !pacing_clean {
         draw_policy_edges(&mut g, &mut s, kind);
     }
+    if s.fleet.mix.safe > 0 && g.chance(500) {
+        // Polls of one early job: before it is created a 404, after it a 200.
+        s.fleet.polled_job = Some(g.range(1, 3) as u32);
+    }
     if calm {
         make_ample(&mut s);
     }
@@ -930,6 +934,9 @@ pub fn judge(r: &crate::sim::run::runner::Report) -> (Vec<Violation>, Vec<crate:
     }
     for x in model::check_concurrency(r) {
         fleet.push(FleetViolation { property: "model-concurrency", message: x.message });
+    }
+    for x in model::check_polls(r) {
+        fleet.push(FleetViolation { property: "model-polls", message: x.message });
     }
     fleet.extend(careful::check_careful(r));
     fleet.extend(reasons::check_reasons(r));

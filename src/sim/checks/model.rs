@@ -7,8 +7,9 @@
 //! ([`check_model_advice`]); and through a reference map of idempotency keys,
 //! written apart from `sim::world::api::idempotency`, and compares what the
 //! store did with each keyed request ([`check_idempotency`]); and holds
-//! the answers the scenario scripts to what it declares ([`check_script`])
-//! and its concurrency cap to its number ([`check_concurrency`]).
+//! the answers the scenario scripts to what it declares ([`check_script`]),
+//! its concurrency cap to its number ([`check_concurrency`]) and its polls
+//! to the jobs it created ([`check_polls`]).
 //! A finding blames the model, not the client.
 
 use std::collections::BTreeMap;
@@ -289,6 +290,49 @@ pub fn check_concurrency(r: &Report) -> Vec<ModelViolation> {
     Vec::new()
 }
 
+/// The number `k` of a job id `job_<k>` as the API writes them (the k-th
+/// job created, from 1); `None` for any other text, which names no job.
+fn job_number(id: &str) -> Option<usize> {
+    let k: usize = id.strip_prefix("job_")?.parse().ok()?;
+    (k >= 1 && id == format!("job_{k}")).then_some(k)
+}
+
+/// Polls answered by the jobs the API created (`model-polls`): a poll
+/// (`GET /v1/jobs/<id>`) the API ran asked for a job created before it
+/// arrived, and a poll it answered 404 `NOT_FOUND` asked for one that was
+/// not. The reference set is the ledger's charged creations in the order
+/// they were answered (the k-th is `job_<k>`); a creation answered in the
+/// poll's own instant counts either way. The first finding only.
+pub fn check_polls(r: &Report) -> Vec<ModelViolation> {
+    let mut created: Vec<Duration> = r
+        .ledger
+        .arrivals
+        .iter()
+        .filter(|a| a.outcome == ArrivalOutcome::Charged)
+        .filter_map(|a| a.answered_at)
+        .collect();
+    created.sort();
+    for (i, a) in r.ledger.arrivals.iter().enumerate() {
+        let Some(id) = a.path.strip_prefix("/v1/jobs/").filter(|_| a.method == "GET") else { continue };
+        let ran = matches!(a.outcome, ArrivalOutcome::Accepted | ArrivalOutcome::Running | ArrivalOutcome::Aborted);
+        let not_found = a.status == 404 && a.code.as_deref().is_some_and(|c| c.eq_ignore_ascii_case("not_found"));
+        if !ran && !not_found {
+            continue;
+        }
+        let before = created.partition_point(|&t| t < a.at);
+        let by_then = created.partition_point(|&t| t <= a.at);
+        let k = job_number(id);
+        let wrong = match k {
+            Some(k) if not_found && k <= before => format!("answered 404, but job {k} was created before it"),
+            Some(k) if ran && k > by_then => format!("ran, but only {by_then} jobs had been created by then"),
+            None if ran => "ran, but the API names no job so".to_owned(),
+            _ => continue,
+        };
+        return blame(i, a, format!(": a poll of {id} {wrong}"));
+    }
+    Vec::new()
+}
+
 /// Replays the ledger's keyed writes through a reference map of keys, in
 /// time order (each arrival, then each answer or abandonment that ends a
 /// run), and compares what the store did with each: run it (never seen,
@@ -415,6 +459,41 @@ mod tests {
         let mut once = r;
         once.scenario_config.api.script_repeat = false;
         assert_eq!(check_script(&once)[0].arrival, 1);
+    }
+
+    #[test]
+    fn job_ids_are_the_apis_own_spelling() {
+        assert_eq!([job_number("job_1"), job_number("job_12")], [Some(1), Some(12)]);
+        for id in ["job_0", "job_01", "job_+1", "job_", "jobs_1", "1"] {
+            assert_eq!(job_number(id), None, "{id}");
+        }
+    }
+
+    #[test]
+    fn polls_find_the_jobs_created_and_a_lost_or_invented_job_is_seen() {
+        let mut s = named("blinkimg-1s").expect("a named scenario");
+        s.fleet.mix = crate::sim::run::scenario::OpMix { keyed: 1, unsafe_post: 0, safe: 1 };
+        // Every poll asks for the first job: 404 before it is created, 200 after.
+        s.fleet.polled_job = Some(1);
+        s.api.processing_ms = 50;
+        let r = run(&s, 7).expect("finishes");
+        let polls = |want: ArrivalOutcome| {
+            r.ledger.arrivals.iter().position(|a| a.method == "GET" && a.outcome == want).expect("such a poll")
+        };
+        let (found, missing) = (polls(ArrivalOutcome::Accepted), polls(ArrivalOutcome::Rejected));
+        assert_eq!(check_polls(&r), []);
+        // A poll of a job created before it, answered 404.
+        let mut lost = r.clone();
+        let a = &mut lost.ledger.arrivals[found];
+        (a.status, a.code, a.outcome) = (404, Some("NOT_FOUND".into()), ArrivalOutcome::Rejected);
+        let v = check_polls(&lost);
+        assert!(v[0].arrival == found && v[0].message.contains("answered 404, but job"), "{v:?}");
+        // A poll of a job not yet created, run.
+        let mut invented = r;
+        let a = &mut invented.ledger.arrivals[missing];
+        (a.status, a.code, a.outcome) = (200, None, ArrivalOutcome::Accepted);
+        let v = check_polls(&invented);
+        assert!(v[0].arrival == missing && v[0].message.contains("ran, but only"), "{v:?}");
     }
 
     #[test]

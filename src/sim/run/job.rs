@@ -174,7 +174,7 @@ pub fn job_of_label(label: &str) -> Option<u32> {
 /// the account's API key, and (for an unsafe job) no idempotency key.
 pub fn request(s: &Scenario, kind: JobKind, job: u32, worker: u32) -> Request<Bytes> {
     let b = match kind {
-        JobKind::Safe => Request::get(format!("http://{API_HOST}/v1/jobs/job_{job}")),
+        JobKind::Safe => Request::get(format!("http://{API_HOST}/v1/jobs/job_{}", s.fleet.polled_job.unwrap_or(job))),
         JobKind::Keyed | JobKind::Unsafe => Request::post(format!("http://{API_HOST}/v1/jobs")),
     };
     let mut b = b

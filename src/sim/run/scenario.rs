@@ -56,6 +56,10 @@ pub struct Fleet {
     pub jobs: u32,
     /// The mix of operations, as weights.
     pub mix: OpMix,
+    /// The job every poll (the mix's `safe`) asks for, `job_<n>`, as a
+    /// status page watches one job; unset, job `n`'s poll asks for
+    /// `job_<n>`, which the API has created only if that many jobs were.
+    pub polled_job: Option<u32>,
     /// The job operation: `compress` (1 credit) or `convert` (2 credits).
     pub op: String,
     /// Send requests without an API key (anonymous caps apply).
@@ -196,6 +200,7 @@ impl Default for Fleet {
             workers: 1,
             jobs: 1,
             mix: OpMix::default(),
+            polled_job: None,
             op: "compress".into(),
             anonymous: false,
             gate: GateConfig::None,
