@@ -57,9 +57,11 @@
 //! headers.insert("retry-after", HeaderValue::from_static("30"));
 //! let body = br#"{"error":{"type":"queue_full","retry_after_seconds":30}}"#;
 //! let envelope = ErrorEnvelope::parse(body);
-//! let code = envelope.as_ref().and_then(|e| e.code.as_deref());
 //! let status = StatusCode::TOO_MANY_REQUESTS;
-//! let class = DefaultTable::default().classify(Outcome::answer(status, &headers, envelope.as_ref(), SystemTime::UNIX_EPOCH));
+//! // The class and the code it acted on (a terminal one wins where the body
+//! // repeats its code member).
+//! let table = DefaultTable::default();
+//! let (class, code) = classify_answer(&table, status, &headers, envelope.as_ref(), SystemTime::UNIX_EPOCH);
 //! let advice = read_advice(&headers, envelope.as_ref(), SystemTime::UNIX_EPOCH);
 //! let attempted = Attempted {
 //!     operation: Operation::Keyed, class, status: Some(429), code, advice: &advice,

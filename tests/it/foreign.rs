@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use retrysim::core::body::ErrorEnvelope;
-use retrysim::core::classify::{Class, Classifier, DefaultTable, Outcome, TransportFailure};
+use retrysim::core::classify::{Class, DefaultTable, TransportFailure, classify_answer};
 use retrysim::core::retry_after::read_advice;
 use retrysim::env::{Clock, Rng, Transport, TransportError};
 use retrysim::testing::{
@@ -134,8 +134,13 @@ impl Subject for Loop {
                     Ok(res) => {
                         let status = res.status().as_u16();
                         let envelope = ErrorEnvelope::parse(res.body());
-                        let outcome = Outcome::answer(res.status(), res.headers(), envelope.as_ref(), job.clock.wall());
-                        let terminal = DefaultTable::default().classify(outcome) == Class::Terminal;
+                        // `classify_answer`, not the table on the body's last
+                        // code: a body may repeat its code member, and a
+                        // terminal one among them must stop the loop.
+                        let table = DefaultTable::default();
+                        let (class, _) =
+                            classify_answer(&table, res.status(), res.headers(), envelope.as_ref(), job.clock.wall());
+                        let terminal = class == Class::Terminal;
                         if terminal && self.stops_on_terminal {
                             let reason = if self.leaks_headers {
                                 format!("{status} for {:?}", job.request.headers())

@@ -186,6 +186,13 @@ const EDGES: &[Edge] = &[
     ("a 409 that is not IDEMPOTENCY_IN_PROGRESS", |s| {
         s.api.script.iter().any(|x| x.status == 409 && x.code.as_deref() != Some("IDEMPOTENCY_IN_PROGRESS"))
     }),
+    ("a body that repeats its code member, a terminal one first", |s| {
+        s.api.script.iter().any(|x| x.written_codes.len() > 1 && x.written_codes[0] == "QUOTA_EXCEEDED")
+    }),
+    ("a body that repeats its code member, an unknown one first", |s| {
+        s.api.script.iter().any(|x| x.written_codes.len() > 1 && x.written_codes[0] == "SOMETHING_NEW")
+    }),
+    ("polls of one early job", |s| s.fleet.mix.safe > 0 && s.fleet.polled_job.is_some()),
 ];
 
 fn half_a_bucket(s: &Scenario) -> bool {

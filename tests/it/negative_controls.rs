@@ -94,7 +94,12 @@ fn ignoring_retry_after_breaks_advice_respected() {
 #[test]
 fn retrying_after_quota_exceeded_breaks_no_retry_after_terminal() {
     let mut clean = Scenario { name: "quota-exceeded-once".into(), policy: Policy::batch(), ..Scenario::default() };
-    clean.api.script = vec![ScriptStep { status: 429, code: Some("QUOTA_EXCEEDED".into()), retry_after_s: Some(1) }];
+    clean.api.script = vec![ScriptStep {
+        status: 429,
+        code: Some("QUOTA_EXCEEDED".into()),
+        retry_after_s: Some(1),
+        written_codes: Vec::new(),
+    }];
     let bad = broken(clean.clone(), |d| d.retry_terminal = true);
     let found = caught(&clean, &bad, &[Invariant::NoUnsafeRetry]);
     assert!(found.iter().any(|v| v.message.contains("QUOTA_EXCEEDED")), "{}", list(&found));

@@ -161,6 +161,9 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
         // Polls of one early job: before it is created a 404, after it a 200.
         s.fleet.polled_job = Some(g.range(1, 3) as u32);
     }
+    if !calm && !pacing_clean && g.chance(100) {
+        draw_repeated_code(&mut g, &mut s);
+    }
     if calm {
         make_ample(&mut s);
     }
@@ -219,6 +222,7 @@ fn draw_policy_edges(g: &mut Draw, s: &mut Scenario, kind: Kind) {
         status: 429,
         code: code.map(str::to_owned),
         retry_after_s: wait,
+        written_codes: Vec::new(),
     };
     match g.range(0, 5) {
         0 => {
@@ -285,11 +289,32 @@ fn draw_policy_edges(g: &mut Draw, s: &mut Scenario, kind: Kind) {
                 status: 409,
                 code: g.pick(&[Some("IDEMPOTENCY_KEY_REUSED"), Some("CONFLICT"), None]).map(str::to_owned),
                 retry_after_s: None,
+                written_codes: Vec::new(),
             };
             s.api.script.splice(0..0, vec![conflict; g.range(1, 3) as usize]);
         }
         _ => {}
     }
+}
+
+/// A first answer whose body repeats its code member (legal JSON, RFC 8259
+/// §4), drawn last: a quota refusal followed by a rate-limit code, which a
+/// reader keeping the last member would retry; the same codes the other
+/// way round; or a code the table does not know before a rate-limit code,
+/// which is throttled, not terminal.
+fn draw_repeated_code(g: &mut Draw, s: &mut Scenario) {
+    let (means, written): (&str, [&str; 2]) = g.pick(&[
+        ("QUOTA_EXCEEDED", ["QUOTA_EXCEEDED", "RATE_LIMITED"]),
+        ("QUOTA_EXCEEDED", ["RATE_LIMITED", "QUOTA_EXCEEDED"]),
+        ("RATE_LIMITED", ["SOMETHING_NEW", "RATE_LIMITED"]),
+    ]);
+    let step = ScriptStep {
+        status: 429,
+        code: Some(means.to_owned()),
+        retry_after_s: Some(1),
+        written_codes: written.map(str::to_owned).to_vec(),
+    };
+    s.api.script.insert(0, step);
 }
 
 /// The fleet: its workers and jobs (returned), the operation and the mix.
@@ -406,7 +431,12 @@ fn draw_policy(g: &mut Draw, s: &mut Scenario, calm: bool) {
         if s.api.script.is_empty() {
             let wait = g.range(1, 2);
             s.api.script = vec![
-                ScriptStep { status: 429, code: Some("RATE_LIMITED".into()), retry_after_s: Some(wait) };
+                ScriptStep {
+                    status: 429,
+                    code: Some("RATE_LIMITED".into()),
+                    retry_after_s: Some(wait),
+                    written_codes: Vec::new()
+                };
                 g.range(1, 3) as usize
             ];
         }
@@ -720,7 +750,7 @@ fn script_step(g: &mut Draw) -> ScriptStep {
         (409, Some("IDEMPOTENCY_IN_PROGRESS"), None),
         (500, None, None),
     ]);
-    ScriptStep { status, code: code.map(str::to_owned), retry_after_s: wait }
+    ScriptStep { status, code: code.map(str::to_owned), retry_after_s: wait, written_codes: Vec::new() }
 }
 
 fn random_policy(g: &mut Draw) -> Policy {

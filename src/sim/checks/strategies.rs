@@ -197,7 +197,12 @@ pub fn arb_script_step() -> impl Strategy<Value = ScriptStep> {
         (409, Some("IDEMPOTENCY_IN_PROGRESS"), None),
         (500, None, None),
     ])
-    .prop_map(|(status, code, wait)| ScriptStep { status, code: code.map(str::to_owned), retry_after_s: wait })
+    .prop_map(|(status, code, wait)| ScriptStep {
+        status,
+        code: code.map(str::to_owned),
+        retry_after_s: wait,
+        written_codes: Vec::new(),
+    })
 }
 
 /// Conditions that end a job with a terminal answer (see [`arb_terminal_conditions`]).
@@ -404,7 +409,12 @@ pub fn arb_exhausting_scenario() -> impl Strategy<Value = Scenario> {
         |(mut api, fleet, mut mix, mut policy, net, script)| {
             api.script = script
                 .into_iter()
-                .map(|((status, code), wait)| ScriptStep { status, code: code.map(str::to_owned), retry_after_s: wait })
+                .map(|((status, code), wait)| ScriptStep {
+                    status,
+                    code: code.map(str::to_owned),
+                    retry_after_s: wait,
+                    written_codes: Vec::new(),
+                })
                 .collect();
             api.script_repeat = true;
             // A date advice read against a skewed client clock is not short.
@@ -517,7 +527,12 @@ pub fn arb_too_long_scenario() -> impl Strategy<Value = Scenario> {
                 p.max_single_wait = p.max_single_wait.max(advice + MS(2_000));
                 p.deadline = (advice + p.min_attempt_time).saturating_sub(MS(short)).max(MS(1));
             }
-            s.api.script = vec![ScriptStep { status: 429, code: Some(code.into()), retry_after_s: Some(w) }];
+            s.api.script = vec![ScriptStep {
+                status: 429,
+                code: Some(code.into()),
+                retry_after_s: Some(w),
+                written_codes: Vec::new(),
+            }];
             s.api.script_repeat = true;
             s.api.advice = form;
             s.api.clock_skew_ms = 0;

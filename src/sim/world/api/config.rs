@@ -370,6 +370,14 @@ pub struct ScriptStep {
     /// The advised wait in seconds; `None` advises none.
     #[serde(default)]
     pub retry_after_s: Option<u64>,
+    /// The code members the body writes in place of `code`, in order, e.g.
+    /// `["QUOTA_EXCEEDED", "RATE_LIMITED"]`: a repeated name is legal JSON
+    /// (RFC 8259 §4 leaves its meaning open), and a reader that keeps the
+    /// last member sees another code. `code` stays what the answer means,
+    /// which the ledger records and the checks judge by. Empty (the
+    /// default): `code` alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub written_codes: Vec<String>,
 }
 
 #[cfg(test)]

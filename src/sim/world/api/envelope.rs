@@ -95,6 +95,9 @@ pub(crate) struct Refusal {
     pub(crate) code: Option<String>,
     pub(crate) message: String,
     pub(crate) retry_after_s: Option<u64>,
+    /// The code members the body writes in place of `code`, in order (see
+    /// [`ScriptStep::written_codes`](super::config::ScriptStep::written_codes)); empty: `code` alone.
+    pub(crate) written_codes: Vec<String>,
 }
 
 impl Refusal {
@@ -104,6 +107,7 @@ impl Refusal {
             code: Some(code.spelled(envelope).to_owned()),
             message: code.message().to_owned(),
             retry_after_s,
+            written_codes: Vec::new(),
         }
     }
 }
@@ -158,7 +162,8 @@ struct SumeError<'a> {
 /// Writes `refusal` in `style`; `request` numbers Blinkimg's `requestId`.
 pub(crate) fn render(refusal: &Refusal, style: &Style, request: usize) -> Rendered {
     let (retry_after_header, mut advised, wait) = advise(refusal, style);
-    let code = refusal.code.as_deref();
+    let written = &refusal.written_codes;
+    let code = refusal.code.as_deref().filter(|_| written.is_empty());
     let body = match style.envelope {
         Envelope::Blinkimg => {
             let reset = wait.map(|w| style.wall.plus(w).ceil_to_milli());
@@ -179,8 +184,16 @@ pub(crate) fn render(refusal: &Refusal, style: &Style, request: usize) -> Render
             serde_json::to_vec(&Outer { error })
         }
     };
-    let body = Bytes::from(body.expect("an error envelope always serializes"));
-    Rendered { body, content_type: JSON, retry_after_header, advised }
+    let mut body = body.expect("an error envelope always serializes");
+    if !written.is_empty() {
+        // Serde writes a name once: the repeated members go in by hand,
+        // first in the error object (a message always follows them).
+        let name = if style.envelope == Envelope::Sume { "type" } else { "code" };
+        let members: String = written.iter().map(|c| format!("\"{name}\":{},", serde_json::json!(c))).collect();
+        let opening = br#"{"error":{"#.len();
+        body.splice(opening..opening, members.into_bytes());
+    }
+    Rendered { body: Bytes::from(body), content_type: JSON, retry_after_header, advised }
 }
 
 /// Writes `refusal` as an HTML `page` (Flask-Limiter's default, see
@@ -288,6 +301,32 @@ mod tests {
             text(&r),
             r#"{"error":{"type":"rate_limited","message":"Rate limit exceeded","retry_after_seconds":2}}"#
         );
+    }
+
+    #[test]
+    fn a_body_can_repeat_its_code_member_in_either_envelope() {
+        let repeated = |envelope| Refusal {
+            written_codes: vec!["QUOTA_EXCEEDED".into(), "RATE_LIMITED".into()],
+            ..Refusal::new(ErrorCode::QuotaExceeded, envelope, None)
+        };
+        let r = render(
+            &repeated(Envelope::Blinkimg),
+            &style(Envelope::Blinkimg, AdviceForm::Both, DateForm::ImfFixdate),
+            7,
+        );
+        assert_eq!(
+            text(&r),
+            r#"{"error":{"code":"QUOTA_EXCEEDED","code":"RATE_LIMITED","message":"Monthly quota reached; it renews next month","requestId":"req_7"}}"#
+        );
+        let r = render(&repeated(Envelope::Sume), &style(Envelope::Sume, AdviceForm::Both, DateForm::ImfFixdate), 7);
+        assert!(
+            text(&r).starts_with(r#"{"error":{"type":"QUOTA_EXCEEDED","type":"RATE_LIMITED","message":"#),
+            "{}",
+            text(&r)
+        );
+        // The core reads every member, in order; a last-wins reader sees the second.
+        let parsed = crate::core::body::ErrorEnvelope::parse(&r.body).expect("legal JSON");
+        assert_eq!((parsed.codes.len(), parsed.code.as_deref()), (2, Some("RATE_LIMITED")));
     }
 
     #[test]

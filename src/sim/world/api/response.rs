@@ -55,6 +55,7 @@ impl Api {
                     code: step.code,
                     message: "Scripted answer".into(),
                     retry_after_s: step.retry_after_s,
+                    written_codes: step.written_codes,
                 };
                 self.error_answer(&refusal, ArrivalOutcome::Scripted, None, arrival, now)
             }
