@@ -193,6 +193,9 @@ const EDGES: &[Edge] = &[
         s.api.script.iter().any(|x| x.written_codes.len() > 1 && x.written_codes[0] == "SOMETHING_NEW")
     }),
     ("polls of one early job", |s| s.fleet.mix.safe > 0 && s.fleet.polled_job.is_some()),
+    ("PUTs, idempotent by their method, with answers lost", |s| {
+        s.fleet.mix.idempotent > 0 && s.faults.lost_answers_per_mille > 0
+    }),
 ];
 
 fn half_a_bucket(s: &Scenario) -> bool {

@@ -164,6 +164,11 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     if !calm && !pacing_clean && g.chance(100) {
         draw_repeated_code(&mut g, &mut s);
     }
+    if !calm && g.chance(150) {
+        // PUTs, idempotent by their method: replayed after a lost answer
+        // though they carry no key.
+        s.fleet.mix.idempotent = g.range(1, 2) as u32;
+    }
     if calm {
         make_ample(&mut s);
     }
@@ -330,10 +335,14 @@ fn draw_fleet(g: &mut Draw, s: &mut Scenario, kind: Kind, calm: bool) -> (u64, u
     s.fleet.jobs = jobs as u32;
     s.fleet.op = g.pick(&["compress", "convert"]).into();
     s.fleet.mix = if calm {
-        OpMix { keyed: 1, unsafe_post: 0, safe: 0 }
+        OpMix { keyed: 1, unsafe_post: 0, safe: 0, idempotent: 0 }
     } else {
-        let mut m =
-            OpMix { keyed: g.range(0, 3) as u32, unsafe_post: g.range(0, 2) as u32, safe: g.range(0, 2) as u32 };
+        let mut m = OpMix {
+            keyed: g.range(0, 3) as u32,
+            unsafe_post: g.range(0, 2) as u32,
+            safe: g.range(0, 2) as u32,
+            idempotent: 0,
+        };
         if m.keyed + m.unsafe_post + m.safe == 0 {
             m.keyed = 1;
         }
@@ -509,7 +518,7 @@ fn contend(s: &mut Scenario, workers: u64) {
     api.limiter.writes = api.limiter.writes.max(workers as u32 * 4);
     api.limiter.reads = api.limiter.reads.max(api.limiter.writes);
     only_the_limiter_refuses(s);
-    s.fleet.mix = OpMix { keyed: 1, unsafe_post: 0, safe: 0 };
+    s.fleet.mix = OpMix { keyed: 1, unsafe_post: 0, safe: 0, idempotent: 0 };
     let p = &mut s.policy;
     p.idempotency_keys = true;
     p.unclear_max_retries = p.unclear_max_retries.max(3);

@@ -268,7 +268,7 @@ pub fn arb_op_mix() -> impl Strategy<Value = OpMix> {
     (1u32..=3, 0u32..=2, 0u32..=2).prop_flat_map(|(k, u, s)| {
         (prop_oneof![Just(k), Just(0)], Just(u), Just(s)).prop_map(|(keyed, unsafe_post, safe)| {
             let keyed = if keyed + unsafe_post + safe == 0 { 1 } else { keyed };
-            OpMix { keyed, unsafe_post, safe }
+            OpMix { keyed, unsafe_post, safe, idempotent: 0 }
         })
     })
 }
@@ -554,7 +554,7 @@ pub fn arb_calm_scenario() -> impl Strategy<Value = Scenario> {
     (arb_api_config(), arb_fleet(), arb_policy(), arb_net(), arb_fault_schedule(5)).prop_map(
         |(api, fleet, policy, net, mut schedule)| {
             schedule.retain(|f| f.fault != Fault::Cancel);
-            let mix = OpMix { keyed: 1, unsafe_post: 0, safe: 0 };
+            let mix = OpMix { keyed: 1, unsafe_post: 0, safe: 0, idempotent: 0 };
             let faults = Faults { lost_answers_per_mille: 0, schedule };
             let mut s = assemble(api, fleet, mix, policy, net, faults);
             hunt::make_ample(&mut s);

@@ -39,6 +39,8 @@ pub enum JobKind {
     Unsafe,
     /// A GET.
     Safe,
+    /// A PUT: idempotent by its method, sent without a key.
+    Idempotent,
 }
 
 /// One job, start to end, with its trace.
@@ -149,14 +151,16 @@ pub(crate) const CLIENT_PANICKED: &str = "client_panicked";
 /// Which kind job `job` of a run with `seed` is, from the scenario's mix.
 pub fn kind_of(s: &Scenario, seed: u64, job: u32) -> JobKind {
     let m = s.fleet.mix;
-    let total = (m.keyed + m.unsafe_post + m.safe) as u64;
+    let total = (m.keyed + m.unsafe_post + m.safe + m.idempotent) as u64;
     let pick = derive(seed, "mix", job as u64) % total;
     if pick < m.keyed as u64 {
         JobKind::Keyed
     } else if pick < (m.keyed + m.unsafe_post) as u64 {
         JobKind::Unsafe
-    } else {
+    } else if pick < (m.keyed + m.unsafe_post + m.safe) as u64 {
         JobKind::Safe
+    } else {
+        JobKind::Idempotent
     }
 }
 
@@ -176,6 +180,7 @@ pub fn request(s: &Scenario, kind: JobKind, job: u32, worker: u32) -> Request<By
     let b = match kind {
         JobKind::Safe => Request::get(format!("http://{API_HOST}/v1/jobs/job_{}", s.fleet.polled_job.unwrap_or(job))),
         JobKind::Keyed | JobKind::Unsafe => Request::post(format!("http://{API_HOST}/v1/jobs")),
+        JobKind::Idempotent => Request::put(format!("http://{API_HOST}/v1/uploads/u{job}")),
     };
     let mut b = b
         .header(CLIENT_HEADER, label(job, worker))
@@ -193,6 +198,7 @@ pub fn request(s: &Scenario, kind: JobKind, job: u32, worker: u32) -> Request<By
     }
     let body = match kind {
         JobKind::Safe => Bytes::new(),
+        JobKind::Idempotent => Bytes::from(format!(r#"{{"name":"u{job}.png"}}"#)),
         _ => Bytes::from(format!(r#"{{"uploadId":"u{job}","options":{{"op":"{}"}}}}"#, s.fleet.op)),
     };
     b.body(body).expect("the request parts are valid")

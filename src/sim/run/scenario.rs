@@ -186,11 +186,14 @@ pub struct OpMix {
     pub unsafe_post: u32,
     /// `GET /v1/jobs/<id>`.
     pub safe: u32,
+    /// `PUT /v1/uploads/<id>`: an upload stored under the client's own id,
+    /// idempotent by its method, so sent without a key and replayable.
+    pub idempotent: u32,
 }
 
 impl Default for OpMix {
     fn default() -> Self {
-        OpMix { keyed: 1, unsafe_post: 0, safe: 0 }
+        OpMix { keyed: 1, unsafe_post: 0, safe: 0, idempotent: 0 }
     }
 }
 
@@ -385,7 +388,7 @@ impl Scenario {
         let f = &self.fleet;
         check((1..=1024).contains(&f.workers), || format!("fleet.workers = {} is out of range: 1..=1024", f.workers))?;
         check((1..=100_000).contains(&f.jobs), || format!("fleet.jobs = {} is out of range: 1..=100000", f.jobs))?;
-        check(f.mix.keyed + f.mix.unsafe_post + f.mix.safe > 0, || {
+        check(f.mix.keyed + f.mix.unsafe_post + f.mix.safe + f.mix.idempotent > 0, || {
             "fleet.mix: at least one weight must be above 0".into()
         })?;
         check(matches!(f.op.as_str(), "compress" | "convert"), || {

@@ -95,7 +95,7 @@ impl Api {
                 None => return Err(refused(ErrorCode::BadRequest, None, meter)),
             },
             Endpoint::GetJob(id) if !self.jobs.contains(id) => return Err(refused(ErrorCode::NotFound, None, meter)),
-            Endpoint::GetJob(_) | Endpoint::CreateUpload => 0,
+            Endpoint::GetJob(_) | Endpoint::CreateUpload | Endpoint::PutUpload(_) => 0,
         };
         if let Caller::Account(i) = caller {
             match self.accounts[i].reserve(cost, self.clock.at(now)) {

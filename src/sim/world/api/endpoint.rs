@@ -20,6 +20,9 @@ pub(crate) enum Endpoint {
     CreateUpload,
     /// `GET /v1/jobs/<id>`: polls a job.
     GetJob(String),
+    /// `PUT /v1/uploads/<id>`: stores an upload under the client's own id;
+    /// free, and idempotent by its method (a repeat stores the same again).
+    PutUpload(String),
 }
 
 /// How long a stored idempotent job answer is replayed (brief 002).
@@ -33,10 +36,8 @@ impl Endpoint {
         match (method.as_str(), path) {
             ("POST", "/v1/jobs") => Some(Endpoint::CreateJob),
             ("POST", "/v1/uploads") => Some(Endpoint::CreateUpload),
-            ("GET", p) => {
-                let id = p.strip_prefix("/v1/jobs/")?;
-                (!id.is_empty() && !id.contains('/')).then(|| Endpoint::GetJob(id.to_owned()))
-            }
+            ("GET", p) => one_segment(p, "/v1/jobs/").map(Endpoint::GetJob),
+            ("PUT", p) => one_segment(p, "/v1/uploads/").map(Endpoint::PutUpload),
             _ => None,
         }
     }
@@ -44,7 +45,7 @@ impl Endpoint {
     pub(crate) fn budget(&self) -> BudgetKind {
         match self {
             Endpoint::GetJob(_) => BudgetKind::Read,
-            Endpoint::CreateJob | Endpoint::CreateUpload => BudgetKind::Write,
+            Endpoint::CreateJob | Endpoint::CreateUpload | Endpoint::PutUpload(_) => BudgetKind::Write,
         }
     }
 
@@ -53,9 +54,15 @@ impl Endpoint {
         match self {
             Endpoint::CreateJob => Some(JOB_RETENTION),
             Endpoint::CreateUpload => Some(UPLOAD_RETENTION),
-            Endpoint::GetJob(_) => None,
+            Endpoint::GetJob(_) | Endpoint::PutUpload(_) => None,
         }
     }
+}
+
+/// The one non-empty path segment after `prefix`, if that is all `path` is.
+fn one_segment(path: &str, prefix: &str) -> Option<String> {
+    let id = path.strip_prefix(prefix)?;
+    (!id.is_empty() && !id.contains('/')).then(|| id.to_owned())
 }
 
 /// What a job does; it decides the price.
@@ -106,10 +113,17 @@ mod tests {
         let get = Endpoint::route(&Method::GET, "/v1/jobs/job_3").unwrap();
         assert_eq!((get.clone(), get.budget()), (Endpoint::GetJob("job_3".into()), BudgetKind::Read));
         assert_eq!(Endpoint::CreateUpload.budget(), BudgetKind::Write);
+        let put = Endpoint::route(&Method::PUT, "/v1/uploads/u7").unwrap();
+        assert_eq!(
+            (put.clone(), put.budget(), put.retention()),
+            (Endpoint::PutUpload("u7".into()), BudgetKind::Write, None)
+        );
         for (m, p) in [
             (Method::GET, "/v1/jobs"),
             (Method::GET, "/v1/jobs/"),
             (Method::PUT, "/v1/jobs"),
+            (Method::PUT, "/v1/uploads/"),
+            (Method::DELETE, "/v1/uploads/u1"),
             (Method::POST, "/v2/jobs"),
         ] {
             assert_eq!(Endpoint::route(&m, p), None, "{m} {p}");

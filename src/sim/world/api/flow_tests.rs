@@ -392,3 +392,15 @@ fn the_moving_window_through_the_api_frees_one_slot_at_a_time() {
     assert_eq!(api.handle(&job(None, "compress"), ms(1_002)).status(), 429, "the 300 ms hit holds the next slot");
     assert_eq!(api.handle(&job(None, "compress"), ms(1_301)).status(), 201);
 }
+
+#[test]
+fn a_put_upload_is_idempotent_by_its_method_and_counts_as_a_write() {
+    let mut api = Api::new(small());
+    let put = || request("PUT", "/v1/uploads/u7", &[("x-api-key", "key-a")], r#"{"name":"u7.png"}"#);
+    // Sent again, it stores the same again: no key, no store, no charge.
+    let statuses: Vec<_> = (0..4).map(|i| api.handle(&put(), ms(i)).status()).collect();
+    assert_eq!(statuses, [200, 200, 200, 429], "three writes per second");
+    let l = api.ledger();
+    assert_eq!((l.charged, l.count(ArrivalOutcome::Accepted), l.count(ArrivalOutcome::Replayed)), (0, 3, 0));
+    assert_eq!(json(&api.handle(&put(), secs(2)))["id"], "u7");
+}

@@ -264,6 +264,7 @@ impl Api {
             Endpoint::GetJob(id) => {
                 (200, serde_json::json!({ "id": id, "status": "completed" }), ArrivalOutcome::Accepted)
             }
+            Endpoint::PutUpload(id) => (200, serde_json::json!({ "id": id }), ArrivalOutcome::Accepted),
         };
         let body = Bytes::from(body.to_string());
         if let (Some((scope, key)), Some(retention)) = (&run.idempotency, run.endpoint.retention()) {
