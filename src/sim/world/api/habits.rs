@@ -409,5 +409,8 @@ mod tests {
         assert!(html_page(5, ms(90_000)).contains("<p>5 per 90 second</p>"));
         assert!(html_page(5, ms(7_200_000)).contains("<p>5 per 2 hour</p>"));
         assert!(html_page(5, ms(250)).contains("<p>5 per 250 millisecond</p>"));
+        assert!(html_page(5, ms(172_800_000)).contains("<p>5 per 2 day</p>"));
+        assert!(html_page(5, ms(1_500)).contains("<p>5 per 1500 millisecond</p>"));
+        assert!(html_page(5, Duration::ZERO).contains("<p>5 per 0 millisecond</p>"));
     }
 }
