@@ -8,8 +8,9 @@
 //! written apart from `sim::world::api::idempotency`, and compares what the
 //! store did with each keyed request ([`check_idempotency`]); and holds
 //! the answers the scenario scripts to what it declares ([`check_script`]),
-//! its concurrency cap to its number ([`check_concurrency`]) and its polls
-//! to the jobs it created ([`check_polls`]).
+//! its concurrency cap to its number ([`check_concurrency`]), its polls
+//! to the jobs it created ([`check_polls`]) and its credits to the prices
+//! ([`check_credits`]).
 //! A finding blames the model, not the client.
 
 use std::collections::BTreeMap;
@@ -302,7 +303,9 @@ fn job_number(id: &str) -> Option<usize> {
 /// arrived, and a poll it answered 404 `NOT_FOUND` asked for one that was
 /// not. The reference set is the ledger's charged creations in the order
 /// they were answered (the k-th is `job_<k>`); a creation answered in the
-/// poll's own instant counts either way. The first finding only.
+/// poll's own instant counts either way. A PUT of an upload
+/// (`PUT /v1/uploads/<id>`) stores any id, so it is never answered 404.
+/// The first finding only.
 pub fn check_polls(r: &Report) -> Vec<ModelViolation> {
     let mut created: Vec<Duration> = r
         .ledger
@@ -313,9 +316,13 @@ pub fn check_polls(r: &Report) -> Vec<ModelViolation> {
         .collect();
     created.sort();
     for (i, a) in r.ledger.arrivals.iter().enumerate() {
+        let not_found = a.status == 404 && a.code.as_deref().is_some_and(|c| c.eq_ignore_ascii_case("not_found"));
+        let upload = a.path.strip_prefix("/v1/uploads/").filter(|id| !id.is_empty() && !id.contains('/'));
+        if let (Some(id), true, "PUT") = (upload, not_found, a.method.as_str()) {
+            return blame(i, a, format!(": a PUT of upload {id} answered 404, but the API stores any id"));
+        }
         let Some(id) = a.path.strip_prefix("/v1/jobs/").filter(|_| a.method == "GET") else { continue };
         let ran = matches!(a.outcome, ArrivalOutcome::Accepted | ArrivalOutcome::Running | ArrivalOutcome::Aborted);
-        let not_found = a.status == 404 && a.code.as_deref().is_some_and(|c| c.eq_ignore_ascii_case("not_found"));
         if !ran && !not_found {
             continue;
         }
@@ -331,6 +338,29 @@ pub fn check_polls(r: &Report) -> Vec<ModelViolation> {
         return blame(i, a, format!(": a poll of {id} {wrong}"));
     }
     Vec::new()
+}
+
+/// Credits taken at the published prices (`model-credits`, brief 002: a
+/// compression costs 1, a conversion 2): every job the fleet creates runs
+/// the scenario's one operation, so the ledger's credits are its charged
+/// jobs times that price. Nothing else reads the price, so a model that
+/// charged another passed every check. Blames the last charged arrival;
+/// nothing for an operation without a published price.
+pub fn check_credits(r: &Report) -> Vec<ModelViolation> {
+    let price = match r.scenario_config.fleet.op.as_str() {
+        "compress" => 1,
+        "convert" => 2,
+        _ => return Vec::new(),
+    };
+    let l = &r.ledger;
+    let Some(last) = l.arrivals.iter().rposition(|a| a.outcome == ArrivalOutcome::Charged) else { return Vec::new() };
+    if l.credits_spent == l.charged * price {
+        return Vec::new();
+    }
+    let op = &r.scenario_config.fleet.op;
+    let what =
+        format!(": the API took {} credits for {} jobs, where each {op} costs {price}", l.credits_spent, l.charged);
+    blame(last, &l.arrivals[last], what)
 }
 
 /// Replays the ledger's keyed writes through a reference map of keys, in
@@ -462,6 +492,20 @@ mod tests {
     }
 
     #[test]
+    fn credits_are_taken_at_the_published_prices() {
+        let mut s = named("blinkimg-1s").expect("a named scenario");
+        s.fleet.op = "convert".into();
+        let r = run(&s, 7).expect("finishes");
+        assert!(r.ledger.charged > 0);
+        assert_eq!(check_credits(&r), []);
+        // A conversion charged as a compression.
+        let mut cheap = r;
+        cheap.ledger.credits_spent = cheap.ledger.charged;
+        let v = check_credits(&cheap);
+        assert!(v[0].message.contains("where each convert costs 2"), "{v:?}");
+    }
+
+    #[test]
     fn job_ids_are_the_apis_own_spelling() {
         assert_eq!([job_number("job_1"), job_number("job_12")], [Some(1), Some(12)]);
         for id in ["job_0", "job_01", "job_+1", "job_", "jobs_1", "1"] {
@@ -489,11 +533,18 @@ mod tests {
         let v = check_polls(&lost);
         assert!(v[0].arrival == found && v[0].message.contains("answered 404, but job"), "{v:?}");
         // A poll of a job not yet created, run.
-        let mut invented = r;
+        let mut invented = r.clone();
         let a = &mut invented.ledger.arrivals[missing];
         (a.status, a.code, a.outcome) = (200, None, ArrivalOutcome::Accepted);
         let v = check_polls(&invented);
         assert!(v[0].arrival == missing && v[0].message.contains("ran, but only"), "{v:?}");
+        // A PUT of an upload answered 404 (a route the API serves).
+        let mut put = r;
+        let a = &mut put.ledger.arrivals[found];
+        (a.method, a.path) = ("PUT".into(), "/v1/uploads/u3".into());
+        (a.status, a.code, a.outcome) = (404, Some("NOT_FOUND".into()), ArrivalOutcome::Rejected);
+        let v = check_polls(&put);
+        assert!(v[0].arrival == found && v[0].message.contains("a PUT of upload u3 answered 404"), "{v:?}");
     }
 
     #[test]
