@@ -94,12 +94,7 @@ fn ignoring_retry_after_breaks_advice_respected() {
 #[test]
 fn retrying_after_quota_exceeded_breaks_no_retry_after_terminal() {
     let mut clean = Scenario { name: "quota-exceeded-once".into(), policy: Policy::batch(), ..Scenario::default() };
-    clean.api.script = vec![ScriptStep {
-        status: 429,
-        code: Some("QUOTA_EXCEEDED".into()),
-        retry_after_s: Some(1),
-        written_codes: Vec::new(),
-    }];
+    clean.api.script = vec![ScriptStep::new(429, Some("QUOTA_EXCEEDED"), Some(1))];
     let bad = broken(clean.clone(), |d| d.retry_terminal = true);
     let found = caught(&clean, &bad, &[Invariant::NoUnsafeRetry]);
     assert!(found.iter().any(|v| v.message.contains("QUOTA_EXCEEDED")), "{}", list(&found));

@@ -223,12 +223,7 @@ fn draw_policy_edges(g: &mut Draw, s: &mut Scenario, kind: Kind) {
     if !g.chance(300) {
         return;
     }
-    let refused = |code: Option<&str>, wait: Option<u64>| ScriptStep {
-        status: 429,
-        code: code.map(str::to_owned),
-        retry_after_s: wait,
-        written_codes: Vec::new(),
-    };
+    let refused = |code: Option<&str>, wait: Option<u64>| ScriptStep::new(429, code, wait);
     match g.range(0, 5) {
         0 => {
             s.api.script = vec![refused(g.pick(&[None, Some("TOO_MANY_REQUESTS")]), None)];
@@ -290,12 +285,8 @@ fn draw_policy_edges(g: &mut Draw, s: &mut Scenario, kind: Kind) {
             p.deadline = S(1) + p.min_attempt_time + MS(g.pick(&[1, 2, 2, 2, 3]));
         }
         5 => {
-            let conflict = ScriptStep {
-                status: 409,
-                code: g.pick(&[Some("IDEMPOTENCY_KEY_REUSED"), Some("CONFLICT"), None]).map(str::to_owned),
-                retry_after_s: None,
-                written_codes: Vec::new(),
-            };
+            let conflict =
+                ScriptStep::new(409, g.pick(&[Some("IDEMPOTENCY_KEY_REUSED"), Some("CONFLICT"), None]), None);
             s.api.script.splice(0..0, vec![conflict; g.range(1, 3) as usize]);
         }
         _ => {}
@@ -313,12 +304,8 @@ fn draw_repeated_code(g: &mut Draw, s: &mut Scenario) {
         ("QUOTA_EXCEEDED", ["RATE_LIMITED", "QUOTA_EXCEEDED"]),
         ("RATE_LIMITED", ["SOMETHING_NEW", "RATE_LIMITED"]),
     ]);
-    let step = ScriptStep {
-        status: 429,
-        code: Some(means.to_owned()),
-        retry_after_s: Some(1),
-        written_codes: written.map(str::to_owned).to_vec(),
-    };
+    let step =
+        ScriptStep { written_codes: written.map(str::to_owned).to_vec(), ..ScriptStep::new(429, Some(means), Some(1)) };
     s.api.script.insert(0, step);
 }
 
@@ -335,7 +322,7 @@ fn draw_fleet(g: &mut Draw, s: &mut Scenario, kind: Kind, calm: bool) -> (u64, u
     s.fleet.jobs = jobs as u32;
     s.fleet.op = g.pick(&["compress", "convert"]).into();
     s.fleet.mix = if calm {
-        OpMix { keyed: 1, unsafe_post: 0, safe: 0, idempotent: 0 }
+        OpMix::default()
     } else {
         let mut m = OpMix {
             keyed: g.range(0, 3) as u32,
@@ -439,15 +426,7 @@ fn draw_policy(g: &mut Draw, s: &mut Scenario, calm: bool) {
         s.api.limiter.window_ms = s.api.limiter.window_ms.min(1_000);
         if s.api.script.is_empty() {
             let wait = g.range(1, 2);
-            s.api.script = vec![
-                ScriptStep {
-                    status: 429,
-                    code: Some("RATE_LIMITED".into()),
-                    retry_after_s: Some(wait),
-                    written_codes: Vec::new()
-                };
-                g.range(1, 3) as usize
-            ];
+            s.api.script = vec![ScriptStep::new(429, Some("RATE_LIMITED"), Some(wait)); g.range(1, 3) as usize];
         }
     }
 }
@@ -518,7 +497,7 @@ fn contend(s: &mut Scenario, workers: u64) {
     api.limiter.writes = api.limiter.writes.max(workers as u32 * 4);
     api.limiter.reads = api.limiter.reads.max(api.limiter.writes);
     only_the_limiter_refuses(s);
-    s.fleet.mix = OpMix { keyed: 1, unsafe_post: 0, safe: 0, idempotent: 0 };
+    s.fleet.mix = OpMix::default();
     let p = &mut s.policy;
     p.idempotency_keys = true;
     p.unclear_max_retries = p.unclear_max_retries.max(3);
@@ -759,7 +738,7 @@ fn script_step(g: &mut Draw) -> ScriptStep {
         (409, Some("IDEMPOTENCY_IN_PROGRESS"), None),
         (500, None, None),
     ]);
-    ScriptStep { status, code: code.map(str::to_owned), retry_after_s: wait, written_codes: Vec::new() }
+    ScriptStep::new(status, code, wait)
 }
 
 fn random_policy(g: &mut Draw) -> Policy {

@@ -516,7 +516,7 @@ mod tests {
     #[test]
     fn polls_find_the_jobs_created_and_a_lost_or_invented_job_is_seen() {
         let mut s = named("blinkimg-1s").expect("a named scenario");
-        s.fleet.mix = crate::sim::run::scenario::OpMix { keyed: 1, unsafe_post: 0, safe: 1, idempotent: 0 };
+        s.fleet.mix = crate::sim::run::scenario::OpMix { safe: 1, ..Default::default() };
         // Every poll asks for the first job: 404 before it is created, 200 after.
         s.fleet.polled_job = Some(1);
         s.api.processing_ms = 50;

@@ -197,12 +197,7 @@ pub fn arb_script_step() -> impl Strategy<Value = ScriptStep> {
         (409, Some("IDEMPOTENCY_IN_PROGRESS"), None),
         (500, None, None),
     ])
-    .prop_map(|(status, code, wait)| ScriptStep {
-        status,
-        code: code.map(str::to_owned),
-        retry_after_s: wait,
-        written_codes: Vec::new(),
-    })
+    .prop_map(|(status, code, wait)| ScriptStep::new(status, code, wait))
 }
 
 /// Conditions that end a job with a terminal answer (see [`arb_terminal_conditions`]).
@@ -407,15 +402,7 @@ pub fn arb_exhausting_scenario() -> impl Strategy<Value = Scenario> {
     let script = prop::collection::vec((step, wait), 1..=3);
     (arb_api_config(), arb_fleet(), arb_op_mix(), arb_policy(), arb_net(), script).prop_map(
         |(mut api, fleet, mut mix, mut policy, net, script)| {
-            api.script = script
-                .into_iter()
-                .map(|((status, code), wait)| ScriptStep {
-                    status,
-                    code: code.map(str::to_owned),
-                    retry_after_s: wait,
-                    written_codes: Vec::new(),
-                })
-                .collect();
+            api.script = script.into_iter().map(|((status, code), wait)| ScriptStep::new(status, code, wait)).collect();
             api.script_repeat = true;
             // A date advice read against a skewed client clock is not short.
             api.clock_skew_ms = 0;
@@ -527,12 +514,7 @@ pub fn arb_too_long_scenario() -> impl Strategy<Value = Scenario> {
                 p.max_single_wait = p.max_single_wait.max(advice + MS(2_000));
                 p.deadline = (advice + p.min_attempt_time).saturating_sub(MS(short)).max(MS(1));
             }
-            s.api.script = vec![ScriptStep {
-                status: 429,
-                code: Some(code.into()),
-                retry_after_s: Some(w),
-                written_codes: Vec::new(),
-            }];
+            s.api.script = vec![ScriptStep::new(429, Some(code), Some(w))];
             s.api.script_repeat = true;
             s.api.advice = form;
             s.api.clock_skew_ms = 0;
@@ -554,7 +536,7 @@ pub fn arb_calm_scenario() -> impl Strategy<Value = Scenario> {
     (arb_api_config(), arb_fleet(), arb_policy(), arb_net(), arb_fault_schedule(5)).prop_map(
         |(api, fleet, policy, net, mut schedule)| {
             schedule.retain(|f| f.fault != Fault::Cancel);
-            let mix = OpMix { keyed: 1, unsafe_post: 0, safe: 0, idempotent: 0 };
+            let mix = OpMix::default();
             let faults = Faults { lost_answers_per_mille: 0, schedule };
             let mut s = assemble(api, fleet, mix, policy, net, faults);
             hunt::make_ample(&mut s);

@@ -467,15 +467,7 @@ impl Scenario {
 }
 
 fn script(steps: &[(u16, &str, u64)], repeat: bool) -> (Vec<ScriptStep>, bool) {
-    let steps = steps
-        .iter()
-        .map(|&(status, code, secs)| ScriptStep {
-            status,
-            code: Some(code.into()),
-            retry_after_s: Some(secs),
-            written_codes: Vec::new(),
-        })
-        .collect();
+    let steps = steps.iter().map(|&(status, code, secs)| ScriptStep::new(status, Some(code), Some(secs))).collect();
     (steps, repeat)
 }
 

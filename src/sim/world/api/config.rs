@@ -380,6 +380,14 @@ pub struct ScriptStep {
     pub written_codes: Vec<String>,
 }
 
+impl ScriptStep {
+    /// A step that answers `status` with `code` (written once) and advises
+    /// `retry_after_s` seconds.
+    pub fn new(status: u16, code: Option<&str>, retry_after_s: Option<u64>) -> ScriptStep {
+        ScriptStep { status, code: code.map(str::to_owned), retry_after_s, written_codes: Vec::new() }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -161,12 +161,7 @@ fn rate_limit_headers_describe_the_callers_budget() {
 #[test]
 fn script_answers_first_then_normal_handling_resumes() {
     let mut cfg = small();
-    cfg.script = vec![ScriptStep {
-        status: 429,
-        code: Some("RATE_LIMITED".into()),
-        retry_after_s: Some(2),
-        written_codes: Vec::new(),
-    }];
+    cfg.script = vec![ScriptStep::new(429, Some("RATE_LIMITED"), Some(2))];
     let mut api = Api::new(cfg);
     let r = api.handle(&job(Some("k"), "compress"), ms(0));
     assert_eq!((r.status().as_u16(), header(&r, "retry-after")), (429, Some("2")));
@@ -183,12 +178,7 @@ fn a_repeating_script_always_refuses_and_never_charges() {
     cfg.envelope = Envelope::Sume;
     cfg.advice = AdviceForm::HeaderSeconds;
     cfg.script_repeat = true;
-    cfg.script = vec![ScriptStep {
-        status: 429,
-        code: Some("rate_limited".into()),
-        retry_after_s: Some(30),
-        written_codes: Vec::new(),
-    }];
+    cfg.script = vec![ScriptStep::new(429, Some("rate_limited"), Some(30))];
     let mut api = Api::new(cfg);
     for t in 0..4 {
         let r = api.handle(&job(Some("k"), "compress"), secs(30 * t));
