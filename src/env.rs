@@ -5,15 +5,13 @@ use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::header::HOST;
-use http::{HeaderValue, Request, Response, Uri};
+use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::{Connect, HttpConnector};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rand_core::SeedableRng;
 use rand_pcg::Pcg64;
-use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::core::classify::TransportFailure;
 
@@ -172,64 +170,6 @@ fn maybe_arrived(message: String) -> TransportError {
 
 fn unsendable(message: String) -> TransportError {
     TransportError { failure: TransportFailure::Unsendable, message }
-}
-
-/// Rewrites an absolute-form request (`http://host:port/path?q`) into what
-/// an HTTP/1.1 origin server expects: the request target in origin form
-/// (`/path?q`, RFC 9112 §3.2.1) and a `Host` header naming the authority, with
-/// the port only when it is not the scheme's default (RFC 9110 §7.2). A `Host`
-/// the caller set is kept. A URI without an authority is refused: without it
-/// there is no host to name.
-pub fn origin_form<B>(req: &mut Request<B>) -> Result<(), TransportError> {
-    let uri = req.uri().clone();
-    let Some(authority) = uri.authority() else {
-        return Err(not_sent(format!("the URI {uri} has no host; write an absolute URI like http://host:port/path")));
-    };
-    if !req.headers().contains_key(HOST) {
-        let default_port = match uri.scheme_str() {
-            Some("https") => Some(443),
-            Some("http") => Some(80),
-            _ => None,
-        };
-        let host = match authority.port_u16() {
-            Some(p) if Some(p) != default_port => format!("{}:{p}", authority.host()),
-            _ => authority.host().to_owned(),
-        };
-        let value = HeaderValue::from_str(&host)
-            .map_err(|_| not_sent(format!("the host {host:?} cannot be sent in a Host header")))?;
-        req.headers_mut().insert(HOST, value);
-    }
-    let target = uri.path_and_query().map_or("/", |pq| pq.as_str());
-    *req.uri_mut() = Uri::try_from(if target.is_empty() { "/" } else { target })
-        .map_err(|e| not_sent(format!("the path of {uri} is not a valid request target: {e}")))?;
-    Ok(())
-}
-
-/// One HTTP/1.1 exchange with hyper over an established connection, in
-/// origin form with a `Host` header (see [`origin_form`]). A failure before
-/// the request is handed to the connection is `NotSent`; any failure after
-/// is `MaybeArrived`.
-pub async fn exchange<IO>(io: IO, mut req: Request<Bytes>) -> Result<Response<Bytes>, TransportError>
-where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    origin_form(&mut req)?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
-        .await
-        .map_err(|e| not_sent(format!("HTTP/1.1 handshake failed: {e}")))?;
-    tokio::spawn(async move {
-        // The connection ends when the exchange is over or the peer goes away;
-        // its error, if any, surfaces through `send_request` below.
-        let _ = conn.await;
-    });
-    let (parts, body) = req.into_parts();
-    let res = sender
-        .send_request(Request::from_parts(parts, Full::new(body)))
-        .await
-        .map_err(|e| maybe_arrived(format!("connection failed after sending: {e}")))?;
-    let (parts, body) = res.into_parts();
-    let body = body.collect().await.map_err(|e| maybe_arrived(format!("answer cut off: {e}")))?.to_bytes();
-    Ok(Response::from_parts(parts, body))
 }
 
 /// How long an idle pooled connection is kept: below the keep-alive timeout
@@ -444,36 +384,6 @@ mod tests {
         c.sleep(Duration::from_millis(1500)).await;
         assert_eq!(c.now(), Duration::from_millis(1500));
         assert_eq!(c.wall(), epoch + Duration::from_millis(1500));
-    }
-
-    fn origin(uri: &str, host: Option<&'static str>) -> Result<(String, String), TransportError> {
-        let mut b = Request::post(uri);
-        if let Some(h) = host {
-            b = b.header(HOST, h);
-        }
-        let mut req = b.body(()).unwrap();
-        origin_form(&mut req)?;
-        Ok((req.uri().to_string(), req.headers()[HOST].to_str().unwrap().to_owned()))
-    }
-
-    #[test]
-    fn origin_form_and_host() {
-        let o = |uri| origin(uri, None).unwrap();
-        let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
-        assert_eq!(o("http://127.0.0.1:18090/v1/jobs"), pair("/v1/jobs", "127.0.0.1:18090"));
-        assert_eq!(o("http://api/v1/jobs?page=2&x=%20"), pair("/v1/jobs?page=2&x=%20", "api"));
-        // The scheme's default port is left out; another port is kept.
-        assert_eq!(o("http://api:80/v1/jobs"), pair("/v1/jobs", "api"));
-        assert_eq!(o("https://api:443/"), pair("/", "api"));
-        assert_eq!(o("https://api:80/"), pair("/", "api:80"));
-        assert_eq!(o("http://api"), pair("/", "api"));
-        assert_eq!(o("http://[::1]:8080/x"), pair("/x", "[::1]:8080"));
-        // A Host the caller set is kept.
-        assert_eq!(origin("http://10.0.0.1/x", Some("api.example")).unwrap(), pair("/x", "api.example"));
-        // No authority: nothing to name, nothing sent.
-        let e = origin("/v1/jobs", None).unwrap_err();
-        assert_eq!(e.failure, TransportFailure::NotSent);
-        assert!(e.message.contains("absolute URI"), "{e}");
     }
 
     #[test]

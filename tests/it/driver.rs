@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{Request, Response};
-use retrysim::client::{IDEMPOTENCY_KEY, RetryClient, Success};
+use retrysim::client::{IDEMPOTENCY_KEY, Replayable, RetryClient, Success};
 use retrysim::core::classify::TransportFailure;
 use retrysim::core::policy::{GiveUpReason, Policy};
 use retrysim::env::{Clock, TokioClock, Transport, TransportError, seeded_rng};
@@ -219,6 +219,33 @@ async fn unsafe_post_is_retried_after_a_429_but_not_after_an_ambiguous_error() {
     let s = Script::new(vec![reset(), ok()]);
     assert!(run(Policy::standard(), &s, post()).await.result.is_ok());
     assert_eq!(s.keys()[0], s.keys()[1]);
+}
+
+/// A caller's vouch (`Replayable`) makes an unkeyed POST replayable: the
+/// ambiguous failure that ends it above is retried, still without a key.
+#[tokio::test(start_paused = true)]
+async fn an_unkeyed_post_vouched_for_is_replayed_after_an_ambiguous_error() {
+    let s = Script::new(vec![reset(), ok()]);
+    let mut req = post();
+    req.extensions_mut().insert(Replayable);
+    let done = run(unkeyed(), &s, req).await.result.expect("replayed");
+    assert_eq!(done.status(), 201);
+    assert_eq!(s.keys(), [None, None]);
+}
+
+/// What the client hands back: the policy in force, and a success's answer
+/// whole (status, headers and body as the server sent them).
+#[tokio::test(start_paused = true)]
+async fn the_client_shows_its_policy_and_hands_back_the_answer_whole() {
+    let s = Script::new(vec![answer(202, &[("location", "/v1/jobs/job_9")], r#"{"id":"job_9"}"#)]);
+    let client = RetryClient::new(TokioClock::from_epoch(epoch()), &s, Policy::batch());
+    assert_eq!(client.policy(), &Policy::batch());
+    let mut trace = Trace::new("t");
+    let done = client.execute_traced(post(), &mut seeded_rng(7), &CancellationToken::new(), &mut trace).await;
+    let res = done.expect("a success").into_response();
+    assert_eq!(res.status(), 202);
+    assert_eq!(res.headers()["location"], "/v1/jobs/job_9");
+    assert_eq!(res.body(), r#"{"id":"job_9"}"#);
 }
 
 #[tokio::test(start_paused = true)]

@@ -19,7 +19,7 @@ use hyper_util::rt::TokioIo;
 use retrysim::client::{IDEMPOTENCY_KEY, RetryClient};
 use retrysim::core::classify::TransportFailure;
 use retrysim::core::policy::Policy;
-use retrysim::env::{HyperTransport, Rng, TokioClock, Transport, exchange, os_rng, seeded_rng};
+use retrysim::env::{HyperTransport, Rng, TokioClock, Transport, os_rng, seeded_rng};
 use retrysim::trace::Trace;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -113,8 +113,8 @@ async fn post(client: &RetryClient<TokioClock, HyperTransport>, url: &str, rng: 
     }
 }
 
-/// The old request: absolute-form target, no `Host`, as `HyperTransport` and
-/// `exchange` once sent it. Sent with hyper's low-level client,
+/// The old request: absolute-form target, no `Host`, as `HyperTransport`
+/// once sent it. Sent with hyper's low-level client,
 /// which writes the target as given.
 async fn send_raw(addr: std::net::SocketAddr, req: Request<Bytes>) -> StatusCode {
     let stream = TcpStream::connect(addr).await.unwrap();
@@ -157,19 +157,6 @@ async fn the_strict_server_rejects_the_old_request_line() {
     // And accepts the same raw path when the request is right.
     let right = Request::post("/v1/jobs").header("host", server.addr.to_string()).body(Bytes::new()).unwrap();
     assert_eq!(send_raw(server.addr, right).await, 201);
-}
-
-/// `env::exchange` (the simulator's transport over turmoil TCP) sends origin
-/// form and `Host` too: here over real TCP to the strict server.
-#[tokio::test]
-async fn exchange_speaks_origin_form() {
-    let server = StrictServer::start().await;
-    let stream = TcpStream::connect(server.addr).await.unwrap();
-    let req = Request::post(server.url("/v1/jobs")).body(Bytes::new()).unwrap();
-    assert_eq!(exchange(stream, req).await.unwrap().status(), 201);
-    let seen = server.seen();
-    assert_eq!(seen[0].target, "/v1/jobs");
-    assert_eq!(seen[0].host.as_deref(), Some(server.addr.to_string().as_str()));
 }
 
 /// The README's "Using the driver" example, verbatim between the markers

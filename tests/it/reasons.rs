@@ -14,8 +14,10 @@ use std::time::Duration;
 use retrysim::RetryClient;
 use retrysim::core::backoff::{AdviceMode, Spread};
 use retrysim::core::classify::{Class, Classifier, DefaultTable, Outcome};
+use retrysim::core::policy::GiveUpReason;
 use retrysim::sim::checks::careful::check_careful;
 use retrysim::sim::checks::fleet::FleetViolation;
+use retrysim::sim::checks::hunt::{Kind, Target};
 use retrysim::sim::checks::reasons::check_reasons;
 use retrysim::sim::run::clients::Retrysim;
 use retrysim::sim::run::runner::{Report, RunOptions};
@@ -23,6 +25,7 @@ use retrysim::sim::run::scenario::{Scenario, named};
 use retrysim::sim::world::api::AdviceForm;
 use retrysim::sim::world::net::SimTransport;
 use retrysim::testing::{Host, Promises, from_fn};
+use retrysim::trace::{Event, EventKind};
 
 use crate::support::run_slipped;
 
@@ -166,5 +169,70 @@ fn an_advice_of_exactly_the_longest_wait_taken_as_too_long_breaks_throttled_retr
             check_careful(&run_slipped(&longest_wait_world(), seed, |p| p.max_single_wait -= Duration::from_millis(1)));
         let v = found(&vs, "throttled-retried").unwrap_or_else(|| panic!("seed {seed}: not caught: {vs:?}"));
         assert!(v.message.contains("gave up (advice too long"), "{}", v.message);
+    }
+}
+
+/// Default-hunt fleets (seeds 1..=500) whose gates hold jobs in their queues
+/// until no attempt fits the deadline: 36, 36 and 51 of their jobs give up
+/// at the gate.
+const GATE_SEEDS: [u64; 3] = [12, 52, 71];
+
+/// Runs hunt seed `seed` with retrysim's driver behind the fleet's gate and
+/// budget, keeping `slip` ms more than its declared `min_attempt_time` for
+/// the last attempt (0: the honest client).
+fn at_the_gate(seed: u64, slip: u64) -> Report {
+    let s = Target::of(Kind::All).scenario(seed);
+    let make = from_fn("keeps-more-for-the-last-attempt", move |host: Host<'_>| {
+        let declared = host.scenario.policy.clone();
+        let mut running = declared.clone();
+        running.min_attempt_time += Duration::from_millis(slip);
+        let mut client = RetryClient::new(host.clock.clone(), SimTransport::new(), running);
+        if let Some(gate) = host.gate.clone() {
+            client = client.with_gate(gate);
+        }
+        if let Some(budget) = host.budget.clone() {
+            client = client.with_budget(budget);
+        }
+        Retrysim::new(client, Promises::of_policy(&declared))
+    });
+    RunOptions::new().run_subject(&s, seed, Arc::new(make)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A `deadline_would_pass` give-up that no attempt came right before.
+fn gave_up_at_the_gate(r: &Report) -> usize {
+    let at_gate = |events: &[Event]| match events.iter().position(|e| matches!(e.kind, EventKind::GaveUp { .. })) {
+        Some(i) => {
+            matches!(&events[i].kind, EventKind::GaveUp { reason: GiveUpReason::DeadlineWouldPass { .. }, .. })
+                && !matches!(
+                    events[..i].last().map(|e| &e.kind),
+                    Some(EventKind::Answer { .. } | EventKind::NoAnswer { .. })
+                )
+        }
+        None => false,
+    };
+    r.records.iter().filter(|j| at_gate(&j.trace.events)).count()
+}
+
+#[test]
+fn the_honest_client_gives_up_at_the_gate_once_only_the_last_attempt_fits() {
+    for seed in GATE_SEEDS {
+        let r = at_the_gate(seed, 0);
+        assert!(gave_up_at_the_gate(&r) > 0, "seed {seed}: no job gave up at the gate: {:?}", r.gave_up);
+        let vs = check_reasons(&r);
+        assert!(vs.is_empty(), "seed {seed}: {vs:?}");
+    }
+}
+
+#[test]
+fn a_client_that_leaves_the_gate_while_an_attempt_still_fits_breaks_the_give_up_reason() {
+    for seed in GATE_SEEDS {
+        // Two milliseconds: one more than the check's slack for the trace's flooring.
+        let vs = check_reasons(&at_the_gate(seed, 2));
+        // Some of its give-ups follow an answer (the other branch); the gate's are these.
+        let at_gate = vs
+            .iter()
+            .filter(|v| v.property == "give-up-reason")
+            .find(|v| v.message.contains("before an attempt as the deadline would pass, though"));
+        assert!(at_gate.is_some(), "seed {seed}: not caught at the gate: {vs:?}");
     }
 }

@@ -219,7 +219,8 @@ fn deadline(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
 }
 
 /// Invariant 2: At most `max_retries + 1` attempts; exactly that many when the job
-/// gave up because attempts ran out.
+/// gave up because attempts ran out; and a traced client reports the attempts
+/// its trace records.
 fn attempt_bound(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
     let n = r.scenario_config.policy.max_retries;
     let sent = j.trace.events.iter().filter(|e| matches!(e.kind, EventKind::Attempt { .. })).count() as u32;
@@ -228,6 +229,14 @@ fn attempt_bound(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
         out.push(v(
             Invariant::AttemptBound,
             format!("job {}: {most} attempts with max_retries = {n} (at most {})", j.job, n.saturating_add(1)),
+        ));
+    }
+    // A traced client's count is the attempts it traced: one more counts an
+    // attempt never handed to the transport (at the gate, or cancelled first).
+    if r.traced && j.attempts_reported && j.attempts != sent {
+        out.push(v(
+            Invariant::AttemptBound,
+            format!("job {}: reports {} attempts, but its trace records {sent}", j.job, j.attempts),
         ));
     }
     if matches!(&j.outcome, JobOutcome::GaveUp { reason } if reason == "attempts_exhausted")

@@ -12,10 +12,12 @@
 //!   `unclear_exhausted` on a 429 with neither a throttling nor a terminal
 //!   code and no valid advice, and only once the run has had more of those
 //!   than the declared `unclear_max_retries` (so one more was not allowed);
-//!   as `deadline_would_pass` right after an answer only when the wait it
-//!   planned and `min_attempt_time` are more than the declared deadline
-//!   leaves, counted from the trace's times (whole milliseconds of virtual
-//!   time, as the client's clock reads them);
+//!   as `deadline_would_pass` right after an answer (or a failure) only
+//!   when the wait it planned and `min_attempt_time` are more than the
+//!   declared deadline leaves, and before an attempt (at the fleet's gate,
+//!   or after a wait) only once no more than `min_attempt_time` is left,
+//!   counted from the trace's times (whole milliseconds of virtual time, as
+//!   the client's clock reads them, a millisecond's slack for the flooring);
 //!   as `not_replayable` after an attempt that
 //!   was an unkeyed POST (or PATCH), not a safe or idempotent method or a
 //!   keyed request.
@@ -101,17 +103,33 @@ fn give_up_reason(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>) {
                 )
             })
         }
-        (GiveUpReason::DeadlineWouldPass { wait, .. }, Some(_)) => {
+        (GiveUpReason::DeadlineWouldPass { wait, .. }, _) => {
             let remaining =
                 p.deadline.saturating_sub(Duration::from_millis(events[i].at_ms.saturating_sub(j.started_ms)));
-            (wait.saturating_add(p.min_attempt_time) <= remaining).then(|| {
-                format!(
-                    "as the deadline would pass, though the {} ms it planned and the last attempt's {} ms fit the {} ms left",
-                    wait.as_millis(),
-                    p.min_attempt_time.as_millis(),
-                    remaining.as_millis()
-                )
-            })
+            let after_outcome =
+                matches!(before.last().map(|e| &e.kind), Some(EventKind::Answer { .. } | EventKind::NoAnswer { .. }));
+            if after_outcome {
+                (wait.saturating_add(p.min_attempt_time) <= remaining).then(|| {
+                    format!(
+                        "as the deadline would pass, though the {} ms it planned and the last attempt's {} ms fit the {} ms left",
+                        wait.as_millis(),
+                        p.min_attempt_time.as_millis(),
+                        remaining.as_millis()
+                    )
+                })
+            } else {
+                // Before an attempt (at the gate, or after a wait): it may
+                // stop only once no more than `min_attempt_time` is left.
+                // Both instants are floored to the millisecond, so the
+                // trace's count may be one over the client's.
+                (remaining > p.min_attempt_time + Duration::from_millis(1)).then(|| {
+                    format!(
+                        "before an attempt as the deadline would pass, though {} ms were left, more than the last attempt's {} ms",
+                        remaining.as_millis(),
+                        p.min_attempt_time.as_millis()
+                    )
+                })
+            }
         }
         (GiveUpReason::NotReplayable, _) => match last_attempt {
             Some((method, keyed)) if replayable(method, keyed) => Some(format!(
