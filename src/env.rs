@@ -403,5 +403,18 @@ mod tests {
         let req = Request::get("http://127.0.0.1:9/").body(Bytes::new()).unwrap();
         let err = HyperTransport::new().send(req).await.unwrap_err();
         assert_eq!(err.failure, TransportFailure::NotSent, "{err}");
+        // The message names the cause (hyper-util's own text is only the
+        // kind), and the error says whether the request may have run.
+        assert!(err.message.starts_with("connect failed: client error (Connect): "), "{err}");
+        assert!(err.message.to_lowercase().contains("refused"), "{err}");
+        assert_eq!(err.to_string(), format!("{} (not sent)", err.message));
+    }
+
+    #[test]
+    fn a_transport_error_says_whether_the_request_may_have_run() {
+        let e = |failure| TransportError { failure, message: "reset".into() }.to_string();
+        assert_eq!(e(TransportFailure::NotSent), "reset (not sent)");
+        assert_eq!(e(TransportFailure::MaybeArrived), "reset (may have arrived)");
+        assert_eq!(e(TransportFailure::Unsendable), "reset (not sent, no retry can fix it)");
     }
 }
