@@ -10,7 +10,7 @@
 //! the answers the scenario scripts to what it declares ([`check_script`]),
 //! its concurrency cap to its number ([`check_concurrency`]), its polls
 //! to the jobs it created ([`check_polls`]) and its credits to the prices
-//! ([`check_credits`]).
+//! and each account's balance ([`check_credits`]).
 //! A finding blames the model, not the client.
 
 use std::collections::BTreeMap;
@@ -345,7 +345,9 @@ pub fn check_polls(r: &Report) -> Vec<ModelViolation> {
 /// the scenario's one operation, so the ledger's credits are its charged
 /// jobs times that price. Nothing else reads the price, so a model that
 /// charged another passed every check. Blames the last charged arrival;
-/// nothing for an operation without a published price.
+/// nothing for an operation without a published price. And no account is
+/// charged past its starting balance (a model that never refused a
+/// reservation passed every check too).
 pub fn check_credits(r: &Report) -> Vec<ModelViolation> {
     let price = match r.scenario_config.fleet.op.as_str() {
         "compress" => 1,
@@ -354,13 +356,33 @@ pub fn check_credits(r: &Report) -> Vec<ModelViolation> {
     };
     let l = &r.ledger;
     let Some(last) = l.arrivals.iter().rposition(|a| a.outcome == ArrivalOutcome::Charged) else { return Vec::new() };
-    if l.credits_spent == l.charged * price {
-        return Vec::new();
+    if l.credits_spent != l.charged * price {
+        let op = &r.scenario_config.fleet.op;
+        let what =
+            format!(": the API took {} credits for {} jobs, where each {op} costs {price}", l.credits_spent, l.charged);
+        return blame(last, &l.arrivals[last], what);
     }
-    let op = &r.scenario_config.fleet.op;
-    let what =
-        format!(": the API took {} credits for {} jobs, where each {op} costs {price}", l.credits_spent, l.charged);
-    blame(last, &l.arrivals[last], what)
+    // No account spends past its balance: a job is charged only after its
+    // credits were reserved, and a reservation the balance cannot cover is
+    // refused (402). Blames the charge, in the order charged, that went over.
+    for account in &r.scenario_config.api.accounts {
+        let Some(balance) = account.credits else { continue };
+        let mut charged: Vec<(Duration, usize)> = (l.arrivals.iter().enumerate())
+            .filter(|(_, a)| a.outcome == ArrivalOutcome::Charged && a.account.as_deref() == Some(&account.name))
+            .map(|(i, a)| (a.answered_at.unwrap_or(a.at), i))
+            .collect();
+        charged.sort();
+        let affordable = usize::try_from(balance / price).unwrap_or(usize::MAX);
+        if let Some(&(_, i)) = charged.get(affordable) {
+            let what = format!(
+                ": account {} was charged for {} jobs at {price} credits each, but its balance was {balance}",
+                account.name,
+                charged.len()
+            );
+            return blame(i, &l.arrivals[i], what);
+        }
+    }
+    Vec::new()
 }
 
 /// Replays the ledger's keyed writes through a reference map of keys, in
@@ -503,6 +525,33 @@ mod tests {
         cheap.ledger.credits_spent = cheap.ledger.charged;
         let v = check_credits(&cheap);
         assert!(v[0].message.contains("where each convert costs 2"), "{v:?}");
+    }
+
+    #[test]
+    fn no_account_is_charged_past_its_balance() {
+        let mut s = named("blinkimg-1s").expect("a named scenario");
+        s.fleet.op = "convert".into();
+        let r = run(&s, 7).expect("finishes");
+        let account = r.ledger.arrivals.iter().find(|a| a.outcome == ArrivalOutcome::Charged).unwrap().account.clone();
+        let name = account.expect("a charged job's account");
+        let jobs = r.ledger.arrivals.iter().filter(|a| a.account.as_deref() == Some(&name)).count() as u64;
+        let charged = (r.ledger.arrivals.iter())
+            .filter(|a| a.account.as_deref() == Some(&name) && a.outcome == ArrivalOutcome::Charged)
+            .count() as u64;
+        assert!(jobs > 1 && charged > 1, "{jobs} {charged}");
+        let with_balance = |balance| {
+            let mut r = r.clone();
+            r.scenario_config.api.accounts.iter_mut().find(|a| a.name == name).unwrap().credits = Some(balance);
+            check_credits(&r)
+        };
+        // A balance that paid for every charge passes, exactly or with room.
+        assert_eq!(with_balance(2 * charged), []);
+        assert_eq!(with_balance(2 * charged + 1), []);
+        // One credit short of the last conversion: that charge went over.
+        let v = with_balance(2 * charged - 1);
+        assert!(
+            v[0].message.contains(&format!("was charged for {charged} jobs at 2 credits each, but its balance was"))
+        );
     }
 
     #[test]
