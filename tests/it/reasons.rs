@@ -177,28 +177,12 @@ fn an_advice_of_exactly_the_longest_wait_taken_as_too_long_breaks_throttled_retr
 /// at the gate.
 const GATE_SEEDS: [u64; 3] = [12, 52, 71];
 
-/// Runs hunt seed `seed` with retrysim's driver behind the fleet's gate and
-/// budget, keeping `slip` ms more than its declared `min_attempt_time` for
-/// the last attempt (0: the honest client).
-fn at_the_gate(seed: u64, slip: u64) -> Report {
-    let s = Target::of(Kind::All).scenario(seed);
-    let make = from_fn("keeps-more-for-the-last-attempt", move |host: Host<'_>| {
-        let declared = host.scenario.policy.clone();
-        let mut running = declared.clone();
-        running.min_attempt_time += Duration::from_millis(slip);
-        let mut client = RetryClient::new(host.clock.clone(), SimTransport::new(), running);
-        if let Some(gate) = host.gate.clone() {
-            client = client.with_gate(gate);
-        }
-        if let Some(budget) = host.budget.clone() {
-            client = client.with_budget(budget);
-        }
-        Retrysim::new(client, Promises::of_policy(&declared))
-    });
-    RunOptions::new().run_subject(&s, seed, Arc::new(make)).unwrap_or_else(|e| panic!("{e}"))
+/// Hunt seed `seed`'s world, as the default hunt draws it.
+fn gate_world(seed: u64) -> Scenario {
+    Target::of(Kind::All).scenario(seed)
 }
 
-/// A `deadline_would_pass` give-up that no attempt came right before.
+/// The `deadline_would_pass` give-ups that no answer or failure came right before.
 fn gave_up_at_the_gate(r: &Report) -> usize {
     let at_gate = |events: &[Event]| match events.iter().position(|e| matches!(e.kind, EventKind::GaveUp { .. })) {
         Some(i) => {
@@ -216,7 +200,7 @@ fn gave_up_at_the_gate(r: &Report) -> usize {
 #[test]
 fn the_honest_client_gives_up_at_the_gate_once_only_the_last_attempt_fits() {
     for seed in GATE_SEEDS {
-        let r = at_the_gate(seed, 0);
+        let r = run_slipped(&gate_world(seed), seed, |_| {});
         assert!(gave_up_at_the_gate(&r) > 0, "seed {seed}: no job gave up at the gate: {:?}", r.gave_up);
         let vs = check_reasons(&r);
         assert!(vs.is_empty(), "seed {seed}: {vs:?}");
@@ -226,8 +210,10 @@ fn the_honest_client_gives_up_at_the_gate_once_only_the_last_attempt_fits() {
 #[test]
 fn a_client_that_leaves_the_gate_while_an_attempt_still_fits_breaks_the_give_up_reason() {
     for seed in GATE_SEEDS {
-        // Two milliseconds: one more than the check's slack for the trace's flooring.
-        let vs = check_reasons(&at_the_gate(seed, 2));
+        // Two milliseconds more for the last attempt: one over the check's
+        // slack for the trace's flooring.
+        let vs =
+            check_reasons(&run_slipped(&gate_world(seed), seed, |p| p.min_attempt_time += Duration::from_millis(2)));
         // Some of its give-ups follow an answer (the other branch); the gate's are these.
         let at_gate = vs
             .iter()

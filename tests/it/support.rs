@@ -66,15 +66,22 @@ pub fn replay_run(r: &Report) -> String {
     replay(&r.scenario_config, r.seed)
 }
 
-/// Runs `s` with `seed` and retrysim's driver, which declares the scenario's
-/// policy and runs `slip` of it: the slip a configuration read in the wrong
-/// unit, or a step off, makes. The checks judge by the declared policy.
+/// Runs `s` with `seed` and retrysim's driver, behind the fleet's gate and
+/// budget when it has them, which declares the scenario's policy and runs
+/// `slip` of it: the slip a configuration read in the wrong unit, or a step
+/// off, makes. The checks judge by the declared policy.
 pub fn run_slipped(s: &Scenario, seed: u64, slip: fn(&mut Policy)) -> Report {
     let make = from_fn("runs-another-policy", move |host: Host<'_>| {
         let declared = host.scenario.policy.clone();
         let mut running = declared.clone();
         slip(&mut running);
-        let client = RetryClient::new(host.clock.clone(), SimTransport::new(), running);
+        let mut client = RetryClient::new(host.clock.clone(), SimTransport::new(), running);
+        if let Some(gate) = host.gate.clone() {
+            client = client.with_gate(gate);
+        }
+        if let Some(budget) = host.budget.clone() {
+            client = client.with_budget(budget);
+        }
         Retrysim::new(client, Promises::of_policy(&declared))
     });
     RunOptions::new().run_subject(s, seed, Arc::new(make)).unwrap_or_else(|e| panic!("{e}\n{}", replay(s, seed)))

@@ -534,11 +534,10 @@ mod tests {
         let r = run(&s, 7).expect("finishes");
         let account = r.ledger.arrivals.iter().find(|a| a.outcome == ArrivalOutcome::Charged).unwrap().account.clone();
         let name = account.expect("a charged job's account");
-        let jobs = r.ledger.arrivals.iter().filter(|a| a.account.as_deref() == Some(&name)).count() as u64;
         let charged = (r.ledger.arrivals.iter())
             .filter(|a| a.account.as_deref() == Some(&name) && a.outcome == ArrivalOutcome::Charged)
             .count() as u64;
-        assert!(jobs > 1 && charged > 1, "{jobs} {charged}");
+        assert!(charged > 1, "{charged}");
         let with_balance = |balance| {
             let mut r = r.clone();
             r.scenario_config.api.accounts.iter_mut().find(|a| a.name == name).unwrap().credits = Some(balance);
