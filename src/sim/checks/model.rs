@@ -10,7 +10,7 @@
 //! the answers the scenario scripts to what it declares ([`check_script`]),
 //! its concurrency cap to its number ([`check_concurrency`]), its polls
 //! to the jobs it created ([`check_polls`]) and its credits to the prices
-//! and each account's balance ([`check_credits`]).
+//! and each account's balance and monthly quota ([`check_credits`]).
 //! A finding blames the model, not the client.
 
 use std::collections::BTreeMap;
@@ -345,9 +345,9 @@ pub fn check_polls(r: &Report) -> Vec<ModelViolation> {
 /// the scenario's one operation, so the ledger's credits are its charged
 /// jobs times that price. Nothing else reads the price, so a model that
 /// charged another passed every check. Blames the last charged arrival;
-/// nothing for an operation without a published price. And no account is
-/// charged past its starting balance (a model that never refused a
-/// reservation passed every check too).
+/// nothing for an operation without a published price. Then each account's
+/// balance and monthly quota (`check_reservations`): a model that never
+/// refused a reservation passed every check too.
 pub fn check_credits(r: &Report) -> Vec<ModelViolation> {
     let price = match r.scenario_config.fleet.op.as_str() {
         "compress" => 1,
@@ -355,31 +355,75 @@ pub fn check_credits(r: &Report) -> Vec<ModelViolation> {
         _ => return Vec::new(),
     };
     let l = &r.ledger;
-    let Some(last) = l.arrivals.iter().rposition(|a| a.outcome == ArrivalOutcome::Charged) else { return Vec::new() };
-    if l.credits_spent != l.charged * price {
+    let last = l.arrivals.iter().rposition(|a| a.outcome == ArrivalOutcome::Charged);
+    if let Some(last) = last.filter(|_| l.credits_spent != l.charged * price) {
         let op = &r.scenario_config.fleet.op;
         let what =
             format!(": the API took {} credits for {} jobs, where each {op} costs {price}", l.credits_spent, l.charged);
         return blame(last, &l.arrivals[last], what);
     }
-    // No account spends past its balance: a job is charged only after its
-    // credits were reserved, and a reservation the balance cannot cover is
-    // refused (402). Blames the charge, in the order charged, that went over.
-    for account in &r.scenario_config.api.accounts {
-        let Some(balance) = account.credits else { continue };
-        let mut charged: Vec<(Duration, usize)> = (l.arrivals.iter().enumerate())
-            .filter(|(_, a)| a.outcome == ArrivalOutcome::Charged && a.account.as_deref() == Some(&account.name))
-            .map(|(i, a)| (a.answered_at.unwrap_or(a.at), i))
-            .collect();
-        charged.sort();
-        let affordable = usize::try_from(balance / price).unwrap_or(usize::MAX);
-        if let Some(&(_, i)) = charged.get(affordable) {
-            let what = format!(
-                ": account {} was charged for {} jobs at {price} credits each, but its balance was {balance}",
-                account.name,
-                charged.len()
-            );
-            return blame(i, &l.arrivals[i], what);
+    check_reservations(r, price)
+}
+
+/// Whether arrival `a` was refused by the monthly quota: 429 with the
+/// quota's code in either envelope (`QUOTA_EXCEEDED`, `insufficient_quota`).
+fn refused_by_quota(a: &Arrival) -> bool {
+    a.outcome == ArrivalOutcome::Refused
+        && a.status == 429
+        && a.code.as_deref().is_some_and(|c| c == "QUOTA_EXCEEDED" || c == "insufficient_quota")
+}
+
+/// Replays each account's reservations in arrival order (the order the API
+/// admitted them): a job's price is reserved against the balance and the
+/// month's quota when it is admitted, and given back only when its run dies
+/// (aborted, at its `answered_at`). Every job-creating POST that got as far
+/// as the reservation is judged by what was held before it: admitted only
+/// if both the quota and the balance could take it; refused by the quota
+/// (429) only if the month's quota could not; refused for credits (402)
+/// only if the quota could and the balance could not. A reservation counts
+/// against the quota of the month (server wall clock) it was made in. An
+/// arrival in the same millisecond as a release is not judged (which came
+/// first is the network's). The first finding only.
+fn check_reservations(r: &Report, price: u64) -> Vec<ModelViolation> {
+    let api = &r.scenario_config.api;
+    for account in api.accounts.iter().filter(|a| a.credits.is_some() || a.monthly_quota.is_some()) {
+        // Each reservation held: its month, and when it was given back.
+        let mut held: Vec<((i64, u32), Option<Duration>)> = Vec::new();
+        let jobs = (r.ledger.arrivals.iter().enumerate())
+            .filter(|(_, a)| a.account.as_deref() == Some(&account.name) && a.method == "POST" && a.path == "/v1/jobs");
+        for (i, a) in jobs {
+            let month = api.month_at(a.at);
+            let reserved =
+                matches!(a.outcome, ArrivalOutcome::Charged | ArrivalOutcome::Running | ArrivalOutcome::Aborted);
+            let released = (a.outcome == ArrivalOutcome::Aborted).then_some(a.answered_at.unwrap_or(a.at));
+            let live: Vec<(i64, u32)> =
+                held.iter().filter(|(_, gone)| gone.is_none_or(|t| t > a.at)).map(|&(m, _)| m).collect();
+            let tied = held.iter().any(|&(_, gone)| gone == Some(a.at));
+            if reserved {
+                held.push((month, released));
+            }
+            if tied {
+                continue;
+            }
+            let in_month = live.iter().filter(|&&m| m == month).count() as u64 * price;
+            let quota_takes = account.monthly_quota.is_none_or(|q| in_month + price <= q);
+            let balance_takes = account.credits.is_none_or(|c| live.len() as u64 * price + price <= c);
+            let held_text = || {
+                let quota = account.monthly_quota.map(|q| format!("{in_month} of its quota of {q} used this month"));
+                let credits = account.credits.map(|c| format!("{} of its {c} credits held", live.len() as u64 * price));
+                quota.into_iter().chain(credits).collect::<Vec<_>>().join(", ")
+            };
+            let wrong = if reserved && !(quota_takes && balance_takes) {
+                "admitted a job"
+            } else if refused_by_quota(a) && quota_takes {
+                "refused a job for the monthly quota"
+            } else if a.outcome == ArrivalOutcome::Refused && a.status == 402 && (!quota_takes || balance_takes) {
+                "refused a job for credits (402)"
+            } else {
+                continue;
+            };
+            let what = format!(": {wrong} costing {price} for account {} with {}", account.name, held_text());
+            return blame(i, a, what);
         }
     }
     Vec::new()
@@ -528,29 +572,31 @@ mod tests {
     }
 
     #[test]
-    fn no_account_is_charged_past_its_balance() {
-        let mut s = named("blinkimg-1s").expect("a named scenario");
-        s.fleet.op = "convert".into();
-        let r = run(&s, 7).expect("finishes");
-        let account = r.ledger.arrivals.iter().find(|a| a.outcome == ArrivalOutcome::Charged).unwrap().account.clone();
-        let name = account.expect("a charged job's account");
-        let charged = (r.ledger.arrivals.iter())
-            .filter(|a| a.account.as_deref() == Some(&name) && a.outcome == ArrivalOutcome::Charged)
-            .count() as u64;
-        assert!(charged > 1, "{charged}");
-        let with_balance = |balance| {
-            let mut r = r.clone();
-            r.scenario_config.api.accounts.iter_mut().find(|a| a.name == name).unwrap().credits = Some(balance);
-            check_credits(&r)
-        };
-        // A balance that paid for every charge passes, exactly or with room.
-        assert_eq!(with_balance(2 * charged), []);
-        assert_eq!(with_balance(2 * charged + 1), []);
-        // One credit short of the last conversion: that charge went over.
-        let v = with_balance(2 * charged - 1);
-        assert!(
-            v[0].message.contains(&format!("was charged for {charged} jobs at 2 credits each, but its balance was"))
-        );
+    fn each_refusal_for_credits_or_quota_is_one_the_account_earned() {
+        for (credits, quota) in [(Some(4), None), (None, Some(4))] {
+            let mut s = named("blinkimg-1s").expect("a named scenario");
+            s.fleet.op = "convert".into();
+            (s.api.accounts[0].credits, s.api.accounts[0].monthly_quota) = (credits, quota);
+            let r = run(&s, 7).expect("finishes");
+            let l = &r.ledger;
+            let refused = l.arrivals.iter().filter(|a| a.outcome == ArrivalOutcome::Refused && a.path == "/v1/jobs");
+            let codes: Vec<_> = refused.map(|a| (a.status, a.code.clone().unwrap_or_default())).collect();
+            let want = if credits.is_some() { (402, "INSUFFICIENT_CREDITS") } else { (429, "QUOTA_EXCEEDED") };
+            assert!(codes.iter().any(|(st, c)| (*st, c.as_str()) == want), "{codes:?}");
+            assert_eq!((l.charged, check_credits(&r)), (2, vec![]), "two conversions of 4 credits");
+            // The same ledger judged with a larger or smaller allowance.
+            let judged = |allowance| {
+                let mut r = r.clone();
+                let account = &mut r.scenario_config.api.accounts[0];
+                let slot = if credits.is_some() { &mut account.credits } else { &mut account.monthly_quota };
+                *slot = Some(allowance);
+                check_credits(&r).into_iter().map(|v| v.message).collect::<Vec<_>>().join("")
+            };
+            let refusal = if credits.is_some() { "refused a job for credits (402)" } else { "for the monthly quota" };
+            assert!(judged(6).contains(refusal), "{}", judged(6));
+            assert!(judged(3).contains("admitted a job costing 2"), "{}", judged(3));
+            assert_eq!(judged(5), "", "a balance that could not pay a third either");
+        }
     }
 
     #[test]

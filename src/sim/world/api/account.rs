@@ -12,6 +12,13 @@ use super::endpoint::BudgetKind;
 use super::limiter::{Limiter, Standing, Verdict};
 use super::wallclock::WallTime;
 
+/// What a running job holds: its price, and the month whose quota it counts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reservation {
+    cost: u64,
+    month: (i64, u32),
+}
+
 /// Why a job that passed the limiter may still not run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Denial {
@@ -66,12 +73,13 @@ impl Account {
 
     /// Checks the quota, then the credits, for a job costing `cost`, and
     /// reserves both if they allow it. A free request always passes.
-    pub(crate) fn reserve(&mut self, cost: u64, wall: WallTime) -> Result<(), Denial> {
+    pub(crate) fn reserve(&mut self, cost: u64, wall: WallTime) -> Result<Reservation, Denial> {
+        let month = wall.month();
         if cost == 0 {
-            return Ok(());
+            return Ok(Reservation { cost, month });
         }
-        if self.quota_month != Some(wall.month()) {
-            self.quota_month = Some(wall.month());
+        if self.quota_month != Some(month) {
+            self.quota_month = Some(month);
             self.quota_used = 0;
         }
         if self.monthly_quota.is_some_and(|quota| self.quota_used + cost > quota) {
@@ -82,13 +90,17 @@ impl Account {
         }
         self.quota_used += cost;
         self.committed += cost;
-        Ok(())
+        Ok(Reservation { cost, month })
     }
 
-    /// Gives back a reservation whose job never ran.
-    pub(crate) fn release(&mut self, cost: u64) {
-        self.quota_used = self.quota_used.saturating_sub(cost);
-        self.committed = self.committed.saturating_sub(cost);
+    /// Gives back a reservation whose job never ran: its credits, and its
+    /// quota if its month is still the one counted (a month that has ended
+    /// gives nothing back to the next).
+    pub(crate) fn release(&mut self, reservation: Reservation) {
+        if self.quota_month == Some(reservation.month) {
+            self.quota_used = self.quota_used.saturating_sub(reservation.cost);
+        }
+        self.committed = self.committed.saturating_sub(reservation.cost);
     }
 
     /// Credits not yet charged or reserved; `None` when unlimited.
@@ -177,6 +189,34 @@ mod tests {
         // The body mirrors the header (now + 2 s), as the real error handler does.
         assert_eq!(json(&r)["error"]["resetAt"], "2026-11-01T00:00:00.500Z");
         assert_eq!(api.handle(&job(None, "compress"), ms(1_500)).status(), 201, "a new month");
+    }
+
+    #[test]
+    fn a_run_that_dies_gives_back_its_quota_and_credits() {
+        for (credits, quota) in [(Some(1), None), (None, Some(1))] {
+            let mut cfg = small();
+            (cfg.accounts[0].credits, cfg.accounts[0].monthly_quota) = (credits, quota);
+            let mut api = Api::new(cfg);
+            let Begin::Run(dies) = api.begin(&job(None, "compress"), ms(0)) else { panic!("the first job runs") };
+            let held = if credits.is_some() { 402 } else { 429 };
+            assert_eq!(api.handle(&job(None, "compress"), ms(1)).status(), held, "held by the running job");
+            api.abort(dies, ms(2));
+            assert_eq!(api.handle(&job(None, "compress"), ms(3)).status(), 201, "given back: {credits:?} {quota:?}");
+        }
+    }
+
+    #[test]
+    fn a_run_reserved_last_month_gives_back_nothing_of_this_months_quota() {
+        let mut cfg = small();
+        cfg.epoch_unix_s = NOVEMBER - 1; // server wall clock: 2026-10-31T23:59:59Z
+        cfg.accounts[0].monthly_quota = Some(1);
+        let mut api = Api::new(cfg);
+        let Begin::Run(october) = api.begin(&job(None, "compress"), ms(0)) else { panic!("October's job runs") };
+        assert_eq!(api.handle(&job(None, "compress"), secs(1)).status(), 201, "November's one job");
+        // October's run dies in November: its quota was October's to give back.
+        api.abort(october, secs(2));
+        let r = api.handle(&job(None, "compress"), secs(3));
+        assert_eq!((r.status().as_u16(), code(&r).as_str()), (429, "QUOTA_EXCEEDED"));
     }
 
     #[test]

@@ -97,21 +97,22 @@ impl Api {
             Endpoint::GetJob(id) if !self.jobs.contains(id) => return Err(refused(ErrorCode::NotFound, None, meter)),
             Endpoint::GetJob(_) | Endpoint::CreateUpload | Endpoint::PutUpload(_) => 0,
         };
-        if let Caller::Account(i) = caller {
-            match self.accounts[i].reserve(cost, self.clock.at(now)) {
-                Ok(()) => {}
+        let reservation = match caller {
+            Caller::Account(i) => match self.accounts[i].reserve(cost, self.clock.at(now)) {
+                Ok(reservation) => Some(reservation),
                 Err(Denial::Quota { wait }) => {
                     return Err(refused(ErrorCode::QuotaExceeded, Some(ceil_seconds(wait).max(1)), meter));
                 }
                 Err(Denial::Credits) => return Err(refused(ErrorCode::InsufficientCredits, None, meter)),
-            }
-        }
+            },
+            Caller::Anonymous => None,
+        };
 
         let idempotency = keyed.map(|key| {
             self.idempotency.start(&scope, &key, fingerprint);
             (scope, key)
         });
-        Ok(Run { caller, endpoint, idempotency, cost })
+        Ok(Run { caller, endpoint, idempotency, cost, reservation })
     }
 
     /// The caller behind `x-api-key`; a keyless caller only if anonymous use is on.

@@ -148,6 +148,12 @@ impl Default for ApiConfig {
 }
 
 impl ApiConfig {
+    /// The calendar month `(year, 1..=12)` on the server's wall clock at
+    /// virtual instant `now`: the month a quota reservation counts in.
+    pub(crate) fn month_at(&self, now: std::time::Duration) -> (i64, u32) {
+        super::wallclock::WallClock::new(self.epoch_unix_s, self.clock_skew_ms).at(now).month()
+    }
+
     /// Finds what would make the model behave surprisingly: a zero window,
     /// an account without keys, a key claimed by two accounts (the first wins),
     /// a scripted status outside 100..=999 (sent as 500).

@@ -50,7 +50,7 @@ pub use config::{
 };
 pub use ledger::{Arrival, ArrivalOutcome, Ledger, NO_KEY};
 
-use account::{Account, HourlyCap};
+use account::{Account, HourlyCap, Reservation};
 use endpoint::{BudgetKind, Endpoint};
 use idempotency::{IdempotencyStore, StoredAnswer};
 use ledger::{Settled, body_digest};
@@ -130,8 +130,10 @@ struct Run {
     endpoint: Endpoint,
     /// (scope, key) in the idempotency store, when the request is keyed.
     idempotency: Option<(String, String)>,
-    /// Credits (and quota) reserved for it.
+    /// Credits it costs (charged on completion).
     cost: u64,
+    /// The account's credits and quota it holds while it runs.
+    reservation: Option<Reservation>,
 }
 
 /// One simulated API: its configuration, its state, and its ledger.
@@ -309,8 +311,8 @@ impl Api {
 
     fn abort_arrival(&mut self, index: usize, now: Duration) {
         let Some(run) = self.running.remove(&index) else { return };
-        if let Caller::Account(i) = run.caller {
-            self.accounts[i].release(run.cost);
+        if let (Caller::Account(i), Some(reservation)) = (run.caller, run.reservation) {
+            self.accounts[i].release(reservation);
         }
         if let Some((scope, key)) = &run.idempotency {
             self.idempotency.abandon(scope, key);
