@@ -107,6 +107,8 @@ fn reference_window(r: &Report) -> Vec<Judged<'_>> {
 /// an arrival counts when it reached the limiter (the ledger names its
 /// account: past the script, the route and the key), and the API refused it
 /// there when it answered 429 with the rate-limit code (or none, an HTML page).
+/// Then, for any limiter, the hourly cap on anonymous callers
+/// (`check_anonymous_cap`).
 pub fn check_model(r: &Report) -> Vec<ModelViolation> {
     let window = Duration::from_millis(r.scenario_config.api.limiter.window_ms.max(1));
     for Judged { i, a, limit, allowed, .. } in reference_window(r) {
@@ -120,6 +122,37 @@ pub fn check_model(r: &Report) -> Vec<ModelViolation> {
                 a,
                 format!(": the API {said} it, a fixed window of {limit} per {ms} ms would {should} it"),
             );
+        }
+    }
+    check_anonymous_cap(r)
+}
+
+/// The hourly cap on callers without a key, replayed: every anonymous
+/// request that reached it (past the script and the route; the ledger
+/// names no account, and it was not a 401 for a key no account has) counts
+/// in the server's wall-clock hour it arrived in, refused or not, and the
+/// API refuses it with `SIGNUP_REQUIRED` exactly when it is past the cap.
+fn check_anonymous_cap(r: &Report) -> Vec<ModelViolation> {
+    let api = &r.scenario_config.api;
+    let Some(cap) = api.anonymous_cap else { return Vec::new() };
+    let mut hours: BTreeMap<u64, u32> = BTreeMap::new();
+    for (i, a) in r.ledger.arrivals.iter().enumerate() {
+        let counted = a.account.is_none()
+            && a.outcome != ArrivalOutcome::Scripted
+            && a.status != 401
+            && crate::sim::world::api::has_route(&a.method, &a.path);
+        if !counted {
+            continue;
+        }
+        let count = hours.entry(api.hour_at(a.at)).or_default();
+        *count += 1;
+        let refused = a.outcome == ArrivalOutcome::Refused
+            && a.status == 429
+            && a.code.as_deref().is_some_and(|c| c.eq_ignore_ascii_case("signup_required"));
+        if refused != (*count > cap) {
+            let said = if refused { "refused" } else { "allowed" };
+            let what = format!(": the API {said} the hour's anonymous request {count}, under a cap of {cap} per hour");
+            return blame(i, a, what);
         }
     }
     Vec::new()
@@ -597,6 +630,31 @@ mod tests {
             assert!(judged(3).contains("admitted a job costing 2"), "{}", judged(3));
             assert_eq!(judged(5), "", "a balance that could not pay a third either");
         }
+    }
+
+    #[test]
+    fn the_anonymous_cap_is_replayed_per_hour_and_a_slip_is_seen() {
+        let mut s = named("blinkimg-1s").expect("a named scenario");
+        (s.api.anonymous_cap, s.fleet.anonymous) = (Some(2), true);
+        let r = run(&s, 7).expect("finishes");
+        let signups = r.ledger.arrivals.iter().filter(|a| a.code.as_deref() == Some("SIGNUP_REQUIRED")).count();
+        assert!(signups > 0, "the cap refused some: {signups}");
+        assert_eq!(check_model(&r), []);
+        let judged = |cap| {
+            let mut r = r.clone();
+            r.scenario_config.api.anonymous_cap = Some(cap);
+            check_model(&r).into_iter().map(|v| v.message).collect::<String>()
+        };
+        assert!(
+            judged(3).contains("the API refused the hour's anonymous request 3, under a cap of 3"),
+            "{}",
+            judged(3)
+        );
+        assert!(
+            judged(1).contains("the API allowed the hour's anonymous request 2, under a cap of 1"),
+            "{}",
+            judged(1)
+        );
     }
 
     #[test]

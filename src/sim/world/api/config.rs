@@ -154,6 +154,12 @@ impl ApiConfig {
         super::wallclock::WallClock::new(self.epoch_unix_s, self.clock_skew_ms).at(now).month()
     }
 
+    /// The hour (since the Unix epoch) on the server's wall clock at virtual
+    /// instant `now`: the hour the anonymous cap counts in.
+    pub(crate) fn hour_at(&self, now: std::time::Duration) -> u64 {
+        super::wallclock::WallClock::new(self.epoch_unix_s, self.clock_skew_ms).at(now).hour()
+    }
+
     /// Finds what would make the model behave surprisingly: a zero window,
     /// an account without keys, a key claimed by two accounts (the first wins),
     /// a scripted status outside 100..=999 (sent as 500).

@@ -57,6 +57,12 @@ use ledger::{Settled, body_digest};
 use response::Answer;
 use wallclock::WallClock;
 
+/// Whether the API has a route for `method` and `path`: a request without
+/// one is answered 404 before any limiter counts it.
+pub(crate) fn has_route(method: &str, path: &str) -> bool {
+    http::Method::from_bytes(method.as_bytes()).is_ok_and(|m| Endpoint::route(&m, path).is_some())
+}
+
 /// Response header: the answer's index into [`Ledger::arrivals`].
 pub const ARRIVAL_HEADER: &str = "x-retrysim-arrival";
 /// Request header: which simulated worker sent the request (ledger only).
