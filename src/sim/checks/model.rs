@@ -179,14 +179,35 @@ fn advice_bounds(api: &crate::sim::world::api::ApiConfig, remaining: Duration) -
 /// The wait each request-rate refusal of a fixed window advised, against
 /// the reference window's reset: within the bounds of `advice_bounds`. Applies where
 /// [`check_model`] does, to refusals the reference agrees with (a verdict it
-/// disagrees with is `check_model`'s finding); the first finding only.
+/// disagrees with is `check_model`'s finding); the first finding only. A
+/// refusal the ledger records no advice for is a finding too where the
+/// form advises every one (a header, or the body of a JSON answer): the
+/// checks of the client read the ledger's advice, not the bytes.
 pub fn check_model_advice(r: &Report) -> Vec<ModelViolation> {
     let api = &r.scenario_config.api;
     for Judged { i, a, allowed, reset, .. } in reference_window(r) {
-        let (Some(advised), Some(reset), false) = (a.retry_after, reset, allowed) else { continue };
+        let (Some(reset), false) = (reset, allowed) else { continue };
         if !refused_by_limiter(a) {
             continue;
         }
+        let Some(advised) = a.retry_after else {
+            let advises = match api.advice {
+                AdviceForm::None | AdviceForm::Malformed => false,
+                AdviceForm::BodyOnly => a.code.is_some(),
+                AdviceForm::Both | AdviceForm::HeaderSeconds | AdviceForm::HeaderDate | AdviceForm::SeveralLines => {
+                    true
+                }
+            };
+            if advises {
+                let form = api.advice;
+                return blame(
+                    i,
+                    a,
+                    format!(" was refused with no advice recorded, where the {form:?} form advises every refusal"),
+                );
+            }
+            continue;
+        };
         let remaining = reset.saturating_sub(a.at);
         let (earliest, latest) = advice_bounds(api, remaining);
         if advised < earliest || advised > latest {
@@ -566,6 +587,21 @@ mod tests {
         s.api.window_admits_one_more = true;
         let found = check_model(&run(&s, 7).expect("finishes"));
         assert!(found.len() == 1 && found[0].message.contains("would refuse it"), "{found:?}");
+    }
+
+    #[test]
+    fn every_refusal_of_an_advising_form_records_its_advice() {
+        let s = named("blinkimg-1s").expect("a named scenario");
+        let r = run(&s, 7).expect("finishes");
+        assert_eq!(check_model_advice(&r), []);
+        let refused = r.ledger.arrivals.iter().position(refused_by_limiter).expect("a refusal by the window");
+        let mut unadvised = r.clone();
+        unadvised.ledger.arrivals[refused].retry_after = None;
+        let found = check_model_advice(&unadvised);
+        assert!(found[0].arrival == refused && found[0].message.contains("no advice recorded"), "{found:?}");
+        // A form that advises nothing records nothing, and passes.
+        unadvised.scenario_config.api.advice = AdviceForm::None;
+        assert_eq!(check_model_advice(&unadvised), []);
     }
 
     #[test]
