@@ -173,6 +173,21 @@ fn script_answers_first_then_normal_handling_resumes() {
 }
 
 #[test]
+fn a_scripted_success_is_answered_as_is_and_an_error_in_the_envelope() {
+    let mut cfg = small();
+    cfg.script = vec![ScriptStep::new(200, None, None), ScriptStep::new(400, Some("BAD_REQUEST"), None)];
+    let mut api = Api::new(cfg);
+    let ok = api.handle(&job(None, "compress"), ms(0));
+    assert_eq!((ok.status().as_u16(), text(&ok)), (200, r#"{"scripted":true}"#));
+    let bad = api.handle(&job(None, "compress"), ms(1));
+    assert_eq!((bad.status().as_u16(), code(&bad).as_str()), (400, "BAD_REQUEST"));
+    assert_eq!(json(&bad)["error"]["message"], "Scripted answer");
+    let l = api.ledger();
+    assert_eq!([l.arrivals[0].outcome, l.arrivals[1].outcome], [ArrivalOutcome::Scripted; 2]);
+    assert_eq!((l.arrivals[0].code.as_deref(), l.charged), (None, 0));
+}
+
+#[test]
 fn a_repeating_script_always_refuses_and_never_charges() {
     let mut cfg = small();
     cfg.envelope = Envelope::Sume;
@@ -338,6 +353,12 @@ fn flask_limiters_429_is_an_html_page_with_whole_second_headers() {
     // Other refusals keep the JSON envelope (they are the app's, not Flask-Limiter's).
     let r = api.handle(&get("key-a", "/nope"), ms(700));
     assert_eq!((r.status().as_u16(), header(&r, "content-type")), (404, Some("application/json")));
+    // A refused read's page names the read budget (5), not the writes'.
+    for _ in 0..5 {
+        assert_eq!(api.handle(&get("key-a", "/v1/jobs/x"), ms(800)).status(), 404, "counted, then not found");
+    }
+    let r = api.handle(&get("key-a", "/v1/jobs/x"), ms(800));
+    assert!(r.status() == 429 && text(&r).contains("<p>5 per 1 second</p>"), "{}", text(&r));
 }
 
 #[test]
