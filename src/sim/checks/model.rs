@@ -460,11 +460,12 @@ fn check_reservations(r: &Report, price: u64) -> Vec<ModelViolation> {
                 continue;
             }
             let in_month = live.iter().filter(|&&m| m == month).count() as u64 * price;
+            let in_credits = live.len() as u64 * price;
             let quota_takes = account.monthly_quota.is_none_or(|q| in_month + price <= q);
-            let balance_takes = account.credits.is_none_or(|c| live.len() as u64 * price + price <= c);
+            let balance_takes = account.credits.is_none_or(|c| in_credits + price <= c);
             let held_text = || {
                 let quota = account.monthly_quota.map(|q| format!("{in_month} of its quota of {q} used this month"));
-                let credits = account.credits.map(|c| format!("{} of its {c} credits held", live.len() as u64 * price));
+                let credits = account.credits.map(|c| format!("{in_credits} of its {c} credits held"));
                 quota.into_iter().chain(credits).collect::<Vec<_>>().join(", ")
             };
             let wrong = if reserved && !(quota_takes && balance_takes) {

@@ -151,13 +151,17 @@ impl ApiConfig {
     /// The calendar month `(year, 1..=12)` on the server's wall clock at
     /// virtual instant `now`: the month a quota reservation counts in.
     pub(crate) fn month_at(&self, now: std::time::Duration) -> (i64, u32) {
-        super::wallclock::WallClock::new(self.epoch_unix_s, self.clock_skew_ms).at(now).month()
+        self.wall_at(now).month()
     }
 
     /// The hour (since the Unix epoch) on the server's wall clock at virtual
     /// instant `now`: the hour the anonymous cap counts in.
     pub(crate) fn hour_at(&self, now: std::time::Duration) -> u64 {
-        super::wallclock::WallClock::new(self.epoch_unix_s, self.clock_skew_ms).at(now).hour()
+        self.wall_at(now).hour()
+    }
+
+    fn wall_at(&self, now: std::time::Duration) -> super::wallclock::WallTime {
+        super::wallclock::WallClock::new(self.epoch_unix_s, self.clock_skew_ms).at(now)
     }
 
     /// Finds what would make the model behave surprisingly: a zero window,
