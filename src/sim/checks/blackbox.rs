@@ -754,6 +754,7 @@ mod tests {
             answered_at: Some(at(ms)),
             lost: false,
             body_digest: 0,
+            advertised: None,
         }
     }
 

@@ -944,6 +944,9 @@ pub fn judge(r: &crate::sim::run::runner::Report) -> (Vec<Violation>, Vec<crate:
     for x in model::check_model_advice(r) {
         fleet.push(FleetViolation { property: "model-advice", message: x.message });
     }
+    for x in model::check_advertised(r) {
+        fleet.push(FleetViolation { property: "model-ratelimit", message: x.message });
+    }
     for x in model::check_idempotency(r) {
         fleet.push(FleetViolation { property: "model-idempotency", message: x.message });
     }

@@ -1,10 +1,11 @@
 //! The model's self-check: every invariant judges the client, so a slip in
 //! the simulated API itself (a limiter that stops counting something) would
 //! pass unseen and weaken every check that rests on it. This replays the
-//! ledger's arrivals through a small reference limiter, written apart from
-//! `sim::world::api::limiter`, and compares each verdict the API gave
-//! ([`check_model`]) and the wait each refusal advised
-//! ([`check_model_advice`]); and through a reference map of idempotency keys,
+//! ledger's arrivals through a small reference limiter of the API's kind,
+//! written apart from `sim::world::api::limiter`, and compares each verdict
+//! the API gave ([`check_model`]), the wait each refusal advised
+//! ([`check_model_advice`]) and the `RateLimit-*` standing each answer told
+//! ([`check_advertised`]); and through a reference map of idempotency keys,
 //! written apart from `sim::world::api::idempotency`, and compares what the
 //! store did with each keyed request ([`check_idempotency`]); and holds
 //! the answers the scenario scripts to what it declares ([`check_script`]),
@@ -18,7 +19,7 @@ use std::time::Duration;
 
 use crate::sim::run::runner::Report;
 use crate::sim::world::api::{
-    AdviceForm, ApiConfig, Arrival, ArrivalOutcome, LimiterKind, RetryAfterRounding, ScriptStep,
+    Advertised, AdviceForm, ApiConfig, Arrival, ArrivalOutcome, LimiterKind, RetryAfterRounding, ScriptStep,
 };
 
 /// One verdict of the API's limiter the reference disagrees with.
@@ -69,62 +70,237 @@ fn refused_by_limiter(a: &Arrival) -> bool {
     a.status == 429 && a.code.as_deref().is_none_or(|c| c.eq_ignore_ascii_case("rate_limited"))
 }
 
-/// One arrival as the reference fixed window judges it.
+/// A request-rate limiter of one (account, budget) as its design is usually
+/// stated, written apart from `sim::world::api::limiter` (which keeps the
+/// bucket's tokens and the windows' counts; this keeps the times).
+#[derive(Debug)]
+enum Reference {
+    /// @fastify/rate-limit's fixed window ([`Window`]).
+    Fixed(Window),
+    /// The token bucket as the generic cell rate algorithm: `tat` is when
+    /// the bucket will be full again, in nanoseconds times the limit (each
+    /// admitted request pushes it one window on, and it never lags `now`);
+    /// a request is admitted while that is no further than a whole bucket
+    /// (`limit` windows, in the same units) ahead of it.
+    Gcra { tat: u128 },
+    /// The times of the admitted requests; a request is admitted while fewer
+    /// than `limit` of them are younger than a window, or, where `edge`
+    /// (`limits`' moving window), no older than one.
+    Log { admitted: Vec<Duration>, edge: bool },
+}
+
+impl Reference {
+    fn new(kind: LimiterKind) -> Reference {
+        match kind {
+            LimiterKind::FixedWindow => Reference::Fixed(Window::default()),
+            LimiterKind::TokenBucket => Reference::Gcra { tat: 0 },
+            LimiterKind::SlidingWindow => Reference::Log { admitted: Vec::new(), edge: false },
+            LimiterKind::MovingWindow => Reference::Log { admitted: Vec::new(), edge: true },
+        }
+    }
+
+    /// A request at `at` under `limit` per `window`: `None` if admitted,
+    /// else how long until one would be.
+    fn hit(&mut self, at: Duration, limit: u64, window: Duration) -> Option<Duration> {
+        match self {
+            Reference::Fixed(w) => {
+                let admitted = w.hit(at, limit, window);
+                let reset = w.reset(window).unwrap_or(at);
+                (!admitted).then(|| reset.saturating_sub(at))
+            }
+            Reference::Gcra { .. } | Reference::Log { .. } if limit == 0 => Some(window),
+            Reference::Gcra { tat } => {
+                let (now, step) = (at.as_nanos() * u128::from(limit), window.as_nanos());
+                let due = (*tat).max(now) + step;
+                let ahead = due - now;
+                let bucket = u128::from(limit) * step;
+                if ahead <= bucket {
+                    *tat = due;
+                    return None;
+                }
+                let ns = (ahead - bucket).div_ceil(u128::from(limit));
+                Some(Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX)))
+            }
+            Reference::Log { admitted, edge } => {
+                let live: Vec<Duration> = admitted
+                    .iter()
+                    .copied()
+                    .filter(|&t| if *edge { t + window >= at } else { t + window > at })
+                    .collect();
+                *admitted = live;
+                if (admitted.len() as u64) < limit {
+                    admitted.push(at);
+                    return None;
+                }
+                let oldest = admitted.iter().min().copied().unwrap_or(at);
+                Some((oldest + window).saturating_sub(at))
+            }
+        }
+    }
+}
+
+impl Reference {
+    /// The budget at `at` without counting a request, as `RateLimit-*`
+    /// headers tell it: (remaining, until it is whole again). A zero-limit
+    /// bucket never fills; it says one window.
+    fn standing(&self, at: Duration, limit: u64, window: Duration) -> (u64, Duration) {
+        match self {
+            Reference::Fixed(Window { start: Some(s), hits }) if at < *s + window => {
+                (limit.saturating_sub(*hits), *s + window - at)
+            }
+            Reference::Fixed(_) => (limit, Duration::ZERO),
+            Reference::Gcra { .. } if limit == 0 => (0, window),
+            Reference::Gcra { tat } => {
+                let (now, step) = (at.as_nanos() * u128::from(limit), window.as_nanos());
+                let ahead = tat.saturating_sub(now);
+                let remaining = u128::from(limit).saturating_sub(ahead.div_ceil(step));
+                let ns = ahead.div_ceil(u128::from(limit));
+                (remaining as u64, Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX)))
+            }
+            Reference::Log { admitted, .. } => {
+                let live = admitted.iter().filter(|&&t| t + window > at);
+                let oldest = live.clone().min();
+                let remaining = limit.saturating_sub(live.count() as u64);
+                (remaining, oldest.map_or(Duration::ZERO, |&t| t + window - at))
+            }
+        }
+    }
+}
+
+/// What each limiter kind is called in a finding.
+fn described(kind: LimiterKind) -> &'static str {
+    match kind {
+        LimiterKind::FixedWindow => "a fixed window",
+        LimiterKind::TokenBucket => "a token bucket",
+        LimiterKind::SlidingWindow => "a sliding window",
+        LimiterKind::MovingWindow => "a moving window",
+    }
+}
+
+/// One arrival as the reference limiter judges it.
 struct Judged<'a> {
     i: usize,
     a: &'a Arrival,
     /// The budget of its kind (writes or reads) per window.
     limit: u64,
-    /// Whether the reference window admits it.
-    allowed: bool,
-    /// When the reference window it fell in resets.
-    reset: Option<Duration>,
+    /// `None` if the reference admits it, else how long until it would
+    /// admit one.
+    refused: Option<Duration>,
+    /// The budget right after it: (remaining, reset).
+    standing: (u64, Duration),
 }
 
-/// Every arrival that reached the limiter, judged by a reference fixed
-/// window per (account, writes or reads); nothing for other limiters.
-fn reference_window(r: &Report) -> Vec<Judged<'_>> {
+/// Every arrival that reached the limiter, judged by a reference limiter
+/// of the API's kind per (account, writes or reads).
+fn reference_limiter(r: &Report) -> Vec<Judged<'_>> {
     let api = &r.scenario_config.api;
-    if api.limiter.kind != LimiterKind::FixedWindow {
-        return Vec::new();
-    }
     let window = Duration::from_millis(api.limiter.window_ms.max(1));
-    let mut windows: BTreeMap<(&str, bool), Window> = BTreeMap::new();
+    let mut limiters: BTreeMap<(&str, bool), Reference> = BTreeMap::new();
     let mut judged = Vec::new();
     for (i, a) in r.ledger.arrivals.iter().enumerate() {
         let Some(account) = a.account.as_deref() else { continue };
         let write = a.method != "GET";
         let limit = u64::from(if write { api.limiter.writes } else { api.limiter.reads });
-        let w = windows.entry((account, write)).or_default();
-        let allowed = w.hit(a.at, limit, window);
-        judged.push(Judged { i, a, limit, allowed, reset: w.reset(window) });
+        let reference = limiters.entry((account, write)).or_insert_with(|| Reference::new(api.limiter.kind));
+        let refused = reference.hit(a.at, limit, window);
+        let standing = reference.standing(a.at, limit, window);
+        judged.push(Judged { i, a, limit, refused, standing });
     }
     judged
 }
 
-/// Replays the ledger through the reference fixed window, per account and
-/// budget (writes: `POST`; reads: `GET`). Applies to a fixed-window limiter;
-/// an arrival counts when it reached the limiter (the ledger names its
-/// account: past the script, the route and the key), and the API refused it
-/// there when it answered 429 with the rate-limit code (or none, an HTML page).
-/// Then, for any limiter, the hourly cap on anonymous callers
-/// (`check_anonymous_cap`).
+/// Replays the ledger through a reference limiter of the API's kind, per
+/// account and budget (writes: `POST`; reads: `GET`); an arrival counts
+/// when it reached the limiter (the ledger names its account: past the
+/// script, the route and the key), and the API refused it there when it
+/// answered 429 with the rate-limit code (or none, an HTML page).
+/// Then the hourly cap on anonymous callers (`check_anonymous_cap`).
 pub fn check_model(r: &Report) -> Vec<ModelViolation> {
-    let window = Duration::from_millis(r.scenario_config.api.limiter.window_ms.max(1));
-    for Judged { i, a, limit, allowed, .. } in reference_window(r) {
+    let limiter = &r.scenario_config.api.limiter;
+    let window = limiter.window_ms.max(1);
+    for Judged { i, a, limit, refused: reference, .. } in reference_limiter(r) {
         let refused = refused_by_limiter(a);
-        if allowed == refused {
+        if reference.is_some() != refused {
             let said = if refused { "refused" } else { "allowed" };
-            let should = if allowed { "allow" } else { "refuse" };
-            let ms = window.as_millis();
-            return blame(
-                i,
-                a,
-                format!(": the API {said} it, a fixed window of {limit} per {ms} ms would {should} it"),
-            );
+            let should = if reference.is_none() { "allow" } else { "refuse" };
+            let kind = described(limiter.kind);
+            return blame(i, a, format!(": the API {said} it, {kind} of {limit} per {window} ms would {should} it"));
         }
     }
     check_anonymous_cap(r)
+}
+
+/// The `RateLimit-*` standing each answer told (`model-ratelimit`), against
+/// the reference limiter's right after the request it answers, for answers
+/// given on arrival (a run answered later is judged by what arrived since,
+/// in an order the ledger does not keep to the millisecond); and for callers
+/// without a key, the hourly cap's: the cap, what is left of it this hour,
+/// and the time to the next hour on the server's clock. The first finding
+/// only.
+pub fn check_advertised(r: &Report) -> Vec<ModelViolation> {
+    let api = &r.scenario_config.api;
+    let told = |a: &Arrival| a.advertised.filter(|_| a.answered_at == Some(a.at));
+    let differs = |i: usize, a: &Arrival, told: Advertised, limit: u64, remaining: u64, reset: Duration, of: &str| {
+        let reference = (limit, remaining, reset);
+        let said = (u64::from(told.limit), u64::from(told.remaining), told.reset);
+        (said != reference).then(|| {
+            let what = format!(
+                " advertised limit {}, remaining {}, reset {:?}; {of} says {limit}, {remaining}, {reset:?}",
+                told.limit, told.remaining, told.reset
+            );
+            blame(i, a, what)
+        })
+    };
+    let judged = reference_limiter(r);
+    // Another request on the same budget in the same millisecond may have
+    // been counted before the answer went out: not judged.
+    let tied = |k: usize, a: &Arrival| {
+        let same = |b: &Arrival| b.account == a.account && (b.method == "GET") == (a.method == "GET");
+        judged[k + 1..].iter().take_while(|j| j.a.at == a.at).any(|j| same(j.a))
+    };
+    for (k, &Judged { i, a, limit, standing: (remaining, reset), .. }) in judged.iter().enumerate() {
+        let Some(advertised) = told(a).filter(|_| !tied(k, a)) else { continue };
+        if let Some(found) = differs(i, a, advertised, limit, remaining, reset, described(api.limiter.kind)) {
+            return found;
+        }
+    }
+    let Some(cap) = api.anonymous_cap else { return Vec::new() };
+    let hour = Duration::from_secs(3_600).as_nanos() as i128;
+    let counted = anonymous_counts(r);
+    for (k, &(i, a, count)) in counted.iter().enumerate() {
+        let tied = counted[k + 1..].iter().take_while(|&&(_, b, _)| b.at == a.at).next().is_some();
+        let Some(advertised) = told(a).filter(|_| !tied) else { continue };
+        let wall_ns = i128::from(api.epoch_unix_s) * 1_000_000_000
+            + a.at.as_nanos() as i128
+            + i128::from(api.clock_skew_ms) * 1_000_000;
+        let reset = Duration::from_nanos((hour - wall_ns.rem_euclid(hour)) as u64);
+        let remaining = u64::from(cap.saturating_sub(count));
+        if let Some(found) = differs(i, a, advertised, u64::from(cap), remaining, reset, "the hourly anonymous cap") {
+            return found;
+        }
+    }
+    Vec::new()
+}
+
+/// Each anonymous request that counts against the hourly cap (past the
+/// script and the route, and not a 401 for a key no account has), with
+/// its count in the server's wall-clock hour, itself included.
+fn anonymous_counts(r: &Report) -> Vec<(usize, &Arrival, u32)> {
+    let api = &r.scenario_config.api;
+    let mut hours: BTreeMap<u64, u32> = BTreeMap::new();
+    let mut counted = Vec::new();
+    for (i, a) in r.ledger.arrivals.iter().enumerate() {
+        let counts = a.account.is_none()
+            && a.outcome != ArrivalOutcome::Scripted
+            && a.status != 401
+            && crate::sim::world::api::has_route(&a.method, &a.path);
+        if counts {
+            let count = hours.entry(api.hour_at(a.at)).or_default();
+            *count += 1;
+            counted.push((i, a, *count));
+        }
+    }
+    counted
 }
 
 /// The hourly cap on callers without a key, replayed: every anonymous
@@ -135,21 +311,11 @@ pub fn check_model(r: &Report) -> Vec<ModelViolation> {
 fn check_anonymous_cap(r: &Report) -> Vec<ModelViolation> {
     let api = &r.scenario_config.api;
     let Some(cap) = api.anonymous_cap else { return Vec::new() };
-    let mut hours: BTreeMap<u64, u32> = BTreeMap::new();
-    for (i, a) in r.ledger.arrivals.iter().enumerate() {
-        let counted = a.account.is_none()
-            && a.outcome != ArrivalOutcome::Scripted
-            && a.status != 401
-            && crate::sim::world::api::has_route(&a.method, &a.path);
-        if !counted {
-            continue;
-        }
-        let count = hours.entry(api.hour_at(a.at)).or_default();
-        *count += 1;
+    for (i, a, count) in anonymous_counts(r) {
         let refused = a.outcome == ArrivalOutcome::Refused
             && a.status == 429
             && a.code.as_deref().is_some_and(|c| c.eq_ignore_ascii_case("signup_required"));
-        if refused != (*count > cap) {
+        if refused != (count > cap) {
             let said = if refused { "refused" } else { "allowed" };
             let what = format!(": the API {said} the hour's anonymous request {count}, under a cap of {cap} per hour");
             return blame(i, a, what);
@@ -176,8 +342,8 @@ fn advice_bounds(api: &crate::sim::world::api::ApiConfig, remaining: Duration) -
     }
 }
 
-/// The wait each request-rate refusal of a fixed window advised, against
-/// the reference window's reset: within the bounds of `advice_bounds`. Applies where
+/// The wait each request-rate refusal advised, against the reference
+/// limiter's: within the bounds of `advice_bounds`. Applies where
 /// [`check_model`] does, to refusals the reference agrees with (a verdict it
 /// disagrees with is `check_model`'s finding); the first finding only. A
 /// refusal the ledger records no advice for is a finding too where the
@@ -185,8 +351,8 @@ fn advice_bounds(api: &crate::sim::world::api::ApiConfig, remaining: Duration) -
 /// checks of the client read the ledger's advice, not the bytes.
 pub fn check_model_advice(r: &Report) -> Vec<ModelViolation> {
     let api = &r.scenario_config.api;
-    for Judged { i, a, allowed, reset, .. } in reference_window(r) {
-        let (Some(reset), false) = (reset, allowed) else { continue };
+    for Judged { i, a, refused, .. } in reference_limiter(r) {
+        let Some(remaining) = refused else { continue };
         if !refused_by_limiter(a) {
             continue;
         }
@@ -208,13 +374,12 @@ pub fn check_model_advice(r: &Report) -> Vec<ModelViolation> {
             }
             continue;
         };
-        let remaining = reset.saturating_sub(a.at);
         let (earliest, latest) = advice_bounds(api, remaining);
         if advised < earliest || advised > latest {
             let what = format!(
-                " was refused with an advice of {} ms; the reference window resets at {} ms, {} ms later, so {:?} rounding in the {:?} form allows {} to {} ms",
+                " was refused with an advice of {} ms; {} would admit a request {} ms later, so {:?} rounding in the {:?} form allows {} to {} ms",
                 advised.as_millis(),
-                reset.as_millis(),
+                described(api.limiter.kind),
                 remaining.as_millis(),
                 api.retry_after_rounding,
                 api.advice,
@@ -588,6 +753,76 @@ mod tests {
         s.api.window_admits_one_more = true;
         let found = check_model(&run(&s, 7).expect("finishes"));
         assert!(found.len() == 1 && found[0].message.contains("would refuse it"), "{found:?}");
+    }
+
+    #[test]
+    fn the_reference_bucket_and_logs_admit_as_their_designs_say() {
+        let (s, ms) = (Duration::from_secs(1), Duration::from_millis);
+        // Two tokens per second, full at the start, one back every 500 ms; a refusal takes none.
+        let mut bucket = Reference::new(LimiterKind::TokenBucket);
+        let waits: Vec<_> = [0, 0, 100, 200, 500, 500].iter().map(|&t| bucket.hit(ms(t), 2, s)).collect();
+        assert_eq!(waits, [None, None, Some(ms(400)), Some(ms(300)), None, Some(ms(500))]);
+        // Two per trailing second: the 100 ms hit leaves at 1100 ms, the 600 ms one at 1600 ms.
+        let mut sliding = Reference::new(LimiterKind::SlidingWindow);
+        let waits: Vec<_> = [100, 600, 900, 1_100, 1_200].iter().map(|&t| sliding.hit(ms(t), 2, s)).collect();
+        assert_eq!(waits, [None, None, Some(ms(200)), None, Some(ms(400))]);
+        // Exactly one window after a hit, the moving window still counts it; the sliding one does not.
+        let (mut moving, mut sliding) =
+            (Reference::new(LimiterKind::MovingWindow), Reference::new(LimiterKind::SlidingWindow));
+        assert_eq!([moving.hit(ms(0), 1, s), moving.hit(ms(1_000), 1, s)], [None, Some(Duration::ZERO)]);
+        assert_eq!([sliding.hit(ms(0), 1, s), sliding.hit(ms(1_000), 1, s)], [None, None]);
+        assert_eq!(Reference::new(LimiterKind::TokenBucket).hit(ms(0), 0, s), Some(s), "a zero limit admits nothing");
+    }
+
+    #[test]
+    fn every_limiter_kind_is_replayed_and_a_ledger_judged_with_another_limit_is_not_clean() {
+        for kind in [LimiterKind::TokenBucket, LimiterKind::SlidingWindow, LimiterKind::MovingWindow] {
+            let mut s = named("blinkimg-1s").expect("a named scenario");
+            s.api.limiter.kind = kind;
+            let r = run(&s, 7).expect("finishes");
+            assert!(r.ledger.arrivals.iter().any(refused_by_limiter), "{kind:?}: no refusal to judge");
+            assert_eq!(check_model(&r), [], "{kind:?}");
+            assert_eq!(check_model_advice(&r), [], "{kind:?}");
+            for (change, should) in [(1, "would allow it"), (-1, "would refuse it")] {
+                let mut judged = r.clone();
+                let writes = &mut judged.scenario_config.api.limiter.writes;
+                *writes = writes.saturating_add_signed(change);
+                let found = check_model(&judged);
+                assert!(found.len() == 1 && found[0].message.contains(should), "{kind:?} {change:+}: {found:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_advertised_standing_is_the_references_and_a_slip_is_seen() {
+        for kind in [LimiterKind::FixedWindow, LimiterKind::TokenBucket, LimiterKind::SlidingWindow] {
+            for anonymous in [false, true] {
+                let mut s = named("blinkimg-1s").expect("a named scenario");
+                (s.api.limiter.kind, s.api.rate_limit_headers) = (kind, true);
+                if anonymous {
+                    (s.api.anonymous_cap, s.fleet.anonymous) = (Some(4), true);
+                }
+                let r = run(&s, 7).expect("finishes");
+                assert_eq!(check_advertised(&r), [], "{kind:?}, anonymous {anonymous}");
+                // Some answers are judged (told on arrival, alone in their millisecond), and each is seen when off by one.
+                let told: Vec<usize> = (0..r.ledger.arrivals.len())
+                    .filter(|&i| {
+                        let mut doctored = r.clone();
+                        let a = &mut doctored.ledger.arrivals[i];
+                        let Some(told) = a.advertised.as_mut() else { return false };
+                        told.remaining += 1;
+                        check_advertised(&doctored).first().is_some_and(|v| v.arrival == i)
+                    })
+                    .collect();
+                assert!(told.len() >= 3, "{kind:?}, anonymous {anonymous}: {told:?}");
+                let by_cap = told.iter().all(|&i| r.ledger.arrivals[i].account.is_none());
+                assert_eq!(by_cap, anonymous, "judged by the hourly cap exactly when anonymous");
+                let mut judged = r.clone();
+                judged.ledger.arrivals[told[0]].advertised.as_mut().expect("told").reset += Duration::from_millis(1);
+                let found = check_advertised(&judged);
+                assert!(found[0].message.contains("advertised limit"), "{found:?}");
+            }
+        }
     }
 
     #[test]

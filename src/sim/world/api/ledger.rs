@@ -67,6 +67,23 @@ pub struct Arrival {
     /// the JSON ledger.
     #[serde(skip)]
     pub body_digest: u64,
+    /// The budget the answer's `RateLimit-*` headers told, as the server
+    /// saw it when it answered; `None` where it sent none. Not in the JSON
+    /// ledger.
+    #[serde(skip)]
+    pub advertised: Option<Advertised>,
+}
+
+/// A budget's standing as an answer's `RateLimit-*` headers tell it, before
+/// the header form writes it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Advertised {
+    /// Requests per window (or per hour, for anonymous callers).
+    pub limit: u32,
+    /// Requests left in it.
+    pub remaining: u32,
+    /// Until the budget is whole again (zero when it already is).
+    pub reset: Duration,
 }
 
 /// A request body's 64-bit FNV-1a digest: the same bytes, the same digest,
@@ -105,6 +122,11 @@ impl Ledger {
     pub(crate) fn arrive(&mut self, arrival: Arrival) -> usize {
         self.arrivals.push(arrival);
         self.arrivals.len() - 1
+    }
+
+    /// Records the `RateLimit-*` standing the answer to arrival `index` told.
+    pub(crate) fn advertise(&mut self, index: usize, standing: Advertised) {
+        self.arrivals[index].advertised = Some(standing);
     }
 
     /// Records the answer to arrival `index`, and the not-before it sets.
@@ -188,6 +210,7 @@ mod tests {
             answered_at: None,
             lost: false,
             body_digest: 0,
+            advertised: None,
         }
     }
 

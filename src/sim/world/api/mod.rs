@@ -48,7 +48,7 @@ pub use config::{
     AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Envelope, KeepAlive, LimiterConfig, LimiterKind,
     RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding, ScriptStep,
 };
-pub use ledger::{Arrival, ArrivalOutcome, Ledger, NO_KEY};
+pub use ledger::{Advertised, Arrival, ArrivalOutcome, Ledger, NO_KEY};
 
 use account::{Account, HourlyCap, Reservation};
 use endpoint::{BudgetKind, Endpoint};
@@ -234,6 +234,7 @@ impl Api {
             answered_at: None,
             lost: false,
             body_digest: body_digest(req.body()),
+            advertised: None,
         });
         match self.admit(req, arrival, now) {
             Ok(run) => {

@@ -16,7 +16,8 @@ use super::config::{RateLimitFields, RateLimitedBody};
 use super::endpoint::BudgetKind;
 use super::envelope::{self, ErrorCode, JSON, Refusal, Style};
 use super::habits;
-use super::ledger::Settled;
+use super::ledger::{Advertised, Settled};
+use super::limiter::Standing;
 use super::wallclock::WallTime;
 use super::{Api, ArrivalOutcome, Caller, Meter, names};
 
@@ -164,6 +165,8 @@ impl Api {
                     (cap.standing(wall), "anonymous", Duration::from_secs(3_600))
                 }
             };
+            let Standing { limit, remaining, reset } = standing;
+            self.ledger.advertise(arrival, Advertised { limit, remaining, reset });
             let fields = self.config.rate_limit_fields;
             let names = match fields {
                 RateLimitFields::Draft6 | RateLimitFields::Draft6AndStructured => Some(DRAFT6_FIELDS),
