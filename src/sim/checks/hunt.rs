@@ -956,6 +956,9 @@ pub fn judge(r: &crate::sim::run::runner::Report) -> (Vec<Violation>, Vec<crate:
     for x in model::check_concurrency(r) {
         fleet.push(FleetViolation { property: "model-concurrency", message: x.message });
     }
+    for x in model::check_run_times(r) {
+        fleet.push(FleetViolation { property: "model-run-time", message: x.message });
+    }
     for x in model::check_polls(r) {
         fleet.push(FleetViolation { property: "model-polls", message: x.message });
     }

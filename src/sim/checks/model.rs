@@ -9,7 +9,8 @@
 //! written apart from `sim::world::api::idempotency`, and compares what the
 //! store did with each keyed request ([`check_idempotency`]); and holds
 //! the answers the scenario scripts to what it declares ([`check_script`]),
-//! its concurrency cap to its number ([`check_concurrency`]), its polls
+//! its concurrency cap to its number ([`check_concurrency`]), its runs to
+//! its processing time ([`check_run_times`]), its polls
 //! to the jobs it created ([`check_polls`]) and its credits to the prices
 //! and each account's balance and monthly quota ([`check_credits`]).
 //! A finding blames the model, not the client.
@@ -510,6 +511,24 @@ pub fn check_concurrency(r: &Report) -> Vec<ModelViolation> {
     Vec::new()
 }
 
+/// Every request the API ran to its end (a job charged, an upload, a poll or
+/// a part accepted) is answered the scenario's `processing_ms` after it
+/// arrived (`model-run-time`): the network waits for the run as long as the
+/// API says it takes. The first finding only.
+pub fn check_run_times(r: &Report) -> Vec<ModelViolation> {
+    let processing = Duration::from_millis(r.scenario_config.api.processing_ms);
+    for (i, a) in r.ledger.arrivals.iter().enumerate() {
+        let ran = matches!(a.outcome, ArrivalOutcome::Charged | ArrivalOutcome::Accepted);
+        let Some(end) = a.answered_at.filter(|_| ran) else { continue };
+        if end != a.at + processing {
+            let took = end.saturating_sub(a.at).as_millis();
+            let what = format!(" ran {took} ms, where the scenario's processing_ms is {}", processing.as_millis());
+            return blame(i, a, what);
+        }
+    }
+    Vec::new()
+}
+
 /// The number `k` of a job id `job_<k>` as the API writes them (the k-th
 /// job created, from 1); `None` for any other text, which names no job.
 fn job_number(id: &str) -> Option<usize> {
@@ -823,6 +842,31 @@ mod tests {
                 assert!(found[0].message.contains("advertised limit"), "{found:?}");
             }
         }
+    }
+
+    #[test]
+    fn every_run_takes_the_scenarios_processing_time_and_a_slip_is_seen() {
+        let mut s = named("blinkimg-1s").expect("a named scenario");
+        s.api.processing_ms = 120;
+        let r = run(&s, 7).expect("finishes");
+        let ran = r.ledger.arrivals.iter().filter(|a| a.outcome == ArrivalOutcome::Charged).count();
+        assert!(ran > 0, "some jobs ran");
+        assert_eq!(check_run_times(&r), []);
+        let mut judged = r.clone();
+        judged.scenario_config.api.processing_ms = 121;
+        let found = check_run_times(&judged);
+        assert!(
+            found.len() == 1 && found[0].message.contains("ran 120 ms, where the scenario's processing_ms is 121"),
+            "{found:?}"
+        );
+        // Immediate answers are not runs: a scenario whose every request is refused has nothing to judge.
+        let refusal = r.ledger.arrivals.iter().position(|a| a.outcome == ArrivalOutcome::Refused).expect("a refusal");
+        let mut doctored = r.clone();
+        doctored.ledger.arrivals[refusal].answered_at =
+            Some(doctored.ledger.arrivals[refusal].at + Duration::from_millis(3));
+        assert_eq!(check_run_times(&doctored), []);
+        doctored.ledger.arrivals[refusal].outcome = ArrivalOutcome::Accepted;
+        assert_eq!(check_run_times(&doctored)[0].arrival, refusal);
     }
 
     #[test]

@@ -406,13 +406,15 @@ async fn answer(
     // in a 100,000-job run, by heaptrack).
     let body = Bytes::copy_from_slice(&body.collect().await.map_err(|_| AnswerLost)?.to_bytes());
     let req = Request::from_parts(parts, body);
-    let begin = lock(&server.api).begin(&req, sim_now());
+    let now = sim_now();
+    let begin = lock(&server.api).begin(&req, now);
     let res = match begin {
         Begin::Answer(res) => res,
         Begin::Run(ticket) => {
             // The work runs on its own task: a client that hangs up (an
-            // attempt timeout) does not stop it, as on a real server.
-            let processing = Duration::from_millis(lock(&server.api).config().processing_ms);
+            // attempt timeout) does not stop it, as on a real server. It
+            // ends when the API said it would.
+            let processing = ticket.ready_at().saturating_sub(now);
             let worker = server.clone();
             let run = tokio::spawn(async move {
                 timers::sleep(processing).await;
