@@ -110,9 +110,11 @@ fn queue_full_when_too_many_requests_run() {
     let mut api = Api::new(cfg);
     let Begin::Run(first) = api.begin(&upload(None), ms(0)) else { panic!("first runs") };
     assert_eq!(first.ready_at(), ms(500));
-    let Begin::Run(_second) = api.begin(&upload(None), ms(10)) else { panic!("second runs") };
+    let Begin::Run(second) = api.begin(&upload(None), ms(10)) else { panic!("second runs") };
     let Begin::Answer(r) = api.begin(&get("key-a", "/v1/jobs/x"), ms(20)) else { panic!("third is refused") };
     assert_eq!((r.status().as_u16(), code(&r).as_str()), (429, "queue_full"));
+    // A ticket names its request's place in the ledger, as the answer's header does.
+    assert_eq!((first.arrival(), second.arrival(), arrival_index(&r)), (0, 1, Some(2)));
     assert_eq!(header(&r, "retry-after"), Some("30"));
     api.complete(first, ms(500));
     assert_eq!(api.in_flight(), 1);
