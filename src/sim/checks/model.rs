@@ -269,7 +269,7 @@ pub fn check_advertised(r: &Report) -> Vec<ModelViolation> {
     let hour = Duration::from_secs(3_600).as_nanos() as i128;
     let counted = anonymous_counts(r);
     for (k, &(i, a, count)) in counted.iter().enumerate() {
-        let tied = counted[k + 1..].iter().take_while(|&&(_, b, _)| b.at == a.at).next().is_some();
+        let tied = counted.get(k + 1).is_some_and(|&(_, b, _)| b.at == a.at);
         let Some(advertised) = told(a).filter(|_| !tied) else { continue };
         let wall_ns = i128::from(api.epoch_unix_s) * 1_000_000_000
             + a.at.as_nanos() as i128
