@@ -123,12 +123,7 @@ impl Reference {
                 Some(Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX)))
             }
             Reference::Log { admitted, edge } => {
-                let live: Vec<Duration> = admitted
-                    .iter()
-                    .copied()
-                    .filter(|&t| if *edge { t + window >= at } else { t + window > at })
-                    .collect();
-                *admitted = live;
+                admitted.retain(|&t| if *edge { t + window >= at } else { t + window > at });
                 if (admitted.len() as u64) < limit {
                     admitted.push(at);
                     return None;
@@ -138,9 +133,7 @@ impl Reference {
             }
         }
     }
-}
 
-impl Reference {
     /// The budget at `at` without counting a request, as `RateLimit-*`
     /// headers tell it: (remaining, until it is whole again). A zero-limit
     /// bucket never fills; it says one window.
@@ -166,6 +159,11 @@ impl Reference {
             }
         }
     }
+}
+
+/// Whether `a` counts against the writes' budget (anything but `GET`) or the reads'.
+fn writes(a: &Arrival) -> bool {
+    a.method != "GET"
 }
 
 /// What each limiter kind is called in a finding.
@@ -200,7 +198,7 @@ fn reference_limiter(r: &Report) -> Vec<Judged<'_>> {
     let mut judged = Vec::new();
     for (i, a) in r.ledger.arrivals.iter().enumerate() {
         let Some(account) = a.account.as_deref() else { continue };
-        let write = a.method != "GET";
+        let write = writes(a);
         let limit = u64::from(if write { api.limiter.writes } else { api.limiter.reads });
         let reference = limiters.entry((account, write)).or_insert_with(|| Reference::new(api.limiter.kind));
         let refused = reference.hit(a.at, limit, window);
@@ -256,7 +254,7 @@ pub fn check_advertised(r: &Report) -> Vec<ModelViolation> {
     // Another request on the same budget in the same millisecond may have
     // been counted before the answer went out: not judged.
     let tied = |k: usize, a: &Arrival| {
-        let same = |b: &Arrival| b.account == a.account && (b.method == "GET") == (a.method == "GET");
+        let same = |b: &Arrival| b.account == a.account && writes(b) == writes(a);
         judged[k + 1..].iter().take_while(|j| j.a.at == a.at).any(|j| same(j.a))
     };
     for (k, &Judged { i, a, limit, standing: (remaining, reset), .. }) in judged.iter().enumerate() {
