@@ -185,8 +185,13 @@ struct Judged<'a> {
     /// `None` if the reference admits it, else how long until it would
     /// admit one.
     refused: Option<Duration>,
-    /// The budget right after it: (remaining, reset).
-    standing: (u64, Duration),
+    /// The standing its answer must tell, (remaining, reset): the
+    /// reference's at the instant the answer went out, after every request
+    /// on the same budget that arrived before it. `None` where the ledger
+    /// does not fix it: never answered, or another request on the same
+    /// budget arrived in that same instant (it may have been counted before
+    /// the answer went out, or after).
+    told: Option<(u64, Duration)>,
 }
 
 /// Every arrival that reached the limiter, judged by a reference limiter
@@ -194,17 +199,44 @@ struct Judged<'a> {
 fn reference_limiter(r: &Report) -> Vec<Judged<'_>> {
     let api = &r.scenario_config.api;
     let window = Duration::from_millis(api.limiter.window_ms.max(1));
-    let mut limiters: BTreeMap<(&str, bool), Reference> = BTreeMap::new();
-    let mut judged = Vec::new();
+    // Per budget: its reference, and the instant and index of its latest arrival.
+    let mut limiters: BTreeMap<(&str, bool), (Reference, Duration, usize)> = BTreeMap::new();
+    let mut judged: Vec<Judged<'_>> = Vec::new();
+    // Answers not yet reached by the replay: (when it went out, index in `judged`).
+    let mut waiting: Vec<(Duration, usize)> = Vec::new();
+    // Reads the standing of every waiting answer that went out before `until`
+    // (all of them at the end): every arrival up to its instant is counted.
+    let settle = |until: Option<Duration>,
+                  waiting: &mut Vec<(Duration, usize)>,
+                  judged: &mut Vec<Judged<'_>>,
+                  limiters: &BTreeMap<(&str, bool), (Reference, Duration, usize)>| {
+        waiting.retain(|&(sent, k)| {
+            if until.is_some_and(|t| sent >= t) {
+                return true;
+            }
+            let j = &mut judged[k];
+            let key = (j.a.account.as_deref().unwrap_or_default(), writes(j.a));
+            if let Some((reference, latest, by)) = limiters.get(&key) {
+                let tied = *latest == sent && *by != j.i;
+                j.told = (!tied).then(|| reference.standing(sent, j.limit, window));
+            }
+            false
+        });
+    };
     for (i, a) in r.ledger.arrivals.iter().enumerate() {
         let Some(account) = a.account.as_deref() else { continue };
+        settle(Some(a.at), &mut waiting, &mut judged, &limiters);
         let write = writes(a);
         let limit = u64::from(if write { api.limiter.writes } else { api.limiter.reads });
-        let reference = limiters.entry((account, write)).or_insert_with(|| Reference::new(api.limiter.kind));
-        let refused = reference.hit(a.at, limit, window);
-        let standing = reference.standing(a.at, limit, window);
-        judged.push(Judged { i, a, limit, refused, standing });
+        let entry = limiters.entry((account, write)).or_insert_with(|| (Reference::new(api.limiter.kind), a.at, i));
+        let refused = entry.0.hit(a.at, limit, window);
+        (entry.1, entry.2) = (a.at, i);
+        if let Some(sent) = a.answered_at {
+            waiting.push((sent, judged.len()));
+        }
+        judged.push(Judged { i, a, limit, refused, told: None });
     }
+    settle(None, &mut waiting, &mut judged, &limiters);
     judged
 }
 
@@ -230,12 +262,13 @@ pub fn check_model(r: &Report) -> Vec<ModelViolation> {
 }
 
 /// The `RateLimit-*` standing each answer told (`model-ratelimit`), against
-/// the reference limiter's right after the request it answers, for answers
-/// given on arrival (a run answered later is judged by what arrived since,
-/// in an order the ledger does not keep to the millisecond); and for callers
-/// without a key, the hourly cap's: the cap, what is left of it this hour,
-/// and the time to the next hour on the server's clock. The first finding
-/// only.
+/// the reference limiter's at the instant the answer went out (right after
+/// the request for an answer given on arrival; for a run answered later,
+/// after what arrived since, the window moved on to its end), unless another
+/// request on the same budget arrived in that instant; and for callers
+/// without a key (answered on arrival), the hourly cap's: the cap, what is
+/// left of it this hour, and the time to the next hour on the server's
+/// clock. The first finding only.
 pub fn check_advertised(r: &Report) -> Vec<ModelViolation> {
     let api = &r.scenario_config.api;
     let told = |a: &Arrival| a.advertised.filter(|_| a.answered_at == Some(a.at));
@@ -243,22 +276,19 @@ pub fn check_advertised(r: &Report) -> Vec<ModelViolation> {
         let reference = (limit, remaining, reset);
         let said = (u64::from(told.limit), u64::from(told.remaining), told.reset);
         (said != reference).then(|| {
+            let when = match a.answered_at {
+                Some(sent) if sent != a.at => format!(", answered at {} ms,", sent.as_millis()),
+                _ => String::new(),
+            };
             let what = format!(
-                " advertised limit {}, remaining {}, reset {:?}; {of} says {limit}, {remaining}, {reset:?}",
+                "{when} advertised limit {}, remaining {}, reset {:?}; {of} says {limit}, {remaining}, {reset:?}",
                 told.limit, told.remaining, told.reset
             );
             blame(i, a, what)
         })
     };
-    let judged = reference_limiter(r);
-    // Another request on the same budget in the same millisecond may have
-    // been counted before the answer went out: not judged.
-    let tied = |k: usize, a: &Arrival| {
-        let same = |b: &Arrival| b.account == a.account && writes(b) == writes(a);
-        judged[k + 1..].iter().take_while(|j| j.a.at == a.at).any(|j| same(j.a))
-    };
-    for (k, &Judged { i, a, limit, standing: (remaining, reset), .. }) in judged.iter().enumerate() {
-        let Some(advertised) = told(a).filter(|_| !tied(k, a)) else { continue };
+    for Judged { i, a, limit, told: reference, .. } in reference_limiter(r) {
+        let (Some(advertised), Some((remaining, reset))) = (a.advertised, reference) else { continue };
         if let Some(found) = differs(i, a, advertised, limit, remaining, reset, described(api.limiter.kind)) {
             return found;
         }
@@ -815,7 +845,7 @@ mod tests {
         for kind in [LimiterKind::FixedWindow, LimiterKind::TokenBucket, LimiterKind::SlidingWindow] {
             for anonymous in [false, true] {
                 let mut s = named("blinkimg-1s").expect("a named scenario");
-                (s.api.limiter.kind, s.api.rate_limit_headers) = (kind, true);
+                (s.api.limiter.kind, s.api.rate_limit_headers, s.api.processing_ms) = (kind, true, 40);
                 if anonymous {
                     (s.api.anonymous_cap, s.fleet.anonymous) = (Some(4), true);
                 }
@@ -832,6 +862,9 @@ mod tests {
                     })
                     .collect();
                 assert!(told.len() >= 3, "{kind:?}, anonymous {anonymous}: {told:?}");
+                // With a key, runs answered after they arrived are judged too.
+                let later = told.iter().any(|&i| r.ledger.arrivals[i].answered_at > Some(r.ledger.arrivals[i].at));
+                assert_eq!(later, !anonymous, "{kind:?}, anonymous {anonymous}: a run answered later judged");
                 let by_cap = told.iter().all(|&i| r.ledger.arrivals[i].account.is_none());
                 assert_eq!(by_cap, anonymous, "judged by the hourly cap exactly when anonymous");
                 let mut judged = r.clone();
