@@ -308,6 +308,33 @@ fn per_worker_gates_each_back_off_on_their_own_429s_and_one_that_does_not_is_cau
     assert!(found.iter().any(|v| v.message.contains("'s gate's last cut")), "{found:?}\n{}", replay(&d));
 }
 
+#[test]
+fn the_limiter_services_gate_backs_off_on_what_its_workers_report_and_a_deaf_one_is_caught() {
+    // 40 worker hosts share one AIMD gate on the limiter service, told of
+    // each attempt by a `DONE` line over the network: it must cut on a
+    // reported throttle after its guard, judged by the lines as they arrived.
+    let s = scenario("berlin-40-processes-coordinated");
+    let r = run(&s, 1).unwrap_or_else(|e| panic!("{e}"));
+    let cut = |f: &retrysim::gate::aimd::GateFact| {
+        matches!(f.event, retrysim::gate::aimd::GateEvent::Changed { throttled: true, .. })
+    };
+    let told = &r.fleet_facts.service_told;
+    let throttles = told.iter().filter(|t| t.done.as_deref().is_some_and(|l| l.ends_with(" throttled"))).count();
+    assert!(
+        throttles > 0 && r.fleet_facts.gate.iter().any(cut),
+        "the situation: throttles reported, cuts made\n{}",
+        replay(&r)
+    );
+    assert!(told.iter().all(|t| t.done.as_deref().is_none_or(|l| l.starts_with("DONE "))), "{told:?}");
+    assert_clean(&r, aimd_backs_off(&r));
+    // The same run as if the service's gate had not heard the throttles: caught, and named.
+    let mut deaf = r.clone();
+    deaf.fleet_facts.gate.retain(|f| !cut(f));
+    let found = aimd_backs_off(&deaf);
+    assert!(found.iter().any(|v| v.message.contains("was reported to the service")), "{found:?}");
+    assert!(found.iter().any(|v| v.message.contains("the limiter service's gate's last cut")), "{found:?}");
+}
+
 // ---- The shared retry budget ------------------------------------------------
 
 fn gave_up_on_budget(r: &Report) -> usize {

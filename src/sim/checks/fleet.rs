@@ -136,13 +136,31 @@ pub fn pacing_spends_no_429(r: &Report) -> Vec<FleetViolation> {
 ///
 /// Applies to a gate fed only by retrysim's traced clients, in the same
 /// process: the shared fleet gate, or on per-worker hosts each worker's own
-/// gate (judged by its own worker's answers); not the limiter service, which
-/// hears of an answer over the network, later. A deferral's background
-/// workers run without the gate.
+/// gate (judged by its own worker's answers); and to the limiter service's
+/// gate, judged by what its workers told it (each `DONE` line as it arrived:
+/// a 429 is a throttle where the worker's class says `throttled`, or
+/// `unclear` with status 429, as the gate's own reading does; a slot freed
+/// without one tells nothing). A deferral's background workers run without
+/// the gate.
 pub fn aimd_backs_off(r: &Report) -> Vec<FleetViolation> {
     let s = &r.scenario_config;
     let GateConfig::Aimd(c) = s.fleet.gate else { return Vec::new() };
-    if !r.traced || s.fleet.coordinator.is_some() {
+    if s.fleet.coordinator.is_some() {
+        let answers = r
+            .fleet_facts
+            .service_told
+            .iter()
+            .map(|t| (t.at.as_millis() as u64, t.done.as_deref().is_some_and(throttle_told)));
+        let found = aimd_backs_off_one(
+            c,
+            "the limiter service's gate",
+            "was reported to the service",
+            &r.fleet_facts.gate,
+            answers.collect(),
+        );
+        return found.into_iter().collect();
+    }
+    if !r.traced {
         return Vec::new();
     }
     let per_worker = s.fleet.hosts == Hosts::PerWorker;
@@ -153,30 +171,26 @@ pub fn aimd_backs_off(r: &Report) -> Vec<FleetViolation> {
     };
     for (whose, facts, worker) in gates {
         let records = r.records.iter().filter(|j| worker.is_none_or(|w| j.worker == w));
-        if let Some(found) = aimd_backs_off_one(c, &whose, facts, records) {
+        if let Some(found) = aimd_backs_off_one(c, &whose, "reached the client", facts, answers_told(records)) {
             return vec![found];
         }
     }
     Vec::new()
 }
 
-/// [`aimd_backs_off`] for one gate (`whose`, its `facts`) and the runs it admitted.
-fn aimd_backs_off_one<'a>(
-    c: crate::gate::aimd::AimdConfig,
-    whose: &str,
-    facts: &[GateFact],
-    records: impl Iterator<Item = &'a JobRecord>,
-) -> Option<FleetViolation> {
-    let cuts: Vec<u64> = facts
-        .iter()
-        .filter(|f| matches!(f.event, GateEvent::Changed { throttled: true, .. }))
-        .map(|f| f.at.as_millis() as u64)
-        .collect();
-    let steps = limit_steps(c.initial_limit, facts);
-    let bound = steps.iter().map(|s| s.1).max().unwrap_or(c.initial_limit) as usize;
-    // Every answer the gate was told of (one per attempt), and the 429s among them.
-    // The front end's answers: the deferral's background workers run without the gate.
-    let mut answers: Vec<(u64, bool)> = Vec::new();
+/// Whether a worker's `DONE <status> <class>` line tells the service's
+/// gate of a throttle.
+fn throttle_told(line: &str) -> bool {
+    let mut words = line.split_ascii_whitespace().skip(1);
+    let (status, class) = (words.next(), words.next());
+    class == Some("throttled") || (class == Some("unclear") && status == Some("429"))
+}
+
+/// Every answer a gate was told of by retrysim's traced clients (one per
+/// attempt), `(ms, a rate-limit 429)`: by the server's status and code, not
+/// the client's class.
+fn answers_told<'a>(records: impl Iterator<Item = &'a JobRecord>) -> Vec<(u64, bool)> {
+    let mut answers = Vec::new();
     for j in records {
         for e in &j.trace.events {
             match &e.kind {
@@ -190,6 +204,25 @@ fn aimd_backs_off_one<'a>(
             }
         }
     }
+    answers
+}
+
+/// [`aimd_backs_off`] for one gate (`whose`, its `facts`) and the answers
+/// it was told of, `(ms, a throttle)`, each of which `came` its way.
+fn aimd_backs_off_one(
+    c: crate::gate::aimd::AimdConfig,
+    whose: &str,
+    came: &str,
+    facts: &[GateFact],
+    mut answers: Vec<(u64, bool)>,
+) -> Option<FleetViolation> {
+    let cuts: Vec<u64> = facts
+        .iter()
+        .filter(|f| matches!(f.event, GateEvent::Changed { throttled: true, .. }))
+        .map(|f| f.at.as_millis() as u64)
+        .collect();
+    let steps = limit_steps(c.initial_limit, facts);
+    let bound = steps.iter().map(|s| s.1).max().unwrap_or(c.initial_limit) as usize;
     answers.sort();
     let beta = c.backoff_per_mille as u64;
     for &(t, throttle) in &answers {
@@ -211,7 +244,7 @@ fn aimd_backs_off_one<'a>(
             return Some(v(
                 "aimd-backs-off",
                 format!(
-                    "a 429 reached the client at {t} ms, {since} answers after {whose}'s last cut ({}), with the limit at {limit}, and the gate did not lower it",
+                    "a 429 {came} at {t} ms, {since} answers after {whose}'s last cut ({}), with the limit at {limit}, and the gate did not lower it",
                     last_cut.map_or("none".to_owned(), |c| format!("at {c} ms"))
                 ),
             ));

@@ -37,7 +37,7 @@ use crate::sim::run::job::{JobRecord, Traces, compact, run_job};
 use crate::sim::run::scenario::{BudgetConfig, Builtin, GateConfig, Hosts, Scenario};
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{BlindSpot, Host, MakeSubject, Promises, Subject};
-use crate::sim::world::limiter_service::{LIMITER_HOST, RemoteGate, RouteFact, RouteLog, serve_limiter};
+use crate::sim::world::limiter_service::{LIMITER_HOST, RemoteGate, RouteFact, RouteLog, Told, ToldLog, serve_limiter};
 use crate::sim::world::net::sim_now;
 use crate::sim::world::oracle::{IdealGate, IdealSchedule};
 use crate::sim::world::timers::SimClock;
@@ -79,6 +79,10 @@ pub struct FleetFacts {
     /// Per-worker hosts with a coordinator: every switch between the service
     /// and the fallback.
     pub routes: Vec<RouteFact>,
+    /// With a coordinator: every slot the limiter service freed, in order,
+    /// with the `DONE` line that freed it.
+    #[serde(skip)]
+    pub service_told: Vec<Told>,
     /// The fleet gate's queue depth, `(when, depth)` at every change.
     #[serde(skip)]
     pub depth: Vec<(Duration, u32)>,
@@ -127,6 +131,7 @@ pub(crate) struct Shared {
     gate_log: GateLog,
     local_logs: BTreeMap<u32, GateLog>,
     routes: RouteLog,
+    service_told: ToldLog,
     depth: Arc<Mutex<Depth>>,
     deferral: Arc<DeferralQueue>,
     /// What the first client built promised, and whether it writes a trace.
@@ -151,6 +156,7 @@ impl Shared {
             gate_log: GateLog::default(),
             local_logs,
             routes: RouteLog::default(),
+            service_told: ToldLog::default(),
             depth: Arc::default(),
             deferral: Arc::new(DeferralQueue::new(s.fleet.workers)),
             made: Mutex::default(),
@@ -218,6 +224,7 @@ impl Shared {
             gate: lock(&self.gate_log).clone(),
             local: self.local_logs.iter().map(|(&w, log)| (w, lock(log).clone())).collect(),
             routes: lock(&self.routes).clone(),
+            service_told: lock(&self.service_told).clone(),
             depth: lock(&self.depth).series.clone(),
             cancels: std::mem::take(&mut *lock(&self.cancels)),
         };
@@ -366,7 +373,7 @@ fn spawn_per_worker(
                 let gate =
                     gate_for(&scenario, &shared.gate_log, unhooked).expect("validated: a coordinator has a gate");
                 let gate: Arc<dyn Gate> = Arc::new(MeteredGate { inner: gate, depth: shared.depth.clone() });
-                serve_limiter(gate, config).await
+                serve_limiter(gate, config, shared.service_told.clone()).await
             }
         });
     }

@@ -143,9 +143,25 @@ fn done_line(status: Option<u16>, class: Class) -> String {
 }
 
 /// A freed slot that says nothing about load (a lease reclaimed, a session gone).
-fn release(gate: &dyn Gate) {
+fn release(gate: &dyn Gate, told: &ToldLog) {
+    lock(told).push(Told { at: sim_now(), done: None });
     gate.done(&Feedback { now: sim_now(), status: None, class: Class::Transient, headers: None });
 }
+
+/// What the service told its gate of, one freed slot each: a worker's
+/// `DONE`, or a slot freed without one. Kept for the checks
+/// (`aimd-backs-off` judges the service's gate by what its workers said).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Told {
+    /// When the service heard it.
+    pub at: Duration,
+    /// The worker's `DONE` line as it arrived (without its newline), or
+    /// `None` for a slot freed without one (a lease reclaimed, a session gone).
+    pub done: Option<String>,
+}
+
+/// Where the service records what its gate was told.
+pub(crate) type ToldLog = Arc<Mutex<Vec<Told>>>;
 
 /// The service's state shared by its sessions: each worker's current session.
 #[derive(Default)]
@@ -158,19 +174,26 @@ struct Sessions {
 const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// The limiter host's program: serve `gate` to the workers.
-pub async fn serve_limiter(gate: Arc<dyn Gate>, config: CoordinatorConfig) -> turmoil::Result {
+/// Every slot it frees is recorded in `told`.
+pub async fn serve_limiter(gate: Arc<dyn Gate>, config: CoordinatorConfig, told: ToldLog) -> turmoil::Result {
     let listener = turmoil::net::TcpListener::bind((IpAddr::V4(Ipv4Addr::UNSPECIFIED), LIMITER_PORT)).await?;
     let sessions = Arc::new(Mutex::new(Sessions::default()));
     loop {
         let (stream, _) = listener.accept().await?;
-        let (gate, sessions) = (gate.clone(), sessions.clone());
-        tokio::spawn(async move { session(gate, stream, config, sessions).await });
+        let (gate, sessions, told) = (gate.clone(), sessions.clone(), told.clone());
+        tokio::spawn(async move { session(gate, stream, config, sessions, told).await });
     }
 }
 
 /// One worker's connection. Every slot it was granted and has not reported
 /// back is freed when it ends, however it ends.
-async fn session(gate: Arc<dyn Gate>, stream: TcpStream, config: CoordinatorConfig, sessions: Arc<Mutex<Sessions>>) {
+async fn session(
+    gate: Arc<dyn Gate>,
+    stream: TcpStream,
+    config: CoordinatorConfig,
+    sessions: Arc<Mutex<Sessions>>,
+    told: ToldLog,
+) {
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read).lines();
     let closed = CancellationToken::new();
@@ -190,7 +213,7 @@ async fn session(gate: Arc<dyn Gate>, stream: TcpStream, config: CoordinatorConf
             _ = timers::sleep(expiry.unwrap_or(NEVER)), if expiry.is_some() => {
                 // A lease ran out: the worker never said DONE.
                 held.pop_front();
-                release(gate.as_ref());
+                release(gate.as_ref(), &told);
                 continue;
             }
             line = lines.next_line() => line,
@@ -231,6 +254,7 @@ async fn session(gate: Arc<dyn Gate>, stream: TcpStream, config: CoordinatorConf
                 let status = words.next().and_then(|s| s.parse::<u16>().ok());
                 let class = words.next().and_then(parse_class).unwrap_or(Class::Transient);
                 if held.pop_front().is_some() {
+                    lock(&told).push(Told { at: sim_now(), done: Some(line.clone()) });
                     gate.done(&Feedback { now: sim_now(), status, class, headers: None });
                 }
             }
@@ -238,7 +262,7 @@ async fn session(gate: Arc<dyn Gate>, stream: TcpStream, config: CoordinatorConf
         }
     }
     for _ in held.drain(..) {
-        release(gate.as_ref());
+        release(gate.as_ref(), &told);
     }
     if let Some(w) = worker {
         let mut s = lock(&sessions);
