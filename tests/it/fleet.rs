@@ -16,7 +16,7 @@ use retrysim::gate::aimd::{AimdConfig, RateControl};
 use retrysim::gate::{Admission, Feedback, Gate};
 use retrysim::sim::checks::fleet::{
     FleetViolation, aimd_backs_off, api_within_gate_limit, budget_allowance, budget_refusal, check_fleet,
-    deferred_charged_once, fallback_within_local_limit, gate_window,
+    deferred_charged_once, fallback_only_when_cut_off, fallback_within_local_limit, gate_window,
 };
 use retrysim::sim::checks::hunt;
 use retrysim::sim::checks::invariants::check_run;
@@ -333,6 +333,27 @@ fn the_limiter_services_gate_backs_off_on_what_its_workers_report_and_a_deaf_one
     let found = aimd_backs_off(&deaf);
     assert!(found.iter().any(|v| v.message.contains("was reported to the service")), "{found:?}");
     assert!(found.iter().any(|v| v.message.contains("the limiter service's gate's last cut")), "{found:?}");
+}
+
+#[test]
+fn workers_fall_back_only_while_the_limiter_service_is_cut_off_and_a_fallback_without_a_cause_is_caught() {
+    // Partitioned away from 10 s to 40 s, the workers fail open onto their
+    // local limits, and only then.
+    let s = scenario("berlin-40-processes-limiter-partition");
+    let r = run(&s, 1).unwrap_or_else(|e| panic!("{e}"));
+    let fell_back =
+        r.fleet_facts.routes.iter().filter(|f| f.route == retrysim::sim::world::limiter_service::Route::Fallback);
+    assert!(fell_back.count() > 1, "the situation: workers fell back\n{}", replay(&r));
+    assert_clean(&r, fallback_only_when_cut_off(&r));
+    // The same fallbacks with no partition to explain them: caught, and named.
+    let mut unexplained = r.clone();
+    unexplained.scenario_config.faults.schedule.clear();
+    let found = fallback_only_when_cut_off(&unexplained);
+    assert!(found.iter().any(|v| v.message.contains("with the limiter service reachable")), "{found:?}");
+    // Without a partition, no worker falls back.
+    let calm = run(&scenario("berlin-40-processes-coordinated"), 1).unwrap_or_else(|e| panic!("{e}"));
+    assert!(calm.fleet_facts.routes.iter().all(|f| f.route == retrysim::sim::world::limiter_service::Route::Service));
+    assert_clean(&calm, fallback_only_when_cut_off(&calm));
 }
 
 // ---- The shared retry budget ------------------------------------------------

@@ -55,6 +55,7 @@ pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
     out.extend(gate_window(r));
     out.extend(api_within_gate_limit(r));
     out.extend(fallback_within_local_limit(r));
+    out.extend(fallback_only_when_cut_off(r));
     out.extend(deferred_charged_once(r));
     out.extend(aimd_backs_off(r));
     out.extend(pacing_spends_no_429(r));
@@ -689,6 +690,45 @@ fn fallback_gate_facts(r: &Report, window: u32, rate: u64, interval: Duration) -
         }
     }
     out
+}
+
+/// A worker fails open onto its local limits only when the limiter service
+/// is cut off from it: every switch to the fallback comes while the
+/// service is partitioned away, or a hold or latency spike delays the
+/// network, or within the time a worker takes to notice (its `silence`,
+/// a connect's timeout and a few trips) after one ends. A service that
+/// never grants, closes its sessions or drops a command would otherwise
+/// pass every check: the fallback keeps the fleet safe, only slower.
+/// Not judged where the configuration itself lets a worker give up on a
+/// reachable service: a connect timeout or a silence (less a heartbeat)
+/// shorter than the trips they wait for.
+pub fn fallback_only_when_cut_off(r: &Report) -> Vec<FleetViolation> {
+    let s = &r.scenario_config;
+    let Some(c) = s.fleet.coordinator else { return Vec::new() };
+    let trip = (s.net.max_latency + s.net.tick) * 2 + s.net.tick;
+    if c.connect_timeout <= trip || c.silence <= c.heartbeat + trip {
+        return Vec::new();
+    }
+    let notice = c.silence + c.connect_timeout + trip * 2;
+    let mut cut_off = delay_windows(s, trip);
+    cut_off.extend(s.faults.schedule.iter().filter_map(|f| match f.fault {
+        Fault::LimiterPartition { until } => Some((f.at, until)),
+        _ => None,
+    }));
+    for f in r.fleet_facts.routes.iter().filter(|f| f.route == Route::Fallback) {
+        if !cut_off.iter().any(|&(from, to)| f.at >= from && f.at <= to + notice) {
+            return vec![v(
+                "fallback-only-when-cut-off",
+                format!(
+                    "w{} fell back to its local limits at {} ms with the limiter service reachable (no partition, hold or latency spike in the {} ms before)",
+                    f.worker,
+                    f.at.as_millis(),
+                    notice.as_millis()
+                ),
+            )];
+        }
+    }
+    Vec::new()
 }
 
 /// While the limiter service is unreachable, no worker exceeds its local
