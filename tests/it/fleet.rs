@@ -17,6 +17,7 @@ use retrysim::gate::{Admission, Feedback, Gate};
 use retrysim::sim::checks::fleet::{
     FleetViolation, aimd_backs_off, api_within_gate_limit, budget_allowance, budget_refusal, check_fleet,
     deferred_charged_once, fallback_only_when_cut_off, fallback_within_local_limit, gate_window,
+    service_hears_outcomes,
 };
 use retrysim::sim::checks::hunt;
 use retrysim::sim::checks::invariants::check_run;
@@ -354,6 +355,31 @@ fn workers_fall_back_only_while_the_limiter_service_is_cut_off_and_a_fallback_wi
     let calm = run(&scenario("berlin-40-processes-coordinated"), 1).unwrap_or_else(|e| panic!("{e}"));
     assert!(calm.fleet_facts.routes.iter().all(|f| f.route == retrysim::sim::world::limiter_service::Route::Service));
     assert_clean(&calm, fallback_only_when_cut_off(&calm));
+}
+
+#[test]
+fn the_limiter_service_hears_each_attempt_as_its_worker_read_it_and_a_garbled_or_missing_report_is_caught() {
+    let s = scenario("berlin-40-processes-coordinated");
+    let r = run(&s, 1).unwrap_or_else(|e| panic!("{e}"));
+    let throttled =
+        |t: &&retrysim::sim::world::limiter_service::Told| t.done.as_deref().is_some_and(|l| l.ends_with(" throttled"));
+    assert!(r.fleet_facts.service_told.iter().any(|t| throttled(&t)), "the situation: throttles reported");
+    assert_clean(&r, service_hears_outcomes(&r));
+    // A throttle heard as a plain failure: caught, and named.
+    let mut garbled = r.clone();
+    let told = garbled.fleet_facts.service_told.iter_mut().find(|t| throttled(&&**t)).expect("a throttle");
+    told.done = told.done.as_ref().map(|l| l.replace("throttled", "transient"));
+    let found = service_hears_outcomes(&garbled);
+    assert!(
+        found.iter().any(|v| v.message.contains("reached the limiter service as `DONE 429 transient`")),
+        "{found:?}"
+    );
+    // A worker whose reports never arrived: caught.
+    let mut lost = r.clone();
+    let w = lost.fleet_facts.service_told[0].worker;
+    lost.fleet_facts.service_told.retain(|t| t.worker != w);
+    let found = service_hears_outcomes(&lost);
+    assert!(found.iter().any(|v| v.message.contains("were never reported to it")), "{found:?}");
 }
 
 // ---- The shared retry budget ------------------------------------------------

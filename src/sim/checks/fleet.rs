@@ -56,6 +56,7 @@ pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
     out.extend(api_within_gate_limit(r));
     out.extend(fallback_within_local_limit(r));
     out.extend(fallback_only_when_cut_off(r));
+    out.extend(service_hears_outcomes(r));
     out.extend(deferred_charged_once(r));
     out.extend(aimd_backs_off(r));
     out.extend(pacing_spends_no_429(r));
@@ -710,6 +711,7 @@ pub fn fallback_only_when_cut_off(r: &Report) -> Vec<FleetViolation> {
         return Vec::new();
     }
     let notice = c.silence + c.connect_timeout + trip * 2;
+    // Holds and latency spikes delay the service's messages too.
     let mut cut_off = delay_windows(s, trip);
     cut_off.extend(s.faults.schedule.iter().filter_map(|f| match f.fault {
         Fault::LimiterPartition { until } => Some((f.at, until)),
@@ -729,6 +731,92 @@ pub fn fallback_only_when_cut_off(r: &Report) -> Vec<FleetViolation> {
         }
     }
     Vec::new()
+}
+
+/// The limiter service hears of each attempt as its worker read it, since
+/// its gate adapts to what it hears. Judged on a run in which no worker
+/// fell back, nothing cut the service off or delayed the network (no
+/// partition, hold or latency spike), the caller cancelled nothing, and the
+/// lease outlasts the
+/// longest an attempt's grant, the attempt and its `DONE` can take: each
+/// worker's `DONE` lines, in the order the service heard them, are its
+/// attempts in order (the status, or `-` without an answer, and the class
+/// its client gave it), one line per attempt (the last may still be on its
+/// way when the run ends), besides the `DONE - transient` that gives back a
+/// grant its attempt no longer wanted. (A slot the service frees without a
+/// `DONE`, its lease run out, is not judged: seed 1144 frees one whose
+/// attempt ended long before, its `DONE` heard later.)
+pub fn service_hears_outcomes(r: &Report) -> Vec<FleetViolation> {
+    let s = &r.scenario_config;
+    let facts = &r.fleet_facts;
+    let Some(c) = s.fleet.coordinator else { return Vec::new() };
+    let fell_back = facts.routes.iter().any(|f| f.route == Route::Fallback);
+    let trip = s.net.max_latency + s.net.tick;
+    let longest = s.policy.attempt_timeout + trip * 4 + s.net.tick * 4;
+    let delayed = |f: &crate::sim::world::net::Fault| {
+        matches!(f, Fault::LimiterPartition { .. } | Fault::Hold { .. } | Fault::LatencySpike { .. })
+    };
+    let partitioned = s.faults.schedule.iter().any(|f| delayed(&f.fault));
+    if !r.traced || fell_back || partitioned || !facts.cancels.is_empty() || c.lease <= longest {
+        return Vec::new();
+    }
+    let found = |message: String| vec![v("service-hears-outcomes", message)];
+    let mut heard: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+    for t in &facts.service_told {
+        if let (Some(w), Some(line)) = (t.worker, t.done.as_deref()) {
+            heard.entry(w).or_default().push(line);
+        }
+    }
+    // Each worker's attempts, in order: (answered at, status, class).
+    let mut met: BTreeMap<u32, Vec<(u64, Option<u16>, crate::core::classify::Class)>> = BTreeMap::new();
+    for j in &r.records {
+        for e in &j.trace.events {
+            let outcome = match &e.kind {
+                EventKind::Answer { status, class, .. } => (e.at_ms, Some(*status), *class),
+                EventKind::NoAnswer { class, .. } => (e.at_ms, None, *class),
+                _ => continue,
+            };
+            met.entry(j.worker).or_default().push(outcome);
+        }
+    }
+    let given_back = done_line_of(None, crate::core::classify::Class::Transient);
+    for (w, attempts) in &mut met {
+        attempts.sort_by_key(|a| a.0);
+        let mut next = attempts.iter().peekable();
+        for line in heard.remove(w).unwrap_or_default() {
+            let Some(&&(at, status, class)) = next.peek() else {
+                if line == given_back {
+                    continue;
+                }
+                return found(format!("the limiter service heard `{line}` from w{w} after its last attempt"));
+            };
+            let expected = done_line_of(status, class);
+            if line == expected {
+                next.next();
+            } else if line != given_back {
+                return found(format!(
+                    "w{w}'s attempt at {at} ms reached the limiter service as `{line}`, not `{expected}`"
+                ));
+            }
+        }
+        if next.len() > 1 {
+            let (n, m) = (attempts.len(), next.len());
+            return found(format!("of w{w}'s {n} attempts through the limiter service, {m} were never reported to it"));
+        }
+    }
+    for (w, lines) in heard {
+        if let Some(line) = lines.iter().find(|&&l| l != given_back) {
+            return found(format!("the limiter service heard `{line}` from w{w}, which made no attempt"));
+        }
+    }
+    Vec::new()
+}
+
+/// A `DONE` line as the check expects it, written apart from the service's.
+fn done_line_of(status: Option<u16>, class: crate::core::classify::Class) -> String {
+    let status = status.map_or_else(|| "-".to_owned(), |s| s.to_string());
+    let class = serde_json::to_value(class).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    format!("DONE {status} {class}")
 }
 
 /// While the limiter service is unreachable, no worker exceeds its local

@@ -143,8 +143,8 @@ fn done_line(status: Option<u16>, class: Class) -> String {
 }
 
 /// A freed slot that says nothing about load (a lease reclaimed, a session gone).
-fn release(gate: &dyn Gate, told: &ToldLog) {
-    lock(told).push(Told { at: sim_now(), done: None });
+fn release(gate: &dyn Gate, told: &ToldLog, worker: Option<u32>) {
+    lock(told).push(Told { at: sim_now(), worker, done: None });
     gate.done(&Feedback { now: sim_now(), status: None, class: Class::Transient, headers: None });
 }
 
@@ -155,6 +155,8 @@ fn release(gate: &dyn Gate, told: &ToldLog) {
 pub struct Told {
     /// When the service heard it.
     pub at: Duration,
+    /// The worker whose session freed it, once it said `HELLO`.
+    pub worker: Option<u32>,
     /// The worker's `DONE` line as it arrived (without its newline), or
     /// `None` for a slot freed without one (a lease reclaimed, a session gone).
     pub done: Option<String>,
@@ -213,7 +215,7 @@ async fn session(
             _ = timers::sleep(expiry.unwrap_or(NEVER)), if expiry.is_some() => {
                 // A lease ran out: the worker never said DONE.
                 held.pop_front();
-                release(gate.as_ref(), &told);
+                release(gate.as_ref(), &told, worker);
                 continue;
             }
             line = lines.next_line() => line,
@@ -254,7 +256,7 @@ async fn session(
                 let status = words.next().and_then(|s| s.parse::<u16>().ok());
                 let class = words.next().and_then(parse_class).unwrap_or(Class::Transient);
                 if held.pop_front().is_some() {
-                    lock(&told).push(Told { at: sim_now(), done: Some(line.clone()) });
+                    lock(&told).push(Told { at: sim_now(), worker, done: Some(line.clone()) });
                     gate.done(&Feedback { now: sim_now(), status, class, headers: None });
                 }
             }
@@ -262,7 +264,7 @@ async fn session(
         }
     }
     for _ in held.drain(..) {
-        release(gate.as_ref(), &told);
+        release(gate.as_ref(), &told, worker);
     }
     if let Some(w) = worker {
         let mut s = lock(&sessions);
