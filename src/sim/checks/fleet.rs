@@ -711,7 +711,8 @@ pub fn fallback_only_when_cut_off(r: &Report) -> Vec<FleetViolation> {
         return Vec::new();
     }
     let notice = c.silence + c.connect_timeout + trip * 2;
-    // Holds and latency spikes delay the service's messages too.
+    // A latency spike slows every link, the service's too; a hold only the
+    // API's (counted as well: lenient).
     let mut cut_off = delay_windows(s, trip);
     cut_off.extend(s.faults.schedule.iter().filter_map(|f| match f.fault {
         Fault::LimiterPartition { until } => Some((f.at, until)),

@@ -41,7 +41,8 @@ pub enum Fault {
     /// The next answer the API produces after `at` is lost after the handler
     /// ran (and charged): the connection is cut before the answer leaves.
     LoseAnswer,
-    /// Every message between the fleet and the API takes `latency` until `until`.
+    /// Every message takes up to `latency` until `until`: the simulation's
+    /// largest latency, on every link (a limiter service's too).
     LatencySpike {
         /// What each message takes meanwhile.
         #[serde(with = "duration_text")]
