@@ -754,11 +754,10 @@ pub fn service_hears_outcomes(r: &Report) -> Vec<FleetViolation> {
     let fell_back = facts.routes.iter().any(|f| f.route == Route::Fallback);
     let trip = s.net.max_latency + s.net.tick;
     let longest = s.policy.attempt_timeout + trip * 4 + s.net.tick * 4;
-    let delayed = |f: &crate::sim::world::net::Fault| {
-        matches!(f, Fault::LimiterPartition { .. } | Fault::Hold { .. } | Fault::LatencySpike { .. })
-    };
-    let partitioned = s.faults.schedule.iter().any(|f| delayed(&f.fault));
-    if !r.traced || fell_back || partitioned || !facts.cancels.is_empty() || c.lease <= longest {
+    let slowed =
+        |f: &Fault| matches!(f, Fault::LimiterPartition { .. } | Fault::Hold { .. } | Fault::LatencySpike { .. });
+    let cut_off = s.faults.schedule.iter().any(|f| slowed(&f.fault));
+    if !r.traced || fell_back || cut_off || !facts.cancels.is_empty() || c.lease <= longest {
         return Vec::new();
     }
     let found = |message: String| vec![v("service-hears-outcomes", message)];
