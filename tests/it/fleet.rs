@@ -17,7 +17,7 @@ use retrysim::gate::{Admission, Feedback, Gate};
 use retrysim::sim::checks::fleet::{
     FleetViolation, aimd_backs_off, api_within_gate_limit, budget_allowance, budget_refusal, check_fleet,
     deferred_charged_once, fallback_only_when_cut_off, fallback_within_local_limit, gate_window,
-    service_hears_outcomes,
+    service_hears_outcomes, service_keeps_leases,
 };
 use retrysim::sim::checks::hunt;
 use retrysim::sim::checks::invariants::check_run;
@@ -553,6 +553,56 @@ fn partitioned_from_the_limiter_workers_stay_within_their_fallback_limits() {
         assert_clean(&r, gate_window(&r));
         assert_eq!(r.succeeded, r.jobs, "fail open: the batch still completes\n{}", replay(&r));
     }
+}
+
+#[test]
+fn a_fallback_admission_outside_the_workers_fallback_spans_is_caught() {
+    // The fallback gates admit only while their workers' route facts say
+    // they are on the fallback; a worker whose switch was never recorded
+    // (its route facts lost) has its fallback's admissions unaccounted for.
+    let r = run_named("berlin-40-processes-limiter-partition", 1);
+    assert_clean(&r, fallback_within_local_limit(&r));
+    let admitted = |log: &[retrysim::gate::aimd::GateFact]| {
+        log.iter().any(|f| matches!(f.event, retrysim::gate::aimd::GateEvent::Admitted { .. }))
+    };
+    let w = *r.fleet_facts.local.iter().find(|(_, log)| admitted(log)).expect("a fallback admitted").0;
+    let mut unannounced = r.clone();
+    unannounced.fleet_facts.routes.retain(|f| f.worker != w);
+    let found = fallback_within_local_limit(&unannounced);
+    let named = format!("w{w}'s fallback admitted ticket");
+    assert!(found.iter().any(|v| v.message.contains(&named) && v.message.contains("outside every span")), "{found:?}");
+}
+
+#[test]
+fn the_limiter_service_frees_every_slot_within_its_lease_and_a_leaked_one_is_caught() {
+    // Partitioned away from 10 s to 40 s: the service frees the slots of
+    // sessions that went silent (by their lease, or as the worker's new
+    // session replaces the old), and every other slot by its `DONE`.
+    let s = scenario("berlin-40-processes-limiter-partition");
+    let r = run(&s, 1).unwrap_or_else(|e| panic!("{e}"));
+    let facts = &r.fleet_facts;
+    assert!(facts.service_told.iter().any(|t| t.done.is_none()), "the situation: slots freed without a DONE");
+    assert_clean(&r, service_keeps_leases(&r));
+    // A session's last slot never freed, where the run went on a lease
+    // longer: caught, and named.
+    let lease = s.fleet.coordinator.expect("coordinated").lease;
+    let end = Duration::from_millis(r.virtual_ms);
+    let g = facts
+        .service_granted
+        .iter()
+        .find(|g| g.at + lease + Duration::from_secs(1) < end)
+        .expect("a grant early in the run");
+    let mut leaked = r.clone();
+    let last = leaked.fleet_facts.service_told.iter().rposition(|t| t.session == g.session).expect("freed");
+    leaked.fleet_facts.service_told.remove(last);
+    let found = service_keeps_leases(&leaked);
+    let named = format!("session {}'s slot granted at", g.session);
+    assert!(found.iter().any(|v| v.message.contains(&named) && v.message.contains("was not freed by")), "{found:?}");
+    // A slot freed later than its lease: caught.
+    let mut late = r.clone();
+    let first = late.fleet_facts.service_told.iter_mut().find(|t| t.session == g.session).expect("freed");
+    first.at = g.at + lease + Duration::from_secs(1);
+    assert!(service_keeps_leases(&late).iter().any(|v| v.message.contains("was not freed by")));
 }
 
 #[test]

@@ -11,6 +11,7 @@ use std::time::Duration;
 use retrysim::sim::checks::hunt::{Kind, swarm};
 use retrysim::sim::run::runner::{JobOutcome, run};
 use retrysim::sim::run::scenario::{BudgetConfig, Hosts, NAMES, Scenario, named};
+use retrysim::sim::world::net::ScheduledFault;
 use serde_json::Value;
 
 /// The default hunt's range.
@@ -165,6 +166,8 @@ const EDGES: &[Edge] = &[
     ("the limiter service partitioned away", |s| {
         s.faults.schedule.iter().any(|f| matches!(f.fault, retrysim::sim::world::net::Fault::LimiterPartition { .. }))
     }),
+    ("the limiter service partitioned away from the start", |s| limiter_partitions(s).first() == Some(&Duration::ZERO)),
+    ("the limiter service partitioned away twice", |s| limiter_partitions(s).len() > 1),
     ("unclear 429s only: no listed code, no advice", |s| {
         s.api.script_repeat && s.api.script.iter().all(|x| x.status == 429 && x.retry_after_s.is_none())
     }),
@@ -197,6 +200,25 @@ const EDGES: &[Edge] = &[
         s.fleet.mix.idempotent > 0 && s.faults.lost_answers_per_mille > 0
     }),
 ];
+
+/// When each of a scenario's limiter partitions starts.
+fn limiter_partitions(s: &Scenario) -> Vec<Duration> {
+    let partition = |f: &&ScheduledFault| matches!(f.fault, retrysim::sim::world::net::Fault::LimiterPartition { .. });
+    s.faults.schedule.iter().filter(partition).map(|f| f.at).collect()
+}
+
+/// The limiter service's rarer paths (a lease run out, a session replaced,
+/// a worker redialling) need coordinated fleets that lose their service:
+/// the counts docs/DESIGN.md gives for seeds 1..=500.
+#[test]
+fn the_default_hunt_draws_coordinated_fleets_that_lose_their_limiter_service() {
+    let drawn: Vec<Scenario> = SEEDS.map(|seed| swarm(seed, Kind::All)).collect();
+    let coordinated = drawn.iter().filter(|s| s.fleet.coordinator.is_some()).count();
+    let partitioned = drawn.iter().filter(|s| !limiter_partitions(s).is_empty()).count();
+    let design = std::fs::read_to_string("docs/DESIGN.md").expect("docs/DESIGN.md");
+    let said = format!("seeds 1..=500 then draw {coordinated} coordinated fleets, {partitioned} of them partitioned");
+    assert!(design.replace('\n', " ").contains(&said), "docs/DESIGN.md must say: {said}");
+}
 
 fn half_a_bucket(s: &Scenario) -> bool {
     matches!(s.fleet.budget, Some(BudgetConfig::TokenBucket { max_tokens, token_ratio_milli })

@@ -57,6 +57,7 @@ pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
     out.extend(fallback_within_local_limit(r));
     out.extend(fallback_only_when_cut_off(r));
     out.extend(service_hears_outcomes(r));
+    out.extend(service_keeps_leases(r));
     out.extend(deferred_charged_once(r));
     out.extend(aimd_backs_off(r));
     out.extend(pacing_spends_no_429(r));
@@ -665,12 +666,30 @@ fn fallback_spans(r: &Report) -> BTreeMap<u32, Vec<(Duration, Duration)>> {
 
 /// `fallback-limit` from each worker's fallback gate's own facts: no
 /// admission over its `window` in flight, none less than `interval` after
-/// the previous (for a `rate` above zero).
-fn fallback_gate_facts(r: &Report, window: u32, rate: u64, interval: Duration) -> Vec<FleetViolation> {
+/// the previous (for a `rate` above zero), and none outside the `spans` its
+/// worker's route facts say it spent on its fallback (the ledger's half of
+/// the check judges the requests inside those spans only).
+fn fallback_gate_facts(
+    r: &Report,
+    window: u32,
+    rate: u64,
+    interval: Duration,
+    spans: &BTreeMap<u32, Vec<(Duration, Duration)>>,
+) -> Vec<FleetViolation> {
     let mut out = Vec::new();
     for (w, log) in &r.fleet_facts.local {
         let mut previous: Option<Duration> = None;
         for (at, ticket, in_flight, _, _) in admitted(log) {
+            let announced = spans.get(w).is_some_and(|s| s.iter().any(|&(from, until)| at >= from && at <= until));
+            if !announced {
+                out.push(v(
+                    "fallback-limit",
+                    format!(
+                        "w{w}'s fallback admitted ticket {ticket} at {} ms, outside every span its route facts put it on its fallback",
+                        at.as_millis()
+                    ),
+                ));
+            }
             if in_flight > window {
                 out.push(v(
                     "fallback-limit",
@@ -745,8 +764,10 @@ pub fn fallback_only_when_cut_off(r: &Report) -> Vec<FleetViolation> {
 /// its client gave it), one line per attempt (the last may still be on its
 /// way when the run ends), besides the `DONE - transient` that gives back a
 /// grant its attempt no longer wanted. (A slot the service frees without a
-/// `DONE`, its lease run out, is not judged: seed 1144 frees one whose
-/// attempt ended long before, its `DONE` heard later.)
+/// `DONE` is judged by [`service_keeps_leases`]: on seed 1144 a worker
+/// whose last job gave up waiting in the queue left its `ACQUIRE` there;
+/// the service granted it after the worker's host had stopped, which
+/// closes nothing in the simulation, and freed it by its lease.)
 pub fn service_hears_outcomes(r: &Report) -> Vec<FleetViolation> {
     let s = &r.scenario_config;
     let facts = &r.fleet_facts;
@@ -812,6 +833,59 @@ pub fn service_hears_outcomes(r: &Report) -> Vec<FleetViolation> {
     Vec::new()
 }
 
+/// The limiter service frees every slot it granted within its `lease`: by
+/// its worker's `DONE`, by the end of its session, or when the lease runs
+/// out. A slot never freed shrinks the service's gate for good (a fleet
+/// whose workers hear `WAIT` forever, and never fall back); one freed late
+/// holds back every worker queued behind it. Each session (one connection)
+/// frees its slots in the order it granted them, so the i-th slot a
+/// session freed is its i-th grant's, and must be freed by the grant's
+/// time plus the lease and a tick for the timer, wherever the run lasted
+/// that long. The grants are checked against the service gate's own
+/// admissions: as many by the end of the run.
+pub fn service_keeps_leases(r: &Report) -> Vec<FleetViolation> {
+    let s = &r.scenario_config;
+    let Some(c) = s.fleet.coordinator else { return Vec::new() };
+    let facts = &r.fleet_facts;
+    let found = |message: String| vec![v("service-keeps-leases", message)];
+    let admitted = facts.gate.iter().filter(|f| matches!(f.event, GateEvent::Admitted { .. })).count();
+    if admitted != facts.service_granted.len() {
+        return found(format!(
+            "the limiter service's gate admitted {admitted} attempts, but the service granted {} slots",
+            facts.service_granted.len()
+        ));
+    }
+    let mut frees: BTreeMap<u64, Vec<Duration>> = BTreeMap::new();
+    for t in &facts.service_told {
+        frees.entry(t.session).or_default().push(t.at);
+    }
+    let mut granted: BTreeMap<u64, Vec<Duration>> = BTreeMap::new();
+    for g in &facts.service_granted {
+        granted.entry(g.session).or_default().push(g.at);
+    }
+    let end = Duration::from_millis(r.virtual_ms);
+    let slack = c.lease + s.net.tick + Duration::from_millis(1);
+    for (session, grants) in granted {
+        let freed = frees.remove(&session).unwrap_or_default();
+        for (i, at) in grants.into_iter().enumerate() {
+            let due = at + slack;
+            if freed.get(i).is_none_or(|&f| f > due) && due < end {
+                return found(format!(
+                    "session {session}'s slot granted at {} ms was not freed by {} ms (its lease: {} ms){}",
+                    at.as_millis(),
+                    due.as_millis(),
+                    c.lease.as_millis(),
+                    freed.get(i).map_or(String::new(), |f| format!(", but at {} ms", f.as_millis()))
+                ));
+            }
+        }
+    }
+    if let Some((session, _)) = frees.into_iter().next() {
+        return found(format!("session {session} freed a slot it was never granted"));
+    }
+    Vec::new()
+}
+
 /// A `DONE` line as the check expects it, written apart from the service's.
 fn done_line_of(status: Option<u16>, class: crate::core::classify::Class) -> String {
     let status = status.map_or_else(|| "-".to_owned(), |s| s.to_string());
@@ -841,7 +915,8 @@ pub fn fallback_within_local_limit(r: &Report) -> Vec<FleetViolation> {
     // on a new connection 50 ms on its way, the next, admitted an interval
     // later on the kept-alive one, 6 ms).
     let spread = (s.net.max_latency + s.net.tick) * 2 + s.net.tick - s.net.min_latency;
-    let mut out = fallback_gate_facts(r, window, rate, interval);
+    let spans = fallback_spans(r);
+    let mut out = fallback_gate_facts(r, window, rate, interval, &spans);
     // A hold or a latency spike delays requests on their way: one the
     // fallback admitted an interval before the next may arrive with it
     // (found by the hunt once it drew the limiter service: seeds 162 and
@@ -860,7 +935,7 @@ pub fn fallback_within_local_limit(r: &Report) -> Vec<FleetViolation> {
         .map(|(w, e)| (w, Duration::from_millis(e.at_ms)))
         .collect();
     let run_ends = run_ends(r);
-    for (w, spans) in fallback_spans(r) {
+    for (w, spans) in spans {
         let prefix = format!("w{w} ");
         let mine: Vec<&Arrival> = r.ledger.arrivals.iter().filter(|a| a.client.starts_with(&prefix)).collect();
         for (from, until) in spans {

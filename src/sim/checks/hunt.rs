@@ -154,8 +154,9 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
         draw_edges(&mut g, &mut s, kind);
     }
     draw_keep_alive(&mut g, &mut s, calm);
+    let mut one_budget = false;
     if !calm && !pacing_clean {
-        draw_policy_edges(&mut g, &mut s, kind);
+        one_budget = draw_policy_edges(&mut g, &mut s, kind);
     }
     if s.fleet.mix.safe > 0 && g.chance(500) {
         // Polls of one early job: before it is created a 404, after it a 200.
@@ -168,6 +169,10 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
         // PUTs, idempotent by their method: replayed after a lost answer
         // though they carry no key.
         s.fleet.mix.idempotent = g.range(1, 2) as u32;
+    }
+    let coordinable = kind == Kind::Fleet && !calm && !(pacing_clean || contended || one_budget);
+    if coordinable && s.fleet.deferral.is_none() && s.fleet.coordinator.is_none() && g.chance(300) {
+        draw_coordinated_outage(&mut g, &mut s);
     }
     if calm {
         make_ample(&mut s);
@@ -219,9 +224,9 @@ fn draw_keep_alive(g: &mut Draw, s: &mut Scenario, calm: bool) {
 ///   answers to spend it, so the window renews many times in a run;
 /// - a 409 that is not `IDEMPOTENCY_IN_PROGRESS` (a key reused with another
 ///   body, a plain conflict), which waiting does not fix.
-fn draw_policy_edges(g: &mut Draw, s: &mut Scenario, kind: Kind) {
+fn draw_policy_edges(g: &mut Draw, s: &mut Scenario, kind: Kind) -> bool {
     if !g.chance(300) {
-        return;
+        return false;
     }
     let refused = |code: Option<&str>, wait: Option<u64>| ScriptStep::new(429, code, wait);
     match g.range(0, 5) {
@@ -267,6 +272,7 @@ fn draw_policy_edges(g: &mut Draw, s: &mut Scenario, kind: Kind) {
             contend(s, s.fleet.workers.into());
             s.policy.attempt_timeout = g.pick(&[MS(200), MS(500)]);
             s.fleet.jobs = s.fleet.jobs.max(s.fleet.workers * 30).min(400);
+            return true;
         }
         4 => {
             // A wait that ends exactly where the deadline leaves the last
@@ -291,6 +297,7 @@ fn draw_policy_edges(g: &mut Draw, s: &mut Scenario, kind: Kind) {
         }
         _ => {}
     }
+    false
 }
 
 /// A first answer whose body repeats its code member (legal JSON, RFC 8259
@@ -656,6 +663,15 @@ fn draw_hosts(g: &mut Draw, s: &mut Scenario, kind: Kind, calm: bool, shared_onl
     if calm || !g.chance(500) {
         return;
     }
+    draw_coordinator(g, s);
+    if g.chance(300) {
+        draw_limiter_partition(g, s);
+    }
+}
+
+/// The limiter service that runs one AIMD gate for the fleet's per-worker
+/// hosts, its timings drawn.
+fn draw_coordinator(g: &mut Draw, s: &mut Scenario) {
     let aimd = AimdConfig { initial_limit: g.range(1, 4) as u32, ..AimdConfig::default() };
     s.fleet.gate = GateConfig::Aimd(aimd);
     let silence = g.pick(&[MS(500), S(1), S(2)]);
@@ -675,11 +691,44 @@ fn draw_hosts(g: &mut Draw, s: &mut Scenario, kind: Kind, calm: bool, shared_onl
         retry_after: g.pick(&[S(1), S(5)]),
         lease,
     });
-    if g.chance(300) {
-        let at = g.ms(0, 6_000);
-        let fault = ScheduledFault { at, fault: Fault::LimiterPartition { until: at + g.ms(500, 5_000) } };
-        let i = s.faults.schedule.partition_point(|f| f.at <= at);
-        s.faults.schedule.insert(i, fault);
+}
+
+/// The limiter service partitioned away from the workers for a while,
+/// starting in the first 6 s.
+fn draw_limiter_partition(g: &mut Draw, s: &mut Scenario) {
+    let at = g.ms(0, 6_000);
+    limiter_partition_from(g, s, at);
+}
+
+/// A partition of the limiter service from `at`, 0.5 s to 5 s long, in the
+/// schedule's order; returns when it heals.
+fn limiter_partition_from(g: &mut Draw, s: &mut Scenario, at: Duration) -> Duration {
+    let until = at + g.ms(500, 5_000);
+    let i = s.faults.schedule.partition_point(|f| f.at <= at);
+    s.faults.schedule.insert(i, ScheduledFault { at, fault: Fault::LimiterPartition { until } });
+    until
+}
+
+/// A coordinated fleet that loses its limiter service once or twice
+/// (drawn last, on a fleet whose draws above leave its hosts free to be
+/// per-worker): the workers fall back and come back, and the service ends
+/// sessions and reclaims leases. The draw in [`draw_hosts`] gives few of
+/// these, and fewer outages.
+fn draw_coordinated_outage(g: &mut Draw, s: &mut Scenario) {
+    s.fleet.hosts = Hosts::PerWorker;
+    draw_coordinator(g, s);
+    // A quarter from the start (the first dial fails), a quarter soon
+    // after (the first grants are out), half any time in the first 6 s.
+    let at = match g.range(0, 3) {
+        0 => Duration::ZERO,
+        1 => g.ms(1, 500),
+        _ => g.ms(0, 6_000),
+    };
+    let healed = limiter_partition_from(g, s, at);
+    if g.chance(400) {
+        // A second one after the first has healed: a worker reconnects twice.
+        let at = healed + g.ms(500, 4_000);
+        limiter_partition_from(g, s, at);
     }
 }
 

@@ -37,7 +37,9 @@ use crate::sim::run::job::{JobRecord, Traces, compact, run_job};
 use crate::sim::run::scenario::{BudgetConfig, Builtin, GateConfig, Hosts, Scenario};
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{BlindSpot, Host, MakeSubject, Promises, Subject};
-use crate::sim::world::limiter_service::{LIMITER_HOST, RemoteGate, RouteFact, RouteLog, Told, ToldLog, serve_limiter};
+use crate::sim::world::limiter_service::{
+    Granted, LIMITER_HOST, RemoteGate, RouteFact, RouteLog, ServiceLog, Told, serve_limiter,
+};
 use crate::sim::world::net::sim_now;
 use crate::sim::world::oracle::{IdealGate, IdealSchedule};
 use crate::sim::world::timers::SimClock;
@@ -83,6 +85,9 @@ pub struct FleetFacts {
     /// with the `DONE` line that freed it.
     #[serde(skip)]
     pub service_told: Vec<Told>,
+    /// With a coordinator: every slot the limiter service granted, in order.
+    #[serde(skip)]
+    pub service_granted: Vec<Granted>,
     /// The fleet gate's queue depth, `(when, depth)` at every change.
     #[serde(skip)]
     pub depth: Vec<(Duration, u32)>,
@@ -131,7 +136,7 @@ pub(crate) struct Shared {
     gate_log: GateLog,
     local_logs: BTreeMap<u32, GateLog>,
     routes: RouteLog,
-    service_told: ToldLog,
+    service_log: ServiceLog,
     depth: Arc<Mutex<Depth>>,
     deferral: Arc<DeferralQueue>,
     /// What the first client built promised, and whether it writes a trace.
@@ -156,7 +161,7 @@ impl Shared {
             gate_log: GateLog::default(),
             local_logs,
             routes: RouteLog::default(),
-            service_told: ToldLog::default(),
+            service_log: ServiceLog::default(),
             depth: Arc::default(),
             deferral: Arc::new(DeferralQueue::new(s.fleet.workers)),
             made: Mutex::default(),
@@ -220,11 +225,13 @@ impl Shared {
     pub(crate) fn take(&self) -> (Vec<JobRecord>, Vec<JobRecord>, FleetFacts) {
         let records = std::mem::take(&mut *lock(&self.records));
         let deferred = self.deferral.take_records();
+        let service = std::mem::take(&mut *lock(&self.service_log));
         let facts = FleetFacts {
             gate: lock(&self.gate_log).clone(),
             local: self.local_logs.iter().map(|(&w, log)| (w, lock(log).clone())).collect(),
             routes: lock(&self.routes).clone(),
-            service_told: lock(&self.service_told).clone(),
+            service_told: service.told,
+            service_granted: service.granted,
             depth: lock(&self.depth).series.clone(),
             cancels: std::mem::take(&mut *lock(&self.cancels)),
         };
@@ -373,7 +380,7 @@ fn spawn_per_worker(
                 let gate =
                     gate_for(&scenario, &shared.gate_log, unhooked).expect("validated: a coordinator has a gate");
                 let gate: Arc<dyn Gate> = Arc::new(MeteredGate { inner: gate, depth: shared.depth.clone() });
-                serve_limiter(gate, config, shared.service_told.clone()).await
+                serve_limiter(gate, config, shared.service_log.clone()).await
             }
         });
     }

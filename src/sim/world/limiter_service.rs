@@ -143,8 +143,8 @@ fn done_line(status: Option<u16>, class: Class) -> String {
 }
 
 /// A freed slot that says nothing about load (a lease reclaimed, a session gone).
-fn release(gate: &dyn Gate, told: &ToldLog, worker: Option<u32>) {
-    lock(told).push(Told { at: sim_now(), worker, done: None });
+fn release(gate: &dyn Gate, log: &ServiceLog, session: u64, worker: Option<u32>) {
+    lock(log).told.push(Told { at: sim_now(), session, worker, done: None });
     gate.done(&Feedback { now: sim_now(), status: None, class: Class::Transient, headers: None });
 }
 
@@ -155,6 +155,9 @@ fn release(gate: &dyn Gate, told: &ToldLog, worker: Option<u32>) {
 pub struct Told {
     /// When the service heard it.
     pub at: Duration,
+    /// The session (one connection) whose slot it freed; each session
+    /// frees its slots in the order they were granted.
+    pub session: u64,
     /// The worker whose session freed it, once it said `HELLO`.
     pub worker: Option<u32>,
     /// The worker's `DONE` line as it arrived (without its newline), or
@@ -162,8 +165,26 @@ pub struct Told {
     pub done: Option<String>,
 }
 
-/// Where the service records what its gate was told.
-pub(crate) type ToldLog = Arc<Mutex<Vec<Told>>>;
+/// A slot the service granted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Granted {
+    /// When it sent `GRANT`.
+    pub at: Duration,
+    /// The session it granted the slot to.
+    pub session: u64,
+    /// That session's worker, once it said `HELLO`.
+    pub worker: Option<u32>,
+}
+
+/// What the service records for the checks: each slot granted, each freed.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    pub(crate) granted: Vec<Granted>,
+    pub(crate) told: Vec<Told>,
+}
+
+/// Where the service records its grants and what its gate was told.
+pub(crate) type ServiceLog = Arc<Mutex<Ledger>>;
 
 /// The service's state shared by its sessions: each worker's current session.
 #[derive(Default)]
@@ -176,14 +197,14 @@ struct Sessions {
 const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// The limiter host's program: serve `gate` to the workers.
-/// Every slot it frees is recorded in `told`.
-pub async fn serve_limiter(gate: Arc<dyn Gate>, config: CoordinatorConfig, told: ToldLog) -> turmoil::Result {
+/// Every slot it grants and frees is recorded in `log`.
+pub(crate) async fn serve_limiter(gate: Arc<dyn Gate>, config: CoordinatorConfig, log: ServiceLog) -> turmoil::Result {
     let listener = turmoil::net::TcpListener::bind((IpAddr::V4(Ipv4Addr::UNSPECIFIED), LIMITER_PORT)).await?;
     let sessions = Arc::new(Mutex::new(Sessions::default()));
     loop {
         let (stream, _) = listener.accept().await?;
-        let (gate, sessions, told) = (gate.clone(), sessions.clone(), told.clone());
-        tokio::spawn(async move { session(gate, stream, config, sessions, told).await });
+        let (gate, sessions, log) = (gate.clone(), sessions.clone(), log.clone());
+        tokio::spawn(async move { session(gate, stream, config, sessions, log).await });
     }
 }
 
@@ -194,7 +215,7 @@ async fn session(
     stream: TcpStream,
     config: CoordinatorConfig,
     sessions: Arc<Mutex<Sessions>>,
-    told: ToldLog,
+    log: ServiceLog,
 ) {
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read).lines();
@@ -215,7 +236,7 @@ async fn session(
             _ = timers::sleep(expiry.unwrap_or(NEVER)), if expiry.is_some() => {
                 // A lease ran out: the worker never said DONE.
                 held.pop_front();
-                release(gate.as_ref(), &told, worker);
+                release(gate.as_ref(), &log, id, worker);
                 continue;
             }
             line = lines.next_line() => line,
@@ -248,6 +269,7 @@ async fn session(
                     break;
                 }
                 held.push_back(sim_now());
+                lock(&log).granted.push(Granted { at: sim_now(), session: id, worker });
                 if write.write_all(b"GRANT\n").await.is_err() {
                     break;
                 }
@@ -256,7 +278,7 @@ async fn session(
                 let status = words.next().and_then(|s| s.parse::<u16>().ok());
                 let class = words.next().and_then(parse_class).unwrap_or(Class::Transient);
                 if held.pop_front().is_some() {
-                    lock(&told).push(Told { at: sim_now(), worker, done: Some(line.clone()) });
+                    lock(&log).told.push(Told { at: sim_now(), session: id, worker, done: Some(line.clone()) });
                     gate.done(&Feedback { now: sim_now(), status, class, headers: None });
                 }
             }
@@ -264,7 +286,7 @@ async fn session(
         }
     }
     for _ in held.drain(..) {
-        release(gate.as_ref(), &told, worker);
+        release(gate.as_ref(), &log, id, worker);
     }
     if let Some(w) = worker {
         let mut s = lock(&sessions);
