@@ -18,10 +18,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::env::{Rng, seeded_rng};
 use crate::sim::run::runner::Report;
+use crate::sim::run::seed::derive;
 use crate::sim::world::api::{
-    Advertised, AdviceForm, ApiConfig, Arrival, ArrivalOutcome, LimiterKind, RetryAfterRounding, ScriptStep,
+    Advertised, AdviceForm, ApiConfig, Arrival, ArrivalOutcome, LimiterKind, LossDecision, RetryAfterRounding,
+    ScriptStep,
 };
+use crate::sim::world::net::Fault;
 
 /// One verdict of the API's limiter the reference disagrees with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -606,6 +610,68 @@ pub fn check_polls(r: &Report) -> Vec<ModelViolation> {
     Vec::new()
 }
 
+/// The answers the network lost are the ones the scenario asked to lose
+/// (`model-lost-answers`): replayed from the seed, the server's k-th
+/// decision draws the k-th number of its generator (`derive(seed,
+/// "server", 0)`, one draw per answer whatever the outcome) and loses the
+/// answer where a scheduled `lose_answer` is still unspent (armed before
+/// the decision's instant) or the draw is under `lost_answers_per_mille`.
+/// A run with a scheduled loss at the instant of a decision is not judged
+/// (either order is right). And every arrival the ledger marks lost was
+/// lost by a decision. Without it a server that never lost an answer, or
+/// lost others, passed every check: the clients' checks read the losses
+/// from the same ledger.
+pub fn check_lost_answers(r: &Report) -> Vec<ModelViolation> {
+    let faults = &r.scenario_config.faults;
+    let per_mille = u64::from(faults.lost_answers_per_mille);
+    let mut scheduled: Vec<Duration> =
+        faults.schedule.iter().filter(|f| matches!(f.fault, Fault::LoseAnswer)).map(|f| f.at).collect();
+    scheduled.sort();
+    let decisions = &r.ledger.loss_decisions;
+    if decisions.iter().any(|d| scheduled.contains(&d.at)) {
+        return Vec::new();
+    }
+    let found = |k: usize, d: &LossDecision, what: String| {
+        let message = match d.arrival {
+            Some(i) => {
+                format!("blames the model: arrival {i}'s answer (decision {k}, at {} ms) {what}", d.at.as_millis())
+            }
+            None => format!("blames the model: answer {k} (at {} ms) {what}", d.at.as_millis()),
+        };
+        vec![ModelViolation { arrival: d.arrival.unwrap_or(0), message }]
+    };
+    let mut draws = seeded_rng(derive(r.seed, "server", 0));
+    let (mut armed, mut next) = (0, 0);
+    for (k, d) in decisions.iter().enumerate() {
+        let draw = draws.draw() % 1000;
+        while scheduled.get(next).is_some_and(|&at| at < d.at) {
+            (armed, next) = (armed + 1, next + 1);
+        }
+        let expected = if armed > 0 {
+            armed -= 1;
+            true
+        } else {
+            draw < per_mille
+        };
+        if d.lost != expected {
+            let (was, should) = if d.lost { ("was lost", "keep") } else { ("was kept", "lose") };
+            return found(
+                k,
+                d,
+                format!(
+                    "{was}; the seed's draw ({draw} of 1000, lost under {per_mille}) and the schedule's {} scheduled losses say {should} it",
+                    scheduled.len()
+                ),
+            );
+        }
+    }
+    let decided: Vec<usize> = decisions.iter().filter(|d| d.lost).filter_map(|d| d.arrival).collect();
+    if let Some((i, a)) = r.ledger.arrivals.iter().enumerate().find(|(i, a)| a.lost && !decided.contains(i)) {
+        return blame(i, a, ": marked lost in the ledger, though no decision lost it".into());
+    }
+    Vec::new()
+}
+
 /// Credits taken at the published prices (`model-credits`, brief 002: a
 /// compression costs 1, a conversion 2): every job the fleet creates runs
 /// the scenario's one operation, so the ledger's credits are its charged
@@ -784,6 +850,7 @@ mod tests {
     use super::*;
     use crate::sim::run::runner::run;
     use crate::sim::run::scenario::named;
+    use crate::sim::world::net::ScheduledFault;
 
     #[test]
     fn the_reference_window_opens_at_the_first_hit_and_counts_refusals() {
@@ -949,6 +1016,39 @@ mod tests {
         cheap.ledger.credits_spent = cheap.ledger.charged;
         let v = check_credits(&cheap);
         assert!(v[0].message.contains("where each convert costs 2"), "{v:?}");
+    }
+
+    #[test]
+    fn the_answers_lost_are_the_ones_the_seed_and_the_schedule_lose() {
+        // A steady loss rate and one scheduled loss, on a fleet with keys.
+        let mut s = named("blinkimg-1s").expect("a named scenario");
+        s.faults.lost_answers_per_mille = 100;
+        s.faults.schedule.push(ScheduledFault { at: Duration::from_millis(1_500), fault: Fault::LoseAnswer });
+        let r = run(&s, 7).expect("finishes");
+        let decisions = &r.ledger.loss_decisions;
+        let lost = decisions.iter().filter(|d| d.lost).count();
+        assert!(
+            lost > 1 && lost < decisions.len(),
+            "the situation: some lost, most kept ({lost} of {})",
+            decisions.len()
+        );
+        assert_eq!(check_lost_answers(&r), []);
+        // A server that kept an answer its draw lost: blamed on the model.
+        let mut kept = r.clone();
+        let k = kept.ledger.loss_decisions.iter().position(|d| d.lost).expect("a loss");
+        kept.ledger.loss_decisions[k].lost = false;
+        let found = check_lost_answers(&kept);
+        assert!(found[0].message.starts_with("blames the model") && found[0].message.contains("was kept"), "{found:?}");
+        // One that lost an answer nothing asked it to lose.
+        let mut extra = r.clone();
+        let k = extra.ledger.loss_decisions.iter().position(|d| !d.lost).expect("a kept answer");
+        extra.ledger.loss_decisions[k].lost = true;
+        assert!(check_lost_answers(&extra)[0].message.contains("was lost"));
+        // An arrival marked lost with no decision behind it.
+        let mut marked = r;
+        let i = marked.ledger.arrivals.iter().position(|a| !a.lost).expect("a kept arrival");
+        marked.ledger.arrivals[i].lost = true;
+        assert!(check_lost_answers(&marked)[0].message.contains("no decision lost it"));
     }
 
     #[test]

@@ -612,7 +612,9 @@ async fn api(shared: Arc<Shared>, req: Request<Bytes>) -> Result<Response<Full<B
     let lost = {
         let mut r = lock(&round);
         let lost = r.faults.lose();
-        if lost && let Some(i) = arrival_index(&res) {
+        let (now, index) = (r.now(), arrival_index(&res));
+        r.api.loss_decided(now, index, lost);
+        if lost && let Some(i) = index {
             r.api.answer_lost(i);
         }
         lost

@@ -424,12 +424,17 @@ async fn answer(
             run.await.map_err(|_| AnswerLost)?
         }
     };
-    if lock(&server.faults).lose() {
-        if let Some(i) = crate::sim::world::api::arrival_index(&res) {
-            lock(&server.api).answer_lost(i);
+    let lost = lock(&server.faults).lose();
+    let index = crate::sim::world::api::arrival_index(&res);
+    let mut api = lock(&server.api);
+    api.loss_decided(sim_now(), index, lost);
+    if lost {
+        if let Some(i) = index {
+            api.answer_lost(i);
         }
         return Err(AnswerLost);
     }
+    drop(api);
     let (parts, body) = res.into_parts();
     Ok(Response::from_parts(parts, Full::new(body)))
 }

@@ -29,6 +29,23 @@ pub struct Ledger {
     /// Per client, the latest `answered_at + advised wait` any answer gave it.
     #[serde(serialize_with = "ms_map")]
     pub not_before: BTreeMap<String, Duration>,
+    /// Every answer the server produced and then decided whether to lose
+    /// (`lost_answers_per_mille`, a scheduled `lose_answer`), in the order
+    /// it decided: the model's self-check replays the decisions from the
+    /// seed. Not in the JSON ledger.
+    #[serde(skip)]
+    pub loss_decisions: Vec<LossDecision>,
+}
+
+/// One answer's fate: kept or lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LossDecision {
+    /// When the server decided (virtual time).
+    pub at: Duration,
+    /// The arrival it answered, where the answer names one.
+    pub arrival: Option<usize>,
+    /// Whether the answer was lost.
+    pub lost: bool,
 }
 
 /// One request as the API saw it: when, from whom, and what it did with it.

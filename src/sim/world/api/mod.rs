@@ -48,7 +48,7 @@ pub use config::{
     AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Envelope, KeepAlive, LimiterConfig, LimiterKind,
     RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding, ScriptStep,
 };
-pub use ledger::{Advertised, Arrival, ArrivalOutcome, Ledger, NO_KEY};
+pub use ledger::{Advertised, Arrival, ArrivalOutcome, Ledger, LossDecision, NO_KEY};
 
 use account::{Account, HourlyCap, Reservation};
 use endpoint::{BudgetKind, Endpoint};
@@ -326,6 +326,12 @@ impl Api {
         }
         let settled = Settled { status: 0, code: None, outcome: ArrivalOutcome::Aborted, advised: None };
         self.ledger.settle(index, settled, now);
+    }
+
+    /// Records the server's decision to keep or lose the answer to arrival
+    /// `index` (`None`: an answer that names no arrival), made at `now`.
+    pub fn loss_decided(&mut self, now: Duration, index: Option<usize>, lost: bool) {
+        self.ledger.loss_decisions.push(LossDecision { at: now, arrival: index, lost });
     }
 
     /// The network lost arrival `index`'s answer after the server produced it
