@@ -67,6 +67,13 @@ const CANCELLED_ON_THE_FALLBACK: [u64; 2] = [49849, 55704];
 /// (`fallback-limit`, judged from the ledger).
 const NEW_CONNECTION_THEN_KEPT_ALIVE_ON_THE_FALLBACK: [u64; 1] = [94609];
 
+/// A 100,000-seed hunt once the hunt drew coordinated fleets that lose
+/// their limiter service (some from a run's start): a worker whose dial
+/// failed during the partition first asked for a slot after it healed and
+/// was rightly on its fallback until its redial, `retry_after` later
+/// (`fallback-only-when-cut-off` allowed only the time to notice the end).
+const FELL_BACK_UNTIL_ITS_REDIAL: [u64; 3] = [29325, 76735, 91557];
+
 /// The world seed `seed` drew when the deep hunt failed on it.
 fn world(seed: u64) -> Scenario {
     let path = format!("{}/tests/it/deep_hunt_worlds/{seed}.toml", env!("CARGO_MANIFEST_DIR"));
@@ -80,7 +87,7 @@ fn the_deep_hunts_failing_seeds_stay_clean() {
     let seeds = CANCELLED_WHILE_RUNNING.into_iter().chain(ARRIVED_AS_THE_BACKGROUND_RUN_STARTED);
     let new_draws = SEVERAL_LINES_DATE.into_iter().chain(STALE_ANSWER_OF_THE_SAME_STATUS);
     let new_draws = new_draws.chain(A_BUCKET_PER_PROCESS).chain(HELD_ON_THE_FALLBACK).chain(CANCELLED_ON_THE_FALLBACK);
-    let new_draws = new_draws.chain(NEW_CONNECTION_THEN_KEPT_ALIVE_ON_THE_FALLBACK);
+    let new_draws = new_draws.chain(NEW_CONNECTION_THEN_KEPT_ALIVE_ON_THE_FALLBACK).chain(FELL_BACK_UNTIL_ITS_REDIAL);
     for seed in seeds.chain(ESCALATION_CONVOY).chain(new_draws) {
         let result = hunt::check_seed(seed, &target, true, &Default::default());
         assert!(result.findings.is_empty(), "seed {seed}: {:#?}", result.findings);
@@ -88,6 +95,41 @@ fn the_deep_hunts_failing_seeds_stay_clean() {
         let (violations, fleet) = hunt::judge(&r);
         assert!(violations.is_empty() && fleet.is_empty(), "seed {seed}'s world: {violations:#?} {fleet:#?}");
     }
+}
+
+/// What [`FELL_BACK_UNTIL_ITS_REDIAL`]'s verdict rests on: in seed 91557's
+/// world (the service partitioned away from 37 ms to 1.117 s, a 5 s
+/// `retry_after`) w1 switched to its fallback after the time a worker takes
+/// to notice the partition ended, and before its redial could bring it back.
+#[test]
+fn a_worker_that_lost_the_service_in_a_partition_stays_on_its_fallback_until_it_dials_again() {
+    use retrysim::sim::checks::fleet::fallback_only_when_cut_off;
+    use retrysim::sim::world::limiter_service::Route;
+    use retrysim::sim::world::net::Fault;
+    let (seed, s) = (91557, world(91557));
+    let r = run(&s, seed).unwrap_or_else(|e| panic!("{e}"));
+    let c = s.fleet.coordinator.expect("coordinated");
+    let (partitioned, healed) = s
+        .faults
+        .schedule
+        .iter()
+        .find_map(|f| match f.fault {
+            Fault::LimiterPartition { until } => Some((f.at, until)),
+            _ => None,
+        })
+        .expect("a partition");
+    let trip = (s.net.max_latency + s.net.tick) * 2 + s.net.tick;
+    let noticed = healed + c.silence + c.connect_timeout + trip * 2;
+    let next_fault = s.faults.schedule.iter().map(|f| f.at).find(|&at| at > partitioned).expect("a later fault");
+    let late: Vec<_> = r
+        .fleet_facts
+        .routes
+        .iter()
+        .filter(|f| f.route == Route::Fallback && f.at > noticed && f.at < next_fault)
+        .collect();
+    assert!(!late.is_empty(), "the situation: a fallback after the partition's end was noticed");
+    assert!(late.iter().all(|f| f.at <= noticed + c.retry_after), "{late:?}");
+    assert!(fallback_only_when_cut_off(&r).is_empty(), "{:?}", fallback_only_when_cut_off(&r));
 }
 
 /// What [`A_BUCKET_PER_PROCESS`]'s verdict rests on: in seed 172's world

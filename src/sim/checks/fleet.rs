@@ -715,8 +715,13 @@ fn fallback_gate_facts(
 /// A worker fails open onto its local limits only when the limiter service
 /// is cut off from it: every switch to the fallback comes while the
 /// service is partitioned away, or a hold or latency spike delays the
-/// network, or within the time a worker takes to notice (its `silence`,
-/// a connect's timeout and a few trips) after one ends. A service that
+/// network, or within the time a worker takes to notice one and come back
+/// after it ends: its `silence`, a connect's timeout and a few trips, and
+/// its `retry_after`, for a worker that lost the service during the cut
+/// stays on its fallback until it dials again (found by the 100,000-seed
+/// hunt once it drew outages from a run's start: seeds 29325, 76735 and
+/// 91557, a worker whose dial failed in the partition, first asking for a
+/// slot after it healed, before its redial). A service that
 /// never grants, closes its sessions or drops a command would otherwise
 /// pass every check: the fallback keeps the fleet safe, only slower.
 /// Not judged where the configuration itself lets a worker give up on a
@@ -729,7 +734,7 @@ pub fn fallback_only_when_cut_off(r: &Report) -> Vec<FleetViolation> {
     if c.connect_timeout <= trip || c.silence <= c.heartbeat + trip {
         return Vec::new();
     }
-    let notice = c.silence + c.connect_timeout + trip * 2;
+    let notice = c.silence + c.connect_timeout + c.retry_after + trip * 2;
     // A latency spike slows every link, the service's too; a hold only the
     // API's (counted as well: lenient).
     let mut cut_off = delay_windows(s, trip);

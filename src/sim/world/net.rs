@@ -609,3 +609,24 @@ impl Transport for SimTransport {
         pooled_send(&self.client, req).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reports and findings name timings and fault classes as scenario
+    /// files and JSON reports spell them (their serde names).
+    #[test]
+    fn timings_and_fault_classes_are_named_as_serde_spells_them() {
+        let serde_name = |v: serde_json::Value| v.as_str().map(str::to_owned).expect("a string");
+        for timing in CloseTiming::ALL {
+            assert_eq!(timing.name(), serde_name(serde_json::to_value(timing).expect("serializes")));
+        }
+        for class in FaultClass::ALL {
+            assert_eq!(class.name(), serde_name(serde_json::to_value(class).expect("serializes")));
+            assert_eq!(class.to_string(), class.name());
+        }
+        assert_eq!([CloseTiming::FinBeforeWrite, CloseTiming::Rst].map(CloseTiming::name), ["fin_before_write", "rst"]);
+        assert_eq!(FaultClass::AnswerLate.to_string(), "answer-late");
+    }
+}
