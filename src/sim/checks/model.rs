@@ -665,7 +665,8 @@ pub fn check_lost_answers(r: &Report) -> Vec<ModelViolation> {
             );
         }
     }
-    let decided: Vec<usize> = decisions.iter().filter(|d| d.lost).filter_map(|d| d.arrival).collect();
+    let decided: std::collections::BTreeSet<usize> =
+        decisions.iter().filter(|d| d.lost).filter_map(|d| d.arrival).collect();
     if let Some((i, a)) = r.ledger.arrivals.iter().enumerate().find(|(i, a)| a.lost && !decided.contains(i)) {
         return blame(i, a, ": marked lost in the ledger, though no decision lost it".into());
     }

@@ -178,13 +178,13 @@ pub struct Granted {
 
 /// What the service records for the checks: each slot granted, each freed.
 #[derive(Debug, Default)]
-pub(crate) struct Ledger {
+pub(crate) struct ServiceRecord {
     pub(crate) granted: Vec<Granted>,
     pub(crate) told: Vec<Told>,
 }
 
 /// Where the service records its grants and what its gate was told.
-pub(crate) type ServiceLog = Arc<Mutex<Ledger>>;
+pub(crate) type ServiceLog = Arc<Mutex<ServiceRecord>>;
 
 /// The service's state shared by its sessions: each worker's current session.
 #[derive(Default)]
