@@ -606,6 +606,43 @@ fn the_limiter_service_frees_every_slot_within_its_lease_and_a_leaked_one_is_cau
 }
 
 #[test]
+fn a_workers_hello_frees_what_its_older_session_held_and_a_session_kept_open_is_caught() {
+    // Partitioned away from 10 s to 40 s: workers 19 to 25 held a slot on
+    // the sessions the partition cut off, and their new sessions' HELLOs
+    // (at 42.28 s) close the old ones, which free those slots then, long
+    // before their leases would.
+    let r = run_named("berlin-40-processes-limiter-partition", 1);
+    assert_clean(&r, service_keeps_leases(&r));
+    let facts = &r.fleet_facts;
+    let holding = |h: &retrysim::sim::world::limiter_service::Hello| {
+        facts.service_hellos.iter().filter(|o| o.worker == h.worker && o.at < h.at).find_map(|old| {
+            let granted = facts.service_granted.iter().filter(|g| g.session == old.session && g.at <= h.at).count();
+            let freed = facts.service_told.iter().filter(|t| t.session == old.session && t.at < h.at).count();
+            (granted > freed).then_some((old.session, h.at))
+        })
+    };
+    let (old, hello_at) =
+        facts.service_hellos.iter().find_map(holding).expect("the situation: an older session holds a slot");
+    // The older session kept open (its slot freed by its lease instead):
+    // caught, and named.
+    let mut kept = r.clone();
+    let lease = r.scenario_config.fleet.coordinator.expect("coordinated").lease;
+    for t in kept.fleet_facts.service_told.iter_mut().filter(|t| t.session == old && t.at >= hello_at) {
+        t.at = hello_at + lease;
+    }
+    let found = service_keeps_leases(&kept);
+    let named = format!("its older session {old} kept the slot granted at");
+    assert!(found.iter().any(|v| v.message.contains(&named)), "{found:?}");
+    // Two HELLOs on one session (the service's session ids not distinct):
+    // caught.
+    let mut shared = r.clone();
+    let first = shared.fleet_facts.service_hellos[0].session;
+    shared.fleet_facts.service_hellos[1].session = first;
+    let found = service_keeps_leases(&shared);
+    assert!(found.iter().any(|v| v.message.contains("each connection is a session of its own")), "{found:?}");
+}
+
+#[test]
 fn negative_control_a_worker_that_ignores_its_fallback_limit_is_caught() {
     let r = run_hooked(
         &scenario("berlin-40-processes-limiter-partition"),

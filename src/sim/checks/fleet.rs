@@ -25,7 +25,7 @@ use crate::sim::run::deferral::deferrable;
 use crate::sim::run::runner::{JobOutcome, JobRecord, Report};
 use crate::sim::run::scenario::{BudgetConfig, GateConfig, Hosts};
 use crate::sim::world::api::Arrival;
-use crate::sim::world::limiter_service::Route;
+use crate::sim::world::limiter_service::{Hello, Route};
 use crate::sim::world::net::Fault;
 use crate::trace::EventKind;
 
@@ -847,7 +847,11 @@ pub fn service_hears_outcomes(r: &Report) -> Vec<FleetViolation> {
 /// session freed is its i-th grant's, and must be freed by the grant's
 /// time plus the lease and a tick for the timer, wherever the run lasted
 /// that long. The grants are checked against the service gate's own
-/// admissions: as many by the end of the run.
+/// admissions: as many by the end of the run. Each session is one
+/// connection, opened by one `HELLO`: a worker's `HELLO` closes its older
+/// sessions at once, so whatever they still held is freed within a tick
+/// of it (a worker that reconnects is not held back by its lost
+/// connection's slots until their leases run out).
 pub fn service_keeps_leases(r: &Report) -> Vec<FleetViolation> {
     let s = &r.scenario_config;
     let Some(c) = s.fleet.coordinator else { return Vec::new() };
@@ -870,9 +874,9 @@ pub fn service_keeps_leases(r: &Report) -> Vec<FleetViolation> {
     }
     let end = Duration::from_millis(r.virtual_ms);
     let slack = c.lease + s.net.tick + Duration::from_millis(1);
-    for (session, grants) in granted {
-        let freed = frees.remove(&session).unwrap_or_default();
-        for (i, at) in grants.into_iter().enumerate() {
+    for (session, grants) in &granted {
+        let freed = frees.get(session).map_or(&[][..], Vec::as_slice);
+        for (i, &at) in grants.iter().enumerate() {
             let due = at + slack;
             if freed.get(i).is_none_or(|&f| f > due) && due < end {
                 return found(format!(
@@ -885,10 +889,56 @@ pub fn service_keeps_leases(r: &Report) -> Vec<FleetViolation> {
             }
         }
     }
-    if let Some((session, _)) = frees.into_iter().next() {
+    if let Some(session) = frees.keys().find(|s| !granted.contains_key(s)) {
         return found(format!("session {session} freed a slot it was never granted"));
     }
+    if let Some(message) = superseded_sessions_hold(&facts.service_hellos, &granted, &frees, s.net.tick, end) {
+        return found(message);
+    }
     Vec::new()
+}
+
+/// The part of [`service_keeps_leases`] that judges `HELLO`s: each opens a
+/// session no earlier `HELLO` opened, and every slot the worker's older
+/// sessions still held is freed within `tick` of it. `granted` and `frees`
+/// are each session's grant and free times, in order.
+fn superseded_sessions_hold(
+    hellos: &[Hello],
+    granted: &BTreeMap<u64, Vec<Duration>>,
+    frees: &BTreeMap<u64, Vec<Duration>>,
+    tick: Duration,
+    end: Duration,
+) -> Option<String> {
+    let mut opened: BTreeMap<u64, u32> = BTreeMap::new();
+    let mut sessions_of: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for h in hellos {
+        let (w, at) = (h.worker, h.at.as_millis());
+        if let Some(earlier) = opened.insert(h.session, w) {
+            return Some(format!(
+                "w{w}'s HELLO at {at} ms arrived on session {}, which w{earlier}'s HELLO opened before: each connection is a session of its own",
+                h.session
+            ));
+        }
+        let due = h.at + tick + Duration::from_millis(1);
+        let older = sessions_of.entry(w).or_default();
+        for &old in older.iter() {
+            let freed = frees.get(&old).map_or(&[][..], Vec::as_slice);
+            let grants = granted.get(&old).map_or(&[][..], Vec::as_slice);
+            for (i, &g) in grants.iter().enumerate().filter(|&(_, &g)| g <= h.at) {
+                if freed.get(i).is_none_or(|&f| f > due) && due < end {
+                    let when = freed.get(i).map_or("never".to_owned(), |f| format!("at {} ms", f.as_millis()));
+                    return Some(format!(
+                        "w{w} said HELLO on session {} at {at} ms, but its older session {old} kept the slot granted at {} ms: freed {when}, not by {} ms",
+                        h.session,
+                        g.as_millis(),
+                        due.as_millis()
+                    ));
+                }
+            }
+        }
+        older.push(h.session);
+    }
+    None
 }
 
 /// A `DONE` line as the check expects it, written apart from the service's.

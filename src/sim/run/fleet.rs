@@ -38,7 +38,7 @@ use crate::sim::run::scenario::{BudgetConfig, Builtin, GateConfig, Hosts, Scenar
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{BlindSpot, Host, MakeSubject, Promises, Subject};
 use crate::sim::world::limiter_service::{
-    Granted, LIMITER_HOST, RemoteGate, RouteFact, RouteLog, ServiceLog, Told, serve_limiter,
+    Granted, Hello, LIMITER_HOST, RemoteGate, RouteFact, RouteLog, ServiceLog, Told, serve_limiter,
 };
 use crate::sim::world::net::sim_now;
 use crate::sim::world::oracle::{IdealGate, IdealSchedule};
@@ -88,6 +88,9 @@ pub struct FleetFacts {
     /// With a coordinator: every slot the limiter service granted, in order.
     #[serde(skip)]
     pub service_granted: Vec<Granted>,
+    /// With a coordinator: every `HELLO` the limiter service heard, in order.
+    #[serde(skip)]
+    pub service_hellos: Vec<Hello>,
     /// The fleet gate's queue depth, `(when, depth)` at every change.
     #[serde(skip)]
     pub depth: Vec<(Duration, u32)>,
@@ -232,6 +235,7 @@ impl Shared {
             routes: lock(&self.routes).clone(),
             service_told: service.told,
             service_granted: service.granted,
+            service_hellos: service.hellos,
             depth: lock(&self.depth).series.clone(),
             cancels: std::mem::take(&mut *lock(&self.cancels)),
         };

@@ -176,11 +176,25 @@ pub struct Granted {
     pub worker: Option<u32>,
 }
 
-/// What the service records for the checks: each slot granted, each freed.
+/// A worker said `HELLO` on a session: from then on that session is its
+/// current one, and any older session of the same worker is closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    /// When the service heard it.
+    pub at: Duration,
+    /// The session (one connection) it arrived on.
+    pub session: u64,
+    /// The worker it named.
+    pub worker: u32,
+}
+
+/// What the service records for the checks: each slot granted, each freed,
+/// each `HELLO`.
 #[derive(Debug, Default)]
 pub(crate) struct ServiceRecord {
     pub(crate) granted: Vec<Granted>,
     pub(crate) told: Vec<Told>,
+    pub(crate) hellos: Vec<Hello>,
 }
 
 /// Where the service records its grants and what its gate was told.
@@ -247,6 +261,7 @@ async fn session(
             Some("HELLO") => {
                 let Some(w) = words.next().and_then(|w| w.parse::<u32>().ok()) else { break };
                 worker = Some(w);
+                lock(&log).hellos.push(Hello { at: sim_now(), session: id, worker: w });
                 if let Some((_, old)) = lock(&sessions).by_worker.insert(w, (id, closed.clone())) {
                     old.cancel();
                 }
