@@ -11,8 +11,10 @@
 //! the answers the scenario scripts to what it declares ([`check_script`]),
 //! its concurrency cap to its number ([`check_concurrency`]), its runs to
 //! its processing time ([`check_run_times`]), its polls
-//! to the jobs it created ([`check_polls`]) and its credits to the prices
-//! and each account's balance and monthly quota ([`check_credits`]).
+//! to the jobs it created ([`check_polls`]), its credits to the prices
+//! and each account's balance and monthly quota ([`check_credits`]), its
+//! lost answers to the seed ([`check_lost_answers`]) and its connections to
+//! its keep-alive settings ([`check_keep_alive`]).
 //! A finding blames the model, not the client.
 
 use std::collections::BTreeMap;
@@ -25,7 +27,7 @@ use crate::sim::world::api::{
     Advertised, AdviceForm, ApiConfig, Arrival, ArrivalOutcome, LimiterKind, LossDecision, RetryAfterRounding,
     ScriptStep,
 };
-use crate::sim::world::net::Fault;
+use crate::sim::world::net::{ConnRecord, Fault};
 
 /// One verdict of the API's limiter the reference disagrees with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -673,6 +675,97 @@ pub fn check_lost_answers(r: &Report) -> Vec<ModelViolation> {
     Vec::new()
 }
 
+/// The server keeps connections alive as its `keep_alive` says
+/// (`model-keep-alive`), from what it recorded of each connection
+/// ([`ConnRecord`]): the n-th answer on a connection is marked
+/// `Connection: close` exactly when
+/// [`KeepAlive::closes_after`](crate::sim::world::api::KeepAlive::closes_after) says so of
+/// n (counted here, from the answers) and its status; and, with an idle
+/// timeout, no request reaches a connection more than the timeout (and a
+/// tick for the server's timer) after it went idle (accepted, or answered
+/// its last request): by then the server has closed it. A connection the
+/// server closed was idle then, and closed on time: at its idle timeout
+/// (within a tick), unless a `fin_before_write` race asked. Clients only see
+/// a connection close, which they handle either way, so a server that
+/// closed too early or never closed an idle one passed every other check.
+pub fn check_keep_alive(r: &Report) -> Vec<ModelViolation> {
+    let keep = r.scenario_config.api.keep_alive;
+    if !keep.enabled {
+        return Vec::new();
+    }
+    let found = |n: usize, c: &ConnRecord, what: String| {
+        let message = format!("blames the model: connection {n} (accepted at {} ms) {what}", c.opened.as_millis());
+        vec![ModelViolation { arrival: 0, message }]
+    };
+    let timeout = (keep.idle_timeout_ms > 0).then(|| Duration::from_millis(keep.idle_timeout_ms));
+    let slack = r.scenario_config.net.tick + Duration::from_millis(1);
+    for (n, c) in r.server_connections.iter().enumerate() {
+        for (k, a) in c.answers.iter().enumerate() {
+            let served = u32::try_from(k + 1).unwrap_or(u32::MAX);
+            if a.closes != keep.closes_after(served, a.status) {
+                let (did, should) = if a.closes { ("was closed", "stays open") } else { ("stayed open", "closes") };
+                return found(
+                    n,
+                    c,
+                    format!(
+                        "{did} after answer {served} ({}, at {} ms); with max_requests = {} and close_after_error = {} it {should}",
+                        a.status,
+                        a.at.as_millis(),
+                        keep.max_requests,
+                        keep.close_after_error
+                    ),
+                );
+            }
+        }
+        if let Some(close) = c.closed {
+            let at = close.at.as_millis();
+            if close.requests != close.answers {
+                let running = close.requests - close.answers.min(close.requests);
+                return found(n, c, format!("was closed at {at} ms with {running} request(s) on it not yet answered"));
+            }
+            let idle_since = close.answers.checked_sub(1).and_then(|k| c.answers.get(k)).map_or(c.opened, |a| a.at);
+            match timeout {
+                _ if close.asked => {}
+                None => return found(n, c, format!("was closed at {at} ms as idle, where it has no idle timeout")),
+                Some(t) if close.at < idle_since + t || close.at > idle_since + t + slack => {
+                    let idle = (close.at - idle_since.min(close.at)).as_millis();
+                    let t = t.as_millis();
+                    return found(
+                        n,
+                        c,
+                        format!("was closed at {at} ms as idle after {idle} ms, where its idle timeout is {t} ms"),
+                    );
+                }
+                Some(_) => {}
+            }
+        }
+        let Some(timeout) = timeout else { continue };
+        for (i, &at) in c.requests.iter().enumerate() {
+            let idle_since = match i {
+                0 => c.opened,
+                _ => match c.answers.get(i - 1) {
+                    Some(a) => a.at,
+                    None => break,
+                },
+            };
+            if at > idle_since + timeout + slack {
+                return found(
+                    n,
+                    c,
+                    format!(
+                        "took request {} at {} ms, {} ms after it went idle, past its idle timeout of {} ms",
+                        i + 1,
+                        at.as_millis(),
+                        (at - idle_since).as_millis(),
+                        timeout.as_millis()
+                    ),
+                );
+            }
+        }
+    }
+    Vec::new()
+}
+
 /// Credits taken at the published prices (`model-credits`, brief 002: a
 /// compression costs 1, a conversion 2): every job the fleet creates runs
 /// the scenario's one operation, so the ledger's credits are its charged
@@ -851,7 +944,7 @@ mod tests {
     use super::*;
     use crate::sim::run::runner::run;
     use crate::sim::run::scenario::named;
-    use crate::sim::world::net::ScheduledFault;
+    use crate::sim::world::net::{ScheduledFault, ServerClose};
 
     #[test]
     fn the_reference_window_opens_at_the_first_hit_and_counts_refusals() {
@@ -1050,6 +1143,50 @@ mod tests {
         let i = marked.ledger.arrivals.iter().position(|a| !a.lost).expect("a kept arrival");
         marked.ledger.arrivals[i].lost = true;
         assert!(check_lost_answers(&marked)[0].message.contains("no decision lost it"));
+    }
+
+    #[test]
+    fn connections_close_as_the_keep_alive_settings_say() {
+        // A cap of 2 answers a connection and a 1 s idle timeout, shorter
+        // than the client pool's 4 s: both close connections.
+        let mut s = named("blinkimg-1s").expect("a named scenario");
+        s.api.keep_alive.max_requests = 2;
+        s.api.keep_alive.idle_timeout_ms = 1_000;
+        let r = run(&s, 7).expect("finishes");
+        let conns = &r.server_connections;
+        assert!(
+            conns.iter().any(|c| c.answers.len() == 2 && c.answers[1].closes),
+            "the situation: a capped connection"
+        );
+        assert_eq!(check_keep_alive(&r), []);
+        // A server that closed a connection after its first answer.
+        let mut early = r.clone();
+        let (n, _) = early.server_connections.iter().enumerate().find(|(_, c)| c.answers.len() == 2).expect("capped");
+        early.server_connections[n].answers[0].closes = true;
+        let found = check_keep_alive(&early);
+        assert!(
+            found[0].message.starts_with("blames the model") && found[0].message.contains("was closed after answer 1")
+        );
+        // One that kept the capped connection open.
+        let mut kept = r.clone();
+        kept.server_connections[n].answers[1].closes = false;
+        assert!(check_keep_alive(&kept)[0].message.contains("stayed open after answer 2"));
+        // One that closed a connection with a request still running, or
+        // before its idle timeout ran out.
+        let (m, close) = (r.server_connections.iter().enumerate())
+            .find_map(|(m, c)| c.closed.filter(|close| !close.asked).map(|close| (m, close)))
+            .expect("the situation: a connection closed by its idle timeout");
+        let mut busy = r.clone();
+        busy.server_connections[m].closed = Some(ServerClose { requests: close.requests + 1, ..close });
+        assert!(check_keep_alive(&busy)[0].message.contains("1 request(s) on it not yet answered"));
+        let mut soon = r.clone();
+        soon.server_connections[m].closed = Some(ServerClose { at: close.at - Duration::from_millis(500), ..close });
+        assert!(check_keep_alive(&soon)[0].message.contains("as idle after"));
+        // One that took a request on a connection idle past its timeout.
+        let mut idle = r;
+        let c = &mut idle.server_connections[n];
+        c.requests[1] = c.answers[0].at + Duration::from_millis(1_000 + 20);
+        assert!(check_keep_alive(&idle)[0].message.contains("past its idle timeout of 1000 ms"));
     }
 
     #[test]

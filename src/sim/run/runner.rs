@@ -24,7 +24,7 @@ use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{BlindSpot, MakeSubject, Promises};
 use crate::sim::world::api::{Api, Ledger};
 use crate::sim::world::limiter_service::LIMITER_HOST;
-use crate::sim::world::net::{API_HOST, Fault, RacedRequest, Server, ServerFaults, serve};
+use crate::sim::world::net::{API_HOST, ConnRecord, Fault, RacedRequest, Server, ServerFaults, serve};
 use crate::sim::world::timers;
 use crate::trace::EventKind;
 
@@ -52,6 +52,10 @@ pub struct Report {
     /// Requests a close race dropped after the client wrote them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub close_races: Vec<RacedRequest>,
+    /// Each connection the API accepted, as its server kept it (for the
+    /// model's keep-alive self-check). Not in the JSON report.
+    #[serde(skip)]
+    pub server_connections: Vec<ConnRecord>,
     /// Answers with status 429.
     pub limited: u64,
     /// Requests the API charged for (ran and billed).
@@ -529,6 +533,7 @@ fn gather(s: &Scenario, seed: u64, server: &Server, shared: &Shared, make: &dyn 
     report.traced = traced;
     report.connections = server.connections();
     report.close_races = server.raced();
+    report.server_connections = server.connection_records();
     report.blind_spots = made.map(|m| m.blind_spots).unwrap_or_default();
     if !traced {
         // No trace to read the first answers from: the ledger's first arrival of each job.
@@ -648,6 +653,7 @@ fn report(
         requests: ledger.arrivals.len() as u64,
         connections: 0,
         close_races: Vec::new(),
+        server_connections: Vec::new(),
         limited: ledger.arrivals.iter().filter(|a| a.status == 429).count() as u64,
         charged: ledger.charged,
         jobs,

@@ -252,6 +252,48 @@ struct Connections {
     armed: Option<CloseTiming>,
     /// The requests a close race dropped, in order.
     raced: Vec<RacedRequest>,
+    /// Each connection accepted, in order, as the server kept it.
+    records: Vec<ConnRecord>,
+}
+
+/// One connection as the server kept it, for the model's self-check
+/// (`model-keep-alive`): when it was accepted, when each request on it
+/// reached the server's handler, and each answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnRecord {
+    /// When the server accepted it (virtual time).
+    pub opened: Duration,
+    /// When each request on it reached the handler, in order.
+    pub requests: Vec<Duration>,
+    /// Each answer sent on it, in order.
+    pub answers: Vec<ConnAnswer>,
+    /// When the server itself closed it, if it did.
+    pub closed: Option<ServerClose>,
+}
+
+/// The server closed a kept-alive connection: its idle timeout ran out, or
+/// a `fin_before_write` race asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerClose {
+    /// When (virtual time).
+    pub at: Duration,
+    /// Requests that had reached the handler by then.
+    pub requests: usize,
+    /// Answers sent by then.
+    pub answers: usize,
+    /// A `fin_before_write` race asked (otherwise the idle timeout ran out).
+    pub asked: bool,
+}
+
+/// One answer on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnAnswer {
+    /// When the server produced it (virtual time).
+    pub at: Duration,
+    /// Its status.
+    pub status: u16,
+    /// Whether the server marked it `Connection: close`.
+    pub closes: bool,
 }
 
 /// A request that a close race dropped after the client wrote it: it never
@@ -314,6 +356,11 @@ impl Server {
         lock(&self.conns).raced.clone()
     }
 
+    /// Each connection accepted so far, as the server kept it.
+    pub(crate) fn connection_records(&self) -> Vec<ConnRecord> {
+        lock(&self.conns).records.clone()
+    }
+
     /// Starts a close race: `fin_before_write` closes every idle connection
     /// now; the other timings wait for the next request on a reused one.
     pub(crate) fn close_race(&self, timing: CloseTiming) {
@@ -348,6 +395,8 @@ struct Conn {
     busy: u32,
     /// When it last became idle (accepted, or its last answer).
     idle_since: Duration,
+    /// Its place in the server's connection records.
+    record: usize,
 }
 
 /// The answer was cut off on purpose; hyper then drops the connection.
@@ -367,7 +416,11 @@ async fn handle(
     conn: Arc<(Mutex<Conn>, Notify)>,
     req: Request<hyper::body::Incoming>,
 ) -> Result<Response<Full<Bytes>>, AnswerLost> {
-    let reused = lock(&conn.0).served > 0;
+    let (reused, record) = {
+        let c = lock(&conn.0);
+        (c.served > 0, c.record)
+    };
+    lock(&server.conns).records[record].requests.push(sim_now());
     if reused && server.take_race(CloseTiming::FinAfterWrite) {
         // Read, never run: the connection closes without an answer.
         let mut head = format!("{} {} HTTP/1.1\r\n", req.method(), req.uri());
@@ -386,10 +439,13 @@ async fn handle(
     let mut res = answer?;
     c.served += 1;
     let keep = lock(&server.api).config().keep_alive;
-    if keep.closes_after(c.served, res.status().as_u16()) {
+    let status = res.status().as_u16();
+    let closes = keep.closes_after(c.served, status);
+    if closes {
         res.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
     }
     drop(c);
+    lock(&server.conns).records[record].answers.push(ConnAnswer { at: sim_now(), status, closes });
     conn.1.notify_one();
     Ok(res)
 }
@@ -510,7 +566,17 @@ pub(crate) async fn serve(server: Arc<Server>) -> turmoil::Result {
     let listener = turmoil::net::TcpListener::bind((IpAddr::V4(Ipv4Addr::UNSPECIFIED), API_PORT)).await?;
     loop {
         let (stream, _) = listener.accept().await?;
-        lock(&server.conns).opened += 1;
+        let record = {
+            let mut conns = lock(&server.conns);
+            conns.opened += 1;
+            conns.records.push(ConnRecord {
+                opened: sim_now(),
+                requests: Vec::new(),
+                answers: Vec::new(),
+                closed: None,
+            });
+            conns.records.len() - 1
+        };
         let server = server.clone();
         // A local task, not `tokio::spawn`: a bounce drops the host's tasks,
         // and each dropped connection sends a message whose latency turmoil
@@ -518,16 +584,16 @@ pub(crate) async fn serve(server: Arc<Server>) -> turmoil::Result {
         // an order that depends on tokio's process-wide task ids (so on what
         // ran before in the process); a LocalSet drops its tasks in spawn
         // order. Found by `retrysim hunt` (invariant 8).
-        tokio::task::spawn_local(serve_connection(server, stream));
+        tokio::task::spawn_local(serve_connection(server, stream, record));
     }
 }
 
 /// One connection, kept alive as the API's `keep_alive` says: closed when
 /// idle for `idle_timeout_ms`, or at once when idle and a `fin_before_write`
 /// race asks.
-async fn serve_connection(server: Arc<Server>, stream: turmoil::net::TcpStream) {
+async fn serve_connection(server: Arc<Server>, stream: turmoil::net::TcpStream, record: usize) {
     let keep = lock(&server.api).config().keep_alive;
-    let conn = Arc::new((Mutex::new(Conn { served: 0, busy: 0, idle_since: sim_now() }), Notify::new()));
+    let conn = Arc::new((Mutex::new(Conn { served: 0, busy: 0, idle_since: sim_now(), record }), Notify::new()));
     let service = {
         let (server, conn) = (server.clone(), conn.clone());
         service_fn(move |req| handle(server.clone(), conn.clone(), req))
@@ -559,6 +625,12 @@ async fn serve_connection(server: Arc<Server>, stream: turmoil::net::TcpStream) 
         rounds = now_rounds;
         let timed_out = keep.idle_timeout_ms > 0 && sim_now() >= idle_since + idle_timeout;
         if !busy && (asked || timed_out) {
+            {
+                let mut conns = lock(&server.conns);
+                let c = &mut conns.records[record];
+                let (requests, answers) = (c.requests.len(), c.answers.len());
+                c.closed = Some(ServerClose { at: sim_now(), requests, answers, asked });
+            }
             connection.as_mut().graceful_shutdown();
             let _ = connection.await;
             return;
