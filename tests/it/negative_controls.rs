@@ -283,7 +283,7 @@ fn hunt_exits_0_when_clean_and_2_on_bad_input() {
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(
         out.contains(
-            "the fleet checks, the too-careful checks, the give-up reasons, the bounds on waits and the model's limiter, advice, RateLimit headers, idempotency store, script, concurrency cap, run times, polls, credits, lost answers and keep-alive on 1 seed,"
+            "the fleet checks, the too-careful checks, the give-up reasons, the bounds on waits and the model's limiter, advice, RateLimit headers, idempotency store, script, concurrency cap, run times, polls, credits, lost answers, keep-alive and close races on 1 seed,"
         ),
         "{out}"
     );

@@ -1020,6 +1020,9 @@ pub fn judge(r: &crate::sim::run::runner::Report) -> (Vec<Violation>, Vec<crate:
     for x in model::check_keep_alive(r) {
         fleet.push(FleetViolation { property: "model-keep-alive", message: x.message });
     }
+    for x in model::check_close_races(r) {
+        fleet.push(FleetViolation { property: "model-close-races", message: x.message });
+    }
     fleet.extend(careful::check_careful(r));
     fleet.extend(reasons::check_reasons(r));
     fleet.extend(waits::check_waits(r));

@@ -13,8 +13,9 @@
 //! its processing time ([`check_run_times`]), its polls
 //! to the jobs it created ([`check_polls`]), its credits to the prices
 //! and each account's balance and monthly quota ([`check_credits`]), its
-//! lost answers to the seed ([`check_lost_answers`]) and its connections to
-//! its keep-alive settings ([`check_keep_alive`]).
+//! lost answers to the seed ([`check_lost_answers`]), its connections to
+//! its keep-alive settings ([`check_keep_alive`]) and its close races to
+//! idle reused connections ([`check_close_races`]).
 //! A finding blames the model, not the client.
 
 use std::collections::BTreeMap;
@@ -766,6 +767,35 @@ pub fn check_keep_alive(r: &Report) -> Vec<ModelViolation> {
     Vec::new()
 }
 
+/// A close race strikes only where a real one can (`model-close-races`):
+/// the next request on a kept-alive connection that was idle, that is one
+/// the server had answered before and on which every earlier request was
+/// answered, and a request that was there (its head names a method). A
+/// race that struck a fresh or busy connection, or a connection the client
+/// had just closed, injects a fault no server makes, and the clients'
+/// checks, which read the raced requests from the report, cannot tell.
+pub fn check_close_races(r: &Report) -> Vec<ModelViolation> {
+    for (k, x) in r.close_races.iter().enumerate() {
+        let on = x.on;
+        let what = if x.method.is_empty() {
+            "struck no request (the client had closed the connection)".to_owned()
+        } else if on.answers == 0 {
+            format!("struck the first request on connection {}: a fresh connection, not a reused one", on.connection)
+        } else if on.requests != on.answers {
+            let running = on.requests - on.answers.min(on.requests);
+            format!(
+                "struck connection {} with {running} request(s) on it not yet answered: a busy one, not an idle one",
+                on.connection
+            )
+        } else {
+            continue;
+        };
+        let message = format!("blames the model: close race {k} ({:?}, at {} ms) {what}", x.timing, x.at.as_millis());
+        return vec![ModelViolation { arrival: 0, message }];
+    }
+    Vec::new()
+}
+
 /// Credits taken at the published prices (`model-credits`, brief 002: a
 /// compression costs 1, a conversion 2): every job the fleet creates runs
 /// the scenario's one operation, so the ledger's credits are its charged
@@ -1187,6 +1217,23 @@ mod tests {
         let c = &mut idle.server_connections[n];
         c.requests[1] = c.answers[0].at + Duration::from_millis(1_000 + 20);
         assert!(check_keep_alive(&idle)[0].message.contains("past its idle timeout of 1000 ms"));
+    }
+
+    #[test]
+    fn close_races_strike_only_the_next_request_on_an_idle_reused_connection() {
+        let r = run(&named("close-races-no-key").expect("a named scenario"), 1).expect("finishes");
+        assert!(!r.close_races.is_empty(), "the situation: close races struck");
+        assert_eq!(check_close_races(&r), []);
+        let mut fresh = r.clone();
+        fresh.close_races[0].on.answers = 0;
+        let found = check_close_races(&fresh);
+        assert!(found[0].message.starts_with("blames the model") && found[0].message.contains("a fresh connection"));
+        let mut busy = r.clone();
+        busy.close_races[0].on.requests += 1;
+        assert!(check_close_races(&busy)[0].message.contains("1 request(s) on it not yet answered"));
+        let mut gone = r;
+        gone.close_races[0].method.clear();
+        assert!(check_close_races(&gone)[0].message.contains("struck no request"));
     }
 
     #[test]

@@ -312,12 +312,28 @@ pub struct RacedRequest {
     pub method: String,
     /// Whether it carried an `Idempotency-Key`.
     pub keyed: bool,
+    /// The connection it came on (its place in the server's connection
+    /// records), and how many requests and answers that connection had
+    /// seen before it. Not in the JSON report.
+    #[serde(skip)]
+    pub on: RacedOn,
+}
+
+/// Where a close race struck: a connection, and how far along it was.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RacedOn {
+    /// The connection's place in the server's connection records.
+    pub connection: usize,
+    /// Requests that had reached the handler on it before the raced one.
+    pub requests: usize,
+    /// Answers it had sent before the raced request.
+    pub answers: usize,
 }
 
 impl RacedRequest {
     /// What the server could read of a request's head (`head`: its first
     /// bytes, as written on the wire).
-    fn from_head(timing: CloseTiming, head: &[u8]) -> RacedRequest {
+    fn from_head(timing: CloseTiming, head: &[u8], on: RacedOn) -> RacedRequest {
         let text = String::from_utf8_lossy(head);
         let mut lines = text.split("\r\n");
         let method = lines.next().and_then(|l| l.split(' ').next()).unwrap_or("").to_owned();
@@ -331,7 +347,7 @@ impl RacedRequest {
                 keyed = true;
             }
         }
-        RacedRequest { at: sim_now(), timing, client, method, keyed }
+        RacedRequest { at: sim_now(), timing, client, method, keyed, on }
     }
 }
 
@@ -427,8 +443,10 @@ async fn handle(
         for (name, value) in req.headers() {
             head += &format!("{name}: {}\r\n", String::from_utf8_lossy(value.as_bytes()));
         }
-        let raced = RacedRequest::from_head(CloseTiming::FinAfterWrite, head.as_bytes());
-        lock(&server.conns).raced.push(raced);
+        let mut conns = lock(&server.conns);
+        let seen = &conns.records[record];
+        let on = RacedOn { connection: record, requests: seen.requests.len() - 1, answers: seen.answers.len() };
+        conns.raced.push(RacedRequest::from_head(CloseTiming::FinAfterWrite, head.as_bytes(), on));
         return Err(AnswerLost);
     }
     lock(&conn.0).busy += 1;
@@ -510,9 +528,9 @@ impl tokio::io::AsyncRead for ServerIo {
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
         let this = &mut *self;
-        let idle_reused = {
+        let (idle_reused, record) = {
             let c = lock(&this.conn.0);
-            c.served > 0 && c.busy == 0
+            (c.served > 0 && c.busy == 0, c.record)
         };
         if idle_reused && lock(&this.server.conns).armed == Some(CloseTiming::Rst) {
             // Look without taking: dropping the stream with the request
@@ -523,8 +541,10 @@ impl tokio::io::AsyncRead for ServerIo {
                 && n > 0
                 && this.server.take_race(CloseTiming::Rst)
             {
-                let raced = RacedRequest::from_head(CloseTiming::Rst, peek.filled());
-                lock(&this.server.conns).raced.push(raced);
+                let mut conns = lock(&this.server.conns);
+                let seen = &conns.records[record];
+                let on = RacedOn { connection: record, requests: seen.requests.len(), answers: seen.answers.len() };
+                conns.raced.push(RacedRequest::from_head(CloseTiming::Rst, peek.filled(), on));
                 return std::task::Poll::Ready(Err(std::io::Error::new(
                     std::io::ErrorKind::ConnectionReset,
                     "close race: reset with the request unread (fault)",
