@@ -238,6 +238,28 @@ mod tests {
     }
 
     #[test]
+    fn civil_dates_are_the_calendars() {
+        // Each against Python's `datetime.date` (days since 1970-01-01): a
+        // round trip alone would pass a month 13 for January, or a century
+        // or 400-year rule applied both ways.
+        for (days, date) in [
+            (-1, (1969, 12, 31)),
+            (-25_508, (1900, 3, 1)),
+            (-135_080, (1600, 3, 1)),
+            (11_016, (2000, 2, 29)),
+            (11_017, (2000, 3, 1)),
+            (20_792, (2026, 12, 5)),
+            (20_819, (2027, 1, 1)),
+            (47_540, (2100, 2, 28)),
+            (47_541, (2100, 3, 1)),
+            (157_113, (2400, 2, 29)),
+        ] {
+            assert_eq!(civil_from_days(days), date, "day {days}");
+            assert_eq!(days_from_civil(date.0, date.1, date.2), days, "{date:?}");
+        }
+    }
+
+    #[test]
     fn next_hour_is_aligned_to_the_clock() {
         let t = WallTime::from_unix_ms(3_600_000 * 5 + 1_234);
         assert_eq!(t.hour(), 5);
