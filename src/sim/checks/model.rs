@@ -721,7 +721,7 @@ pub fn check_keep_alive(r: &Report) -> Vec<ModelViolation> {
         if let Some(close) = c.closed {
             let at = close.at.as_millis();
             if close.requests != close.answers {
-                let running = close.requests - close.answers.min(close.requests);
+                let running = close.requests.saturating_sub(close.answers);
                 return found(n, c, format!("was closed at {at} ms with {running} request(s) on it not yet answered"));
             }
             let idle_since = close.answers.checked_sub(1).and_then(|k| c.answers.get(k)).map_or(c.opened, |a| a.at);
@@ -782,7 +782,7 @@ pub fn check_close_races(r: &Report) -> Vec<ModelViolation> {
         } else if on.answers == 0 {
             format!("struck the first request on connection {}: a fresh connection, not a reused one", on.connection)
         } else if on.requests != on.answers {
-            let running = on.requests - on.answers.min(on.requests);
+            let running = on.requests.saturating_sub(on.answers);
             format!(
                 "struck connection {} with {running} request(s) on it not yet answered: a busy one, not an idle one",
                 on.connection
