@@ -15,7 +15,7 @@ use retrysim::core::budget::RetryBudget;
 use retrysim::gate::aimd::{AimdConfig, RateControl};
 use retrysim::gate::{Admission, Feedback, Gate};
 use retrysim::sim::checks::fleet::{
-    FleetViolation, aimd_backs_off, api_within_gate_limit, budget_allowance, budget_refusal, check_fleet,
+    FleetViolation, aimd_backs_off, aimd_grows, api_within_gate_limit, budget_allowance, budget_refusal, check_fleet,
     deferred_charged_once, fallback_only_when_cut_off, fallback_within_local_limit, gate_window,
     service_hears_outcomes, service_keeps_leases,
 };
@@ -337,6 +337,36 @@ fn the_limiter_services_gate_backs_off_on_what_its_workers_report_and_a_deaf_one
 }
 
 #[test]
+fn the_limiter_services_gate_grows_on_the_successes_its_workers_report_and_one_deaf_to_them_is_caught() {
+    // The service's AIMD gate, told each attempt's outcome by a `DONE` line,
+    // must raise its limit after enough successes on a window at least half
+    // used; a gate told every success as neutral never does.
+    let s = scenario("berlin-40-processes-coordinated");
+    let GateConfig::Aimd(config) = s.fleet.gate else { panic!("the scenario's service runs an AIMD gate") };
+    let r = run(&s, 1).unwrap_or_else(|e| panic!("{e}"));
+    let grew = |r: &Report| {
+        r.fleet_facts.gate.iter().any(|f| {
+            matches!(f.event, retrysim::gate::aimd::GateEvent::Changed { throttled: false, limit, .. }
+                if limit > config.initial_limit)
+        })
+    };
+    let told = &r.fleet_facts.service_told;
+    let successes = told.iter().filter(|t| t.done.as_deref().is_some_and(|l| l.ends_with(" success"))).count();
+    assert!(successes > 10 && grew(&r), "the situation: successes reported, the limit raised\n{}", replay(&r));
+    assert_clean(&r, aimd_grows(&r));
+    let mut deaf = s.clone();
+    deaf.client.defects.aimd_never_grows = true;
+    let d = run(&deaf, 1).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!grew(&d), "the deaf gate never raises its limit\n{}", replay(&d));
+    let found = aimd_grows(&d);
+    assert!(
+        found.iter().any(|v| v.message.contains("successes were reported to the limiter service's gate")),
+        "{found:?}\n{}",
+        replay(&d)
+    );
+}
+
+#[test]
 fn workers_fall_back_only_while_the_limiter_service_is_cut_off_and_a_fallback_without_a_cause_is_caught() {
     // Partitioned away from 10 s to 40 s, the workers fail open onto their
     // local limits, and only then.
@@ -571,6 +601,35 @@ fn a_fallback_admission_outside_the_workers_fallback_spans_is_caught() {
     let found = fallback_within_local_limit(&unannounced);
     let named = format!("w{w}'s fallback admitted ticket");
     assert!(found.iter().any(|v| v.message.contains(&named) && v.message.contains("outside every span")), "{found:?}");
+}
+
+#[test]
+fn each_worker_waits_its_stagger_before_its_first_fallback_admission_and_one_that_does_not_is_caught() {
+    // Worker w of n holds its first fallback admission `interval × w / n`
+    // after it first falls back, so the fleet does not fall back in one
+    // burst. The same run with a worker's first fallback admission moved to
+    // the instant it fell back: caught, and named.
+    let r = run_named("berlin-40-processes-limiter-partition", 1);
+    assert_clean(&r, fallback_within_local_limit(&r));
+    let first_fallback =
+        |w: u32| r.fleet_facts.routes.iter().find(|f| f.worker == w && f.route == Route::Fallback).map(|f| f.at);
+    let is_admission =
+        |f: &retrysim::gate::aimd::GateFact| matches!(f.event, retrysim::gate::aimd::GateEvent::Admitted { .. });
+    let (&w, from) = r
+        .fleet_facts
+        .local
+        .iter()
+        .filter(|(w, log)| **w > 0 && log.iter().any(is_admission))
+        .find_map(|(w, _)| first_fallback(*w).map(|from| (w, from)))
+        .expect("a worker other than w0 fell back and was admitted by its fallback");
+    let mut hasty = r.clone();
+    let log = hasty.fleet_facts.local.get_mut(&w).expect("its fallback's log");
+    let first = log.iter_mut().find(|f| is_admission(f)).expect("its first fallback admission");
+    assert!(first.at > from, "the situation: w{w} waited after falling back at {from:?}\n{}", replay(&r));
+    first.at = from;
+    let found = fallback_within_local_limit(&hasty);
+    let named = format!("w{w}'s fallback admitted its first attempt at {} ms, within its stagger", from.as_millis());
+    assert!(found.iter().any(|v| v.message.contains(&named)), "{found:?}");
 }
 
 #[test]

@@ -12,6 +12,7 @@
 //! | a deferred job is charged exactly once, under its one key | the ledger and the traces |
 //! | the interactive path never waits past its budget | the traces |
 //! | an AIMD gate backs off on a 429 after its guard (budgeted efficiency) | traces and the gate's facts |
+//! | the limiter service's AIMD gate grows on successes told on a window half used (efficiency) | the service's record and the gate's facts |
 //! | a pacing gate reading rate-limit headers lets no 429 through after two windows | the ledger |
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,6 +61,7 @@ pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
     out.extend(service_keeps_leases(r));
     out.extend(deferred_charged_once(r));
     out.extend(aimd_backs_off(r));
+    out.extend(aimd_grows(r));
     out.extend(pacing_spends_no_429(r));
     out
 }
@@ -254,6 +256,79 @@ fn aimd_backs_off_one(
         }
     }
     None
+}
+
+/// An efficiency check: the limiter service's AIMD gate raises its limit
+/// when its workers report successes on a window at least half used. A
+/// gate that never grows stays safe (it only leaves the API's capacity
+/// unused), so no safety check sees it.
+///
+/// The gate grows by `increase × 1000 / limit_milli` thousandths of a slot
+/// per success told while at least half its window was in flight (the
+/// module doc of `gate::aimd`). With the limit at `L`, so its window under
+/// `L + 1` slots, each such success adds at least `increase × 1000 / (L + 1)`
+/// thousandths, and `n` of them without a change of the limit must lift it
+/// to `L + 1` (unless it is at `max_limit`); a success told in the instant
+/// the limit changed may be what changed it, and is not counted. Read from
+/// the service's record: a success is a `DONE` line whose class is
+/// `success`; the in-flight count
+/// before it is at least the slots admitted at an earlier instant less the
+/// slots freed before it (every freed slot is a [`Told`]). A reported
+/// throttle may be a cut the limit's whole number hides, so the count
+/// starts again after one.
+///
+/// [`Told`]: crate::sim::world::limiter_service::Told
+pub fn aimd_grows(r: &Report) -> Vec<FleetViolation> {
+    let s = &r.scenario_config;
+    let GateConfig::Aimd(c) = s.fleet.gate else { return Vec::new() };
+    if s.fleet.coordinator.is_none() || c.increase == 0 {
+        return Vec::new();
+    }
+    let facts = &r.fleet_facts.gate;
+    let steps = limit_steps(c.initial_limit, facts);
+    let admitted: Vec<Duration> =
+        facts.iter().filter(|f| matches!(f.event, GateEvent::Admitted { .. })).map(|f| f.at).collect();
+    let (mut limit, mut since, mut successes) = (c.initial_limit, Duration::ZERO, 0u64);
+    for (freed, t) in r.fleet_facts.service_told.iter().enumerate() {
+        // The limit after every change at or before this instant.
+        let last = steps.iter().take_while(|(at, _)| *at <= t.at).last();
+        let now = last.map_or(c.initial_limit, |s| s.1);
+        if now != limit {
+            (limit, since, successes) = (now, t.at, 0);
+        }
+        // Told in the instant the limit changed, it may be what changed it.
+        if last.is_some_and(|s| s.0 == t.at) {
+            continue;
+        }
+        let line = t.done.as_deref().unwrap_or("");
+        if throttle_told(line) {
+            (since, successes) = (t.at, 0);
+            continue;
+        }
+        if line.split_ascii_whitespace().nth(2) != Some("success") || limit >= c.max_limit {
+            continue;
+        }
+        let in_flight = (admitted.partition_point(|&a| a < t.at) as u64).saturating_sub(freed as u64);
+        if in_flight * 2 < limit as u64 + 1 {
+            continue;
+        }
+        successes += 1;
+        let step = (c.increase as u64 * 1000 / (limit as u64 + 1)).max(1);
+        let needed = 1000u64.div_ceil(step);
+        if successes >= needed {
+            return vec![v(
+                "aimd-grows",
+                format!(
+                    "{successes} successes were reported to the limiter service's gate from {} ms to {} ms, each with at least {} of its {limit} slots in flight, and it never raised its limit from {limit} (at most {needed} lift it to {})",
+                    since.as_millis(),
+                    t.at.as_millis(),
+                    (limit as u64 + 1).div_ceil(2),
+                    limit + 1
+                ),
+            )];
+        }
+    }
+    Vec::new()
 }
 
 /// The executions that share one budget: the whole fleet on a shared host,
@@ -666,7 +741,8 @@ fn fallback_spans(r: &Report) -> BTreeMap<u32, Vec<(Duration, Duration)>> {
 
 /// `fallback-limit` from each worker's fallback gate's own facts: no
 /// admission over its `window` in flight, none less than `interval` after
-/// the previous (for a `rate` above zero), and none outside the `spans` its
+/// the previous (for a `rate` above zero) nor, for its first, within its
+/// stagger after it first fell back, and none outside the `spans` its
 /// worker's route facts say it spent on its fallback (the ledger's half of
 /// the check judges the requests inside those spans only).
 fn fallback_gate_facts(
@@ -677,6 +753,7 @@ fn fallback_gate_facts(
     spans: &BTreeMap<u32, Vec<(Duration, Duration)>>,
 ) -> Vec<FleetViolation> {
     let mut out = Vec::new();
+    let stagger = |w: u32| interval * w / r.scenario_config.fleet.workers.max(1);
     for (w, log) in &r.fleet_facts.local {
         let mut previous: Option<Duration> = None;
         for (at, ticket, in_flight, _, _) in admitted(log) {
@@ -694,6 +771,26 @@ fn fallback_gate_facts(
                 out.push(v(
                     "fallback-limit",
                     format!("w{w}'s fallback admitted ticket {ticket} with {in_flight} in flight over {window}"),
+                ));
+            }
+            // A worker's first fallback admission waits its stagger from
+            // when it first fell back (worker w of n: `interval × w / n`),
+            // so the fleet does not fall back in one burst. Later spans are
+            // not judged: a grant cancelled on its way leaves the worker's
+            // gate thinking it never left its fallback, so it holds nothing.
+            let first_span = spans.get(w).and_then(|s| s.first());
+            if let (None, Some(&(from, _))) = (previous, first_span)
+                && rate > 0
+                && at < from + stagger(*w)
+            {
+                out.push(v(
+                    "fallback-limit",
+                    format!(
+                        "w{w}'s fallback admitted its first attempt at {} ms, within its stagger of {} ms after it fell back at {} ms",
+                        at.as_millis(),
+                        stagger(*w).as_millis(),
+                        from.as_millis()
+                    ),
                 ));
             }
             if rate > 0 && previous.is_some_and(|p| at < p + interval) {

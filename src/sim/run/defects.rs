@@ -76,6 +76,9 @@ defects! {
     /// The fleet's AIMD gate is told every 429 as a neutral outcome (a
     /// wrapper that forwards the transport's class), so it never backs off.
     aimd_ignores_429 = "aimd-ignores-429", "an AIMD gate that does not back off on a 429";
+    /// The fleet's AIMD gate is told every success as a neutral outcome (a
+    /// wrapper that reports only failures), so it never raises its limit.
+    aimd_never_grows = "aimd-never-grows", "an AIMD gate that never raises its limit on successes";
     /// The deadline rule forgets `min_attempt_time`: a wait may end with
     /// less time left than an attempt needs.
     deadline_ignores_min_attempt_time = "deadline-ignores-min-attempt-time", "the deadline rule forgets min_attempt_time";
@@ -313,6 +316,25 @@ impl Gate for Ignores429 {
     }
 }
 
+/// A gate that tells the gate it wraps every success as a neutral outcome:
+/// an AIMD gate then never raises its limit.
+pub(crate) struct DeafToSuccess(pub Arc<dyn Gate>);
+
+impl Gate for DeafToSuccess {
+    fn admit(&self) -> Admission<'_> {
+        self.0.admit()
+    }
+
+    fn done(&self, feedback: &Feedback<'_>) {
+        let class = if feedback.class == Class::Success { Class::Transient } else { feedback.class };
+        self.0.done(&Feedback { class, ..*feedback });
+    }
+
+    fn queued(&self) -> usize {
+        self.0.queued()
+    }
+}
+
 /// A gate that tells the gate it wraps every answer without its
 /// `RateLimit-Reset` / `X-RateLimit-Reset` field (nor the structured
 /// field's `t`): a pacing gate then never
@@ -357,6 +379,7 @@ impl Defects {
     /// The fleet gate the defects put around `gate` (the gate itself when none applies).
     pub fn wrap_gate(&self, gate: Arc<dyn Gate>) -> Arc<dyn Gate> {
         let gate: Arc<dyn Gate> = if self.aimd_ignores_429 { Arc::new(Ignores429(gate)) } else { gate };
+        let gate: Arc<dyn Gate> = if self.aimd_never_grows { Arc::new(DeafToSuccess(gate)) } else { gate };
         if self.pacing_ignores_reset { Arc::new(DropsReset(gate)) } else { gate }
     }
 }
