@@ -36,9 +36,11 @@ fn harness_check_judges_by_the_hunts_checks() {
     // Each defect over seeds where it shows (the spread's floor needs a
     // zero advice, first at seed 75 of the default range; the drawn spread
     // needs enough waits on an advice, first at seed 5; the longer backoff
-    // over an advice that max-of-advice-only skips, first at seed 261).
+    // over an advice that max-of-advice-only skips, first at seed 261; an
+    // AIMD gate on the limiter service, first at seed 100).
     let defects = [
         ("aimd-ignores-429", 1..=40),
+        ("aimd-never-grows", 100..=106),
         ("window-admits-one-more", 1..=40),
         ("budget-refunds-too-much", 1..=40),
         ("deferral-drops-jobs", 1..=40),
@@ -69,6 +71,7 @@ fn harness_check_judges_by_the_hunts_checks() {
     // Not vacuous: fleet checks and the model's check were among them.
     for name in [
         "aimd-backs-off",
+        "aimd-grows",
         "model-limiter",
         "budget-allowance",
         "deferred-once",
