@@ -27,6 +27,7 @@ use retrysim::sim::run::render::{Show, render_run};
 use retrysim::sim::run::runner::{JobOutcome, Report, RunOptions, run};
 use retrysim::sim::run::scenario::{BudgetConfig, GateConfig, Scenario, berlin, named};
 use retrysim::sim::world::limiter_service::Route;
+use retrysim::sim::world::net::{Fault, ScheduledFault};
 use retrysim::trace::EventKind;
 
 fn scenario(name: &str) -> Scenario {
@@ -699,6 +700,38 @@ fn a_workers_hello_frees_what_its_older_session_held_and_a_session_kept_open_is_
     shared.fleet_facts.service_hellos[1].session = first;
     let found = service_keeps_leases(&shared);
     assert!(found.iter().any(|v| v.message.contains("each connection is a session of its own")), "{found:?}");
+}
+
+#[test]
+fn a_worker_partitioned_away_twice_says_hello_a_third_time_and_its_second_session_frees_what_it_held() {
+    // Partitioned away from 10 s to 40 s and again from 50 s to 60 s: workers
+    // say HELLO a third time, some while their second session holds a slot
+    // the second partition cut off. The service must close the second
+    // session at the third HELLO as it closed the first at the second. A
+    // service that forgot a worker's current session when its older one
+    // ended (the cleanup's `==` as `!=`) leaves it open: here w21's second
+    // session keeps the slot granted at 48.43 s until its lease, 108.43 s.
+    let mut s = scenario("berlin-40-processes-limiter-partition");
+    s.faults.schedule.push(ScheduledFault {
+        at: Duration::from_secs(50),
+        fault: Fault::LimiterPartition { until: Duration::from_secs(60) },
+    });
+    let r = run(&s, 1).unwrap_or_else(|e| panic!("{e}"));
+    let facts = &r.fleet_facts;
+    let third_while_held = facts.service_hellos.iter().filter(|h| {
+        let before: Vec<u64> =
+            facts.service_hellos.iter().filter(|o| o.worker == h.worker && o.at < h.at).map(|o| o.session).collect();
+        let [_, .., second] = before.as_slice() else { return false };
+        let granted = facts.service_granted.iter().filter(|g| g.session == *second && g.at <= h.at).count();
+        let freed = facts.service_told.iter().filter(|t| t.session == *second && t.at < h.at).count();
+        granted > freed
+    });
+    assert!(
+        third_while_held.count() > 0,
+        "the situation: a third HELLO while the second session holds a slot\n{}",
+        replay(&r)
+    );
+    assert_clean(&r, service_keeps_leases(&r));
 }
 
 #[test]
