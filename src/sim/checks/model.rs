@@ -28,7 +28,7 @@ use crate::sim::world::api::{
     Advertised, AdviceForm, ApiConfig, Arrival, ArrivalOutcome, LimiterKind, LossDecision, RetryAfterRounding,
     ScriptStep,
 };
-use crate::sim::world::net::{ConnRecord, Fault};
+use crate::sim::world::net::{CloseTiming, ConnRecord, Fault};
 
 /// One verdict of the API's limiter the reference disagrees with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -686,7 +686,8 @@ pub fn check_lost_answers(r: &Report) -> Vec<ModelViolation> {
 /// tick for the server's timer) after it went idle (accepted, or answered
 /// its last request): by then the server has closed it. A connection the
 /// server closed was idle then, and closed on time: at its idle timeout
-/// (within a tick), unless a `fin_before_write` race asked. Clients only see
+/// (within a tick), unless a `fin_before_write` race asked, and then within
+/// a tick of a race the fault schedule holds. Clients only see
 /// a connection close, which they handle either way, so a server that
 /// closed too early or never closed an idle one passed every other check.
 pub fn check_keep_alive(r: &Report) -> Vec<ModelViolation> {
@@ -700,6 +701,15 @@ pub fn check_keep_alive(r: &Report) -> Vec<ModelViolation> {
     };
     let timeout = (keep.idle_timeout_ms > 0).then(|| Duration::from_millis(keep.idle_timeout_ms));
     let slack = r.scenario_config.net.tick + Duration::from_millis(1);
+    // When a `fin_before_write` race asked the server to close its idle connections.
+    let rounds: Vec<Duration> = r
+        .scenario_config
+        .faults
+        .schedule
+        .iter()
+        .filter(|f| matches!(f.fault, Fault::CloseRace { timing: CloseTiming::FinBeforeWrite }))
+        .map(|f| f.at)
+        .collect();
     for (n, c) in r.server_connections.iter().enumerate() {
         for (k, a) in c.answers.iter().enumerate() {
             let served = u32::try_from(k + 1).unwrap_or(u32::MAX);
@@ -726,7 +736,17 @@ pub fn check_keep_alive(r: &Report) -> Vec<ModelViolation> {
             }
             let idle_since = close.answers.checked_sub(1).and_then(|k| c.answers.get(k)).map_or(c.opened, |a| a.at);
             match timeout {
-                _ if close.asked => {}
+                _ if close.asked => {
+                    if !rounds.iter().any(|&t| t <= close.at && close.at <= t + slack) {
+                        return found(
+                            n,
+                            c,
+                            format!(
+                                "was closed at {at} ms as a `fin_before_write` race asked, where none was scheduled in the tick before"
+                            ),
+                        );
+                    }
+                }
                 None => return found(n, c, format!("was closed at {at} ms as idle, where it has no idle timeout")),
                 Some(t) if close.at < idle_since + t || close.at > idle_since + t + slack => {
                     let idle = (close.at - idle_since.min(close.at)).as_millis();
@@ -1231,9 +1251,19 @@ mod tests {
         let mut busy = r.clone();
         busy.close_races[0].on.requests += 1;
         assert!(check_close_races(&busy)[0].message.contains("1 request(s) on it not yet answered"));
-        let mut gone = r;
+        let mut gone = r.clone();
         gone.close_races[0].method.clear();
         assert!(check_close_races(&gone)[0].message.contains("struck no request"));
+        // A connection closed as a `fin_before_write` race asked, at a time
+        // no race was scheduled: model-keep-alive's to judge.
+        assert_eq!(check_keep_alive(&r), []);
+        let (m, close) = (r.server_connections.iter().enumerate())
+            .find_map(|(m, c)| c.closed.filter(|close| close.asked).map(|close| (m, close)))
+            .expect("the situation: a connection closed by a fin_before_write race");
+        let mut unasked = r;
+        unasked.server_connections[m].closed = Some(ServerClose { at: close.at + Duration::from_millis(700), ..close });
+        let found = check_keep_alive(&unasked);
+        assert!(found[0].message.contains("race asked, where none was scheduled"), "{found:?}");
     }
 
     #[test]
