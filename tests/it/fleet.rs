@@ -368,6 +368,23 @@ fn the_limiter_services_gate_grows_on_the_successes_its_workers_report_and_one_d
 }
 
 #[test]
+fn the_limiter_services_gate_cuts_on_an_unclear_429_its_workers_report() {
+    // Seed 766's world (`worlds/766.toml`): HTML 429s whose advice the
+    // workers read as unclear, reported to the service as `DONE 429
+    // unclear`. The service's gate reads an unclear 429 as a throttle, as a
+    // gate in the client's process does (`Signal::of`), so it must cut on
+    // one after its guard; a service that took the line for a neutral
+    // outcome would not.
+    let path = format!("{}/tests/it/worlds/766.toml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let s = Scenario::from_toml(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let r = run(&s, 766).unwrap_or_else(|e| panic!("{e}"));
+    let unclear = r.fleet_facts.service_told.iter().filter(|t| t.done.as_deref() == Some("DONE 429 unclear")).count();
+    assert!(unclear > 0, "the situation: unclear 429s reported to the service\n{}", replay(&r));
+    assert_clean(&r, aimd_backs_off(&r));
+}
+
+#[test]
 fn workers_fall_back_only_while_the_limiter_service_is_cut_off_and_a_fallback_without_a_cause_is_caught() {
     // Partitioned away from 10 s to 40 s, the workers fail open onto their
     // local limits, and only then.
