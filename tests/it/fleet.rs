@@ -355,6 +355,19 @@ fn the_limiter_services_gate_grows_on_the_successes_its_workers_report_and_one_d
     let successes = told.iter().filter(|t| t.done.as_deref().is_some_and(|l| l.ends_with(" success"))).count();
     assert!(successes > 10 && grew(&r), "the situation: successes reported, the limit raised\n{}", replay(&r));
     assert_clean(&r, aimd_grows(&r));
+    // A gate that leapt two slots on one success: caught, and named.
+    let mut leapt = r.clone();
+    let fact = leapt
+        .fleet_facts
+        .gate
+        .iter_mut()
+        .find(|f| matches!(f.event, retrysim::gate::aimd::GateEvent::Changed { throttled: false, .. }))
+        .expect("a growth");
+    if let retrysim::gate::aimd::GateEvent::Changed { limit, .. } = &mut fact.event {
+        *limit += 1;
+    }
+    let found = aimd_grows(&leapt);
+    assert!(found.iter().any(|v| v.message.contains("on one success")), "{found:?}");
     let mut deaf = s.clone();
     deaf.client.defects.aimd_never_grows = true;
     let d = run(&deaf, 1).unwrap_or_else(|e| panic!("{e}"));

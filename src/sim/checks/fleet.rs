@@ -281,6 +281,9 @@ fn aimd_backs_off_one(
 pub fn aimd_grows(r: &Report) -> Vec<FleetViolation> {
     let s = &r.scenario_config;
     let GateConfig::Aimd(c) = s.fleet.gate else { return Vec::new() };
+    if let Some(found) = aimd_grows_by_steps(c, &r.fleet_facts.gate) {
+        return vec![found];
+    }
     if s.fleet.coordinator.is_none() || c.increase == 0 {
         return Vec::new();
     }
@@ -329,6 +332,37 @@ pub fn aimd_grows(r: &Report) -> Vec<FleetViolation> {
         }
     }
     Vec::new()
+}
+
+/// The other half of [`aimd_grows`], from the gate's own facts alone (the
+/// fleet's gate or the limiter service's): one success raises the limit
+/// by one slot at most. With the limit at `L`, its window under `L + 1`
+/// slots, a success adds at most `increase × 1000 / L` thousandths, so the
+/// limit after it is at most `L + 1 + (increase × 1000 / L − 1) / 1000`. A
+/// gate that leapt further would flood the API before any answer could
+/// tell it otherwise.
+fn aimd_grows_by_steps(c: crate::gate::aimd::AimdConfig, facts: &[GateFact]) -> Option<FleetViolation> {
+    let mut limit = c.initial_limit.max(1) as u64;
+    for f in facts {
+        match f.event {
+            GateEvent::Admitted { limit: now, .. } => limit = now.max(1) as u64,
+            GateEvent::Changed { limit: now, throttled, .. } => {
+                let most = limit + 1 + (c.increase as u64 * 1000 / limit).saturating_sub(1) / 1000;
+                if !throttled && now as u64 > most {
+                    return Some(v(
+                        "aimd-grows",
+                        format!(
+                            "the gate raised its limit from {limit} to {now} on one success at {} ms (at most {most})",
+                            f.at.as_millis()
+                        ),
+                    ));
+                }
+                limit = now.max(1) as u64;
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The executions that share one budget: the whole fleet on a shared host,
