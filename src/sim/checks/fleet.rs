@@ -12,7 +12,7 @@
 //! | a deferred job is charged exactly once, under its one key | the ledger and the traces |
 //! | the interactive path never waits past its budget | the traces |
 //! | an AIMD gate backs off on a 429 after its guard (budgeted efficiency) | traces and the gate's facts |
-//! | the limiter service's AIMD gate grows on successes told on a window half used (efficiency) | the service's record and the gate's facts |
+//! | the limiter service's AIMD gate grows on successes told on a window half used (efficiency), and no AIMD gate by more than a slot a success | the service's record and the gate's facts |
 //! | a pacing gate reading rate-limit headers lets no 429 through after two windows | the ledger |
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -186,9 +186,14 @@ pub fn aimd_backs_off(r: &Report) -> Vec<FleetViolation> {
 /// Whether a worker's `DONE <status> <class>` line tells the service's
 /// gate of a throttle.
 fn throttle_told(line: &str) -> bool {
-    let mut words = line.split_ascii_whitespace().skip(1);
-    let (status, class) = (words.next(), words.next());
+    let (status, class) = told(line);
     class == Some("throttled") || (class == Some("unclear") && status == Some("429"))
+}
+
+/// The status and class words of a worker's `DONE <status> <class>` line.
+fn told(line: &str) -> (Option<&str>, Option<&str>) {
+    let mut words = line.split_ascii_whitespace().skip(1);
+    (words.next(), words.next())
 }
 
 /// Every answer a gate was told of by retrysim's traced clients (one per
@@ -271,11 +276,11 @@ fn aimd_backs_off_one(
 /// to `L + 1` (unless it is at `max_limit`); a success told in the instant
 /// the limit changed may be what changed it, and is not counted. Read from
 /// the service's record: a success is a `DONE` line whose class is
-/// `success`; the in-flight count
-/// before it is at least the slots admitted at an earlier instant less the
-/// slots freed before it (every freed slot is a [`Told`]). A reported
-/// throttle may be a cut the limit's whole number hides, so the count
-/// starts again after one.
+/// `success`; the in-flight count before it is at least the slots admitted
+/// at an earlier instant less the slots freed before it (every freed slot
+/// is a [`Told`]). A reported throttle may be a cut the limit's whole
+/// number hides, so the count starts again after one. From any AIMD gate's
+/// own facts it also bounds each growth (`aimd_grows_by_steps`).
 ///
 /// [`Told`]: crate::sim::world::limiter_service::Told
 pub fn aimd_grows(r: &Report) -> Vec<FleetViolation> {
@@ -308,7 +313,7 @@ pub fn aimd_grows(r: &Report) -> Vec<FleetViolation> {
             (since, successes) = (t.at, 0);
             continue;
         }
-        if line.split_ascii_whitespace().nth(2) != Some("success") || limit >= c.max_limit {
+        if told(line).1 != Some("success") || limit >= c.max_limit {
             continue;
         }
         let in_flight = (admitted.partition_point(|&a| a < t.at) as u64).saturating_sub(freed as u64);

@@ -294,44 +294,30 @@ impl<T: Transport> Transport for FreshKeys<T> {
     }
 }
 
-/// A gate that tells the gate it wraps every 429 as a neutral outcome: an
-/// AIMD gate then never cuts its limit.
-pub(crate) struct Ignores429(pub Arc<dyn Gate>);
+/// A gate that tells the gate it wraps every answer `when` picks as a
+/// neutral outcome: with every 429 picked an AIMD gate never cuts its limit
+/// (`aimd-ignores-429`), with every success it never raises it
+/// (`aimd-never-grows`).
+pub(crate) struct TellsNeutral {
+    inner: Arc<dyn Gate>,
+    when: fn(&Feedback<'_>) -> bool,
+}
 
-impl Gate for Ignores429 {
+impl Gate for TellsNeutral {
     fn admit(&self) -> Admission<'_> {
-        self.0.admit()
+        self.inner.admit()
     }
 
     fn done(&self, feedback: &Feedback<'_>) {
-        if feedback.status == Some(429) {
-            self.0.done(&Feedback { class: Class::Transient, ..*feedback });
+        if (self.when)(feedback) {
+            self.inner.done(&Feedback { class: Class::Transient, ..*feedback });
         } else {
-            self.0.done(feedback);
+            self.inner.done(feedback);
         }
     }
 
     fn queued(&self) -> usize {
-        self.0.queued()
-    }
-}
-
-/// A gate that tells the gate it wraps every success as a neutral outcome:
-/// an AIMD gate then never raises its limit.
-pub(crate) struct DeafToSuccess(pub Arc<dyn Gate>);
-
-impl Gate for DeafToSuccess {
-    fn admit(&self) -> Admission<'_> {
-        self.0.admit()
-    }
-
-    fn done(&self, feedback: &Feedback<'_>) {
-        let class = if feedback.class == Class::Success { Class::Transient } else { feedback.class };
-        self.0.done(&Feedback { class, ..*feedback });
-    }
-
-    fn queued(&self) -> usize {
-        self.0.queued()
+        self.inner.queued()
     }
 }
 
@@ -378,8 +364,9 @@ impl Gate for DropsReset {
 impl Defects {
     /// The fleet gate the defects put around `gate` (the gate itself when none applies).
     pub fn wrap_gate(&self, gate: Arc<dyn Gate>) -> Arc<dyn Gate> {
-        let gate: Arc<dyn Gate> = if self.aimd_ignores_429 { Arc::new(Ignores429(gate)) } else { gate };
-        let gate: Arc<dyn Gate> = if self.aimd_never_grows { Arc::new(DeafToSuccess(gate)) } else { gate };
+        let neutral = |inner, when| -> Arc<dyn Gate> { Arc::new(TellsNeutral { inner, when }) };
+        let gate = if self.aimd_ignores_429 { neutral(gate, |f| f.status == Some(429)) } else { gate };
+        let gate = if self.aimd_never_grows { neutral(gate, |f| f.class == Class::Success) } else { gate };
         if self.pacing_ignores_reset { Arc::new(DropsReset(gate)) } else { gate }
     }
 }
