@@ -762,6 +762,26 @@ mod tests {
     }
 
     #[test]
+    fn a_fixed_config_holds_its_limit_on_a_throttle_and_never_raises_its_pace_again() {
+        // Three slots at 1/s: a throttle may slow the pace (to 0.7/s, above
+        // its floor of 0.5/s) but not the limit, and no success raises either.
+        let mut c = Controller::new(AimdConfig::fixed(3, 1_000));
+        c.admit(MS(0));
+        assert!(c.answer(MS(10), Signal::Throttled));
+        assert_eq!((c.limit(), c.rate_milli()), (3, Some(700)));
+        for i in 0..50 {
+            c.admit(MS(2_000 * (i + 1)));
+            c.answer(MS(2_000 * (i + 1)), Signal::Success);
+        }
+        assert_eq!((c.limit(), c.rate_milli()), (3, Some(700)));
+        // Without a pace, a throttle does not turn one on.
+        let mut c = Controller::new(AimdConfig::fixed(3, 0));
+        c.admit(MS(0));
+        c.answer(MS(10), Signal::Throttled);
+        assert_eq!((c.limit(), c.rate_milli()), (3, None));
+    }
+
+    #[test]
     fn cubic_matches_botocore() {
         // botocore's test: W_max 10, β 0.7, C 0.4: K = ∛7.5 ≈ 1.957 s.
         let mut cubic = Cubic::default();

@@ -368,6 +368,30 @@ fn the_limiter_services_gate_grows_on_the_successes_its_workers_report_and_one_d
     }
     let found = aimd_grows(&leapt);
     assert!(found.iter().any(|v| v.message.contains("on one success")), "{found:?}");
+    // A gate that grew with one slot of its three or more in flight (the
+    // last admission before a growth edited down to one): caught, and named.
+    let mut idle = r.clone();
+    let facts = &mut idle.fleet_facts.gate;
+    let growth = (0..facts.len())
+        .find(|&i| {
+            matches!(facts[i].event, retrysim::gate::aimd::GateEvent::Changed { throttled: false, .. })
+                && facts[..i].iter().rev().find_map(|f| match f.event {
+                    retrysim::gate::aimd::GateEvent::Admitted { limit, .. } => Some(limit >= 3),
+                    _ => None,
+                }) == Some(true)
+        })
+        .expect("a growth from a limit of 3 or more");
+    let admitted = facts[..growth]
+        .iter_mut()
+        .rev()
+        .find_map(|f| match &mut f.event {
+            retrysim::gate::aimd::GateEvent::Admitted { in_flight, .. } => Some(in_flight),
+            _ => None,
+        })
+        .expect("an admission before it");
+    *admitted = 1;
+    let found = aimd_grows(&idle);
+    assert!(found.iter().any(|v| v.message.contains("with at most 1 of its")), "{found:?}");
     let mut deaf = s.clone();
     deaf.client.defects.aimd_never_grows = true;
     let d = run(&deaf, 1).unwrap_or_else(|e| panic!("{e}"));

@@ -279,7 +279,7 @@ fn aimd_backs_off_one(
 /// `success`; the in-flight count before it is at least the slots admitted
 /// at an earlier instant less the slots freed before it (every freed slot
 /// is a [`Told`]). A reported throttle may be a cut the limit's whole
-/// number hides, so the count starts again after one. From any AIMD gate's
+/// number hides, so the count starts again after one. From the fleet gate's
 /// own facts it also bounds each growth (`aimd_grows_by_steps`).
 ///
 /// [`Told`]: crate::sim::world::limiter_service::Told
@@ -340,24 +340,42 @@ pub fn aimd_grows(r: &Report) -> Vec<FleetViolation> {
 }
 
 /// The other half of [`aimd_grows`], from the gate's own facts alone (the
-/// fleet's gate or the limiter service's): one success raises the limit
-/// by one slot at most. With the limit at `L`, its window under `L + 1`
-/// slots, a success adds at most `increase × 1000 / L` thousandths, so the
-/// limit after it is at most `L + 1 + (increase × 1000 / L − 1) / 1000`. A
-/// gate that leapt further would flood the API before any answer could
-/// tell it otherwise.
+/// fleet's gate or the limiter service's): the gate grows only by steps,
+/// and only on a window it uses.
+/// - One success raises the limit by one slot at most. With the limit at
+///   `L`, its window under `L + 1` slots, a success adds at most
+///   `increase × 1000 / L` thousandths, so the limit after it is at most
+///   `L + 1 + (increase × 1000 / L − 1) / 1000`. A gate that leapt further
+///   would flood the API before any answer could tell it otherwise.
+/// - A success grows the limit only while at least half the window was in
+///   flight (`in flight × 2 ≥ L`). Only admissions raise the in-flight
+///   count, so the last `Admitted` fact's count bounds it from above until
+///   the next. A gate that grew on an idle window would lift its limit far
+///   past what it ever tried, and cut from there when the API pushes back.
 fn aimd_grows_by_steps(c: crate::gate::aimd::AimdConfig, facts: &[GateFact]) -> Option<FleetViolation> {
-    let mut limit = c.initial_limit.max(1) as u64;
+    let (mut limit, mut in_flight_most) = (c.initial_limit.max(1) as u64, 0u64);
     for f in facts {
         match f.event {
-            GateEvent::Admitted { limit: now, .. } => limit = now.max(1) as u64,
+            GateEvent::Admitted { limit: now, in_flight, .. } => {
+                (limit, in_flight_most) = (now.max(1) as u64, in_flight as u64);
+            }
             GateEvent::Changed { limit: now, throttled, .. } => {
                 let most = limit + 1 + (c.increase as u64 * 1000 / limit).saturating_sub(1) / 1000;
-                if !throttled && now as u64 > most {
+                let grew = !throttled && now as u64 > limit;
+                if grew && now as u64 > most {
                     return Some(v(
                         "aimd-grows",
                         format!(
                             "the gate raised its limit from {limit} to {now} on one success at {} ms (at most {most})",
+                            f.at.as_millis()
+                        ),
+                    ));
+                }
+                if grew && in_flight_most * 2 < limit {
+                    return Some(v(
+                        "aimd-grows",
+                        format!(
+                            "the gate raised its limit from {limit} to {now} on a success at {} ms with at most {in_flight_most} of its {limit} slots in flight (it grows only while half are)",
                             f.at.as_millis()
                         ),
                     ));
