@@ -563,6 +563,16 @@ mod tests {
         let long = vec![b'x'; 1000];
         let err = parse_delta_seconds(&long).unwrap_err();
         assert!(err.reason.contains("(1000 bytes)") && err.reason.len() < 120, "{}", err.reason);
+        // 64 bytes are quoted whole, 65 cut to 64.
+        let x = |n| "x".repeat(n);
+        assert_eq!(
+            parse_delta_seconds(x(64).as_bytes()).unwrap_err().reason,
+            format!("'{}' is not delta-seconds (1*DIGIT)", x(64))
+        );
+        assert_eq!(
+            parse_delta_seconds(x(65).as_bytes()).unwrap_err().reason,
+            format!("'{}'... (65 bytes) is not delta-seconds (1*DIGIT)", x(64))
+        );
     }
 
     // ---- HTTP-date -----------------------------------------------------------------------
@@ -672,6 +682,21 @@ mod tests {
         let earlier = at(jan_1_2026) - Duration::from_millis(1);
         assert_eq!(parse_http_date(b"Thursday, 01-Jan-76 00:00:00 GMT", earlier), Some(at(189_302_400)));
         assert_eq!(parse_http_date(b"Wednesday, 01-Jan-76 00:00:00 GMT", earlier), None);
+        // The time of day weighs in: from noon, 11:59:59 is within the 50 years (2076), 12:01:00
+        // beyond them (1976).
+        let noon = at(jan_1_2026 + 43_200);
+        assert_eq!(parse_http_date(b"Wednesday, 01-Jan-76 11:59:59 GMT", noon), Some(at(jan_1_2076 + 43_199)));
+        assert_eq!(parse_http_date(b"Thursday, 01-Jan-76 12:01:00 GMT", noon), Some(at(189_302_400 + 43_260)));
+    }
+
+    #[test]
+    fn rfc850_separators_are_exact() {
+        assert!(parse_http_date(b"Sunday, 06-Nov-94 08:49:37 GMT", at(RESET)).is_some());
+        for bad in
+            ["Sunday, 06 Nov-94 08:49:37 GMT", "Sunday, 06-Nov 94 08:49:37 GMT", "Sunday, 06-Nov-94T08:49:37 GMT"]
+        {
+            assert_eq!(parse_http_date(bad.as_bytes(), at(RESET)), None, "{bad:?}");
+        }
     }
 
     #[test]
@@ -714,6 +739,25 @@ mod tests {
         assert_eq!(civil(at(RESET)), (2026, stamp(10, 17, 9 * 3600 + 12 * 60 + 31, 0)));
         assert_eq!(civil(at(951_782_400)), (2000, stamp(2, 29, 0, 0)));
         assert_eq!(civil(UNIX_EPOCH - Duration::from_millis(1)), (1969, stamp(12, 31, 86_399, 999_000_000)));
+        // A whole number of seconds before the epoch carries nothing into the second before.
+        assert_eq!(civil(UNIX_EPOCH - Duration::from_secs(86_400)), (1969, stamp(12, 31, 0, 0)));
+    }
+
+    #[test]
+    fn civil_agrees_with_httpdate_on_every_day_around_three_centuries() {
+        // 2000 and 2400 are leap years and 2100 is not; 2400-02-29 ends a 400-year era.
+        const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+        for from in [1996, 2096, 2396] {
+            let start = humantime::parse_rfc3339(&format!("{from}-01-01T00:00:00Z")).unwrap();
+            for day in 0..9 * 366 {
+                let t = start + Duration::from_secs(day * 86_400 + 45_296);
+                let imf = httpdate::fmt_http_date(t); // `Sun, 06 Nov 1994 12:34:56 GMT`
+                let month = MONTHS.iter().position(|m| *m == &imf[8..11]).unwrap() as i64 + 1;
+                let day = imf[5..7].parse().unwrap();
+                let want = (imf[12..16].parse().unwrap(), Stamp { month, day, second_of_day: 45_296, nanos: 0 });
+                assert_eq!(civil(t), want, "{imf}");
+            }
+        }
     }
 
     // ---- read_advice: header -------------------------------------------------------------
@@ -803,6 +847,14 @@ mod tests {
         let h = headers(&[(&RETRY_AFTER, &fmt(RESET + 40)), (&RETRY_AFTER, "41")]);
         let a = read_advice(&h, None, at(RESET));
         assert_eq!((a.source, a.wait), (AdviceSource::HeaderSeconds, Some(Duration::from_secs(41))));
+        // On a tie the earlier line names the source.
+        for (first, second, source) in [
+            ("40".to_string(), fmt(RESET + 40), AdviceSource::HeaderSeconds),
+            (fmt(RESET + 40), "40".to_string(), AdviceSource::HeaderDate),
+        ] {
+            let a = read_advice(&headers(&[(&RETRY_AFTER, &first), (&RETRY_AFTER, &second)]), None, at(RESET));
+            assert_eq!((a.source, a.wait), (source, Some(Duration::from_secs(40))));
+        }
     }
 
     #[test]
@@ -883,6 +935,10 @@ mod tests {
         // Exact millisecond counts are not pushed up by binary rounding (1.005 * 1000 < 1005).
         assert_eq!(wait(json!(1.005)), Some(Duration::from_millis(1005)));
         assert_eq!(wait(json!(0.007)), Some(Duration::from_millis(7)));
+        // ...nor by binary rounding the other way (2.007 * 1000 lands just above 2007).
+        assert_eq!(wait(json!(2.007)), Some(Duration::from_millis(2007)));
+        // Exactly 2^64 ms no longer fits a count of milliseconds: the float's whole seconds.
+        assert_eq!(wait(json!(18_446_744_073_709_552.0)), Some(Duration::from_secs(18_446_744_073_709_552)));
         assert_eq!(wait(json!(0.0)), Some(Duration::ZERO));
         assert_eq!(wait(json!(-0.0)), Some(Duration::ZERO));
         assert_eq!(wait(json!(1e300)), Some(Duration::from_secs(u64::MAX)));
@@ -947,6 +1003,9 @@ mod tests {
         assert_eq!(reset("2026-10-17T11:12:31+02:00"), want);
         assert_eq!(reset("2026-10-17T04:12:31-05:00"), want);
         assert_eq!(reset("2026-10-17T14:42:31+05:30"), want);
+        // The widest offsets, a minute short of a day either way.
+        assert_eq!(reset("2026-10-18T09:11:31+23:59"), want);
+        assert_eq!(reset("2026-10-16T09:13:31-23:59"), want);
         assert_eq!(reset("2026-10-17T11:12:31.5+02:00"), Some(at(RESET) + Duration::from_millis(500)));
         assert_eq!(reset("2026-10-17T23:59:60Z"), Some(at(1_792_281_600)));
         assert_eq!(reset("1969-12-31T23:59:59Z"), UNIX_EPOCH.checked_sub(Duration::from_secs(1)));
@@ -959,6 +1018,7 @@ mod tests {
             "2026-10-17T09:12:31",
             "2026-10-17T09:12:31+2:00",
             "2026-10-17T09:12:31+24:00",
+            "2026-10-17T09:12:31+00:60",
             "2026-02-30T09:12:31Z",
             "2026-10-17T09:12:31 Z",
             "1792228351",
