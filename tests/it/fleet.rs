@@ -16,7 +16,7 @@ use retrysim::gate::aimd::{AimdConfig, RateControl};
 use retrysim::gate::{Admission, Feedback, Gate};
 use retrysim::sim::checks::fleet::{
     FleetViolation, aimd_backs_off, aimd_grows, api_within_gate_limit, budget_allowance, budget_refusal, check_fleet,
-    deferred_charged_once, fallback_only_when_cut_off, fallback_within_local_limit, gate_window,
+    deferred_charged_once, fallback_only_when_cut_off, fallback_within_local_limit, gate_order, gate_window,
     service_hears_outcomes, service_keeps_leases,
 };
 use retrysim::sim::checks::hunt;
@@ -886,4 +886,34 @@ fn the_readme_berlin_table_is_the_scenarios_medians() {
     let (page, section) = crate::readme::page_and_section("Fleet controls");
     assert!(section.contains("`retrysim run --scenario NAME --seed N`"), "{page} must name the command");
     assert!(section.contains(&table), "{page}'s Berlin table is stale; measured now:\n\n{table}");
+}
+
+#[test]
+fn the_pacing_gate_admits_in_the_order_attempts_queued_and_one_that_lets_a_later_one_pass_is_caught() {
+    // Hunt seed 37's world: four workers behind one shared pacing gate, which
+    // keeps no facts of its own; the order is read from the traces.
+    let s = hunt::Target::of(hunt::Kind::All).scenario(37);
+    assert!(matches!(s.fleet.gate, GateConfig::Pacing(_)), "the situation: a pacing gate");
+    let r = run(&s, 37).unwrap_or_else(|e| panic!("{e}"));
+    // (joined, record, event) of every attempt that waited at the gate.
+    let mut waits: Vec<(u64, usize, usize)> = Vec::new();
+    for (i, j) in r.records.iter().enumerate() {
+        for (k, e) in j.trace.events.iter().enumerate() {
+            if let EventKind::Admitted { queued_ms } = e.kind {
+                waits.push((e.at_ms - queued_ms, i, k));
+            }
+        }
+    }
+    waits.sort();
+    let (first, later) = (waits[0], waits.iter().find(|w| w.0 > waits[0].0 + 1).copied());
+    let later = later.unwrap_or_else(|| panic!("the situation: attempts that queued apart\n{}", replay(&r)));
+    assert_clean(&r, gate_order(&r));
+    // The first to queue admitted a millisecond after one that queued later: caught, and named.
+    let mut passed = r.clone();
+    let at = passed.records[later.1].trace.events[later.2].at_ms + 1;
+    let e = &mut passed.records[first.1].trace.events[first.2];
+    e.at_ms = at;
+    e.kind = EventKind::Admitted { queued_ms: at - first.0 };
+    let found = gate_order(&passed);
+    assert!(found.iter().any(|v| v.property == "gate-fifo" && v.message.contains("before job")), "{found:?}");
 }

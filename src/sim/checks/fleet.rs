@@ -54,6 +54,7 @@ pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
     let mut out = budget_allowance(r);
     out.extend(budget_refusal(r));
     out.extend(gate_window(r));
+    out.extend(gate_order(r));
     out.extend(api_within_gate_limit(r));
     out.extend(fallback_within_local_limit(r));
     out.extend(fallback_only_when_cut_off(r));
@@ -624,6 +625,57 @@ pub fn gate_window(r: &Report) -> Vec<FleetViolation> {
         }
     }
     out
+}
+
+/// From the traces, for the shared fleet gate (the pacing gate keeps no
+/// facts of its own): attempts leave its queue in the order they joined it.
+/// An attempt that waited records when it was admitted and how long it
+/// waited (`Admitted`, whole milliseconds each), so when it joined is known
+/// within a millisecond; of two that waited, the one that joined more than
+/// a millisecond earlier is admitted no later. A gate that let a later
+/// attempt pass one at the head would starve the head past its deadline.
+/// Only where one gate serves every job: a shared host, no limiter
+/// service, no deferral (its background runs take their own path).
+pub fn gate_order(r: &Report) -> Vec<FleetViolation> {
+    let s = &r.scenario_config;
+    let one_gate = !matches!(s.fleet.gate, GateConfig::None)
+        && s.fleet.hosts == Hosts::Shared
+        && s.fleet.coordinator.is_none()
+        && s.fleet.deferral.is_none();
+    if !r.traced || !one_gate {
+        return Vec::new();
+    }
+    // (joined, admitted, job), by joining time.
+    let mut waits: Vec<(u64, u64, u32)> = r
+        .records
+        .iter()
+        .flat_map(|j| {
+            j.trace.events.iter().filter_map(move |e| match e.kind {
+                EventKind::Admitted { queued_ms } => Some((e.at_ms.saturating_sub(queued_ms), e.at_ms, j.job)),
+                _ => None,
+            })
+        })
+        .collect();
+    waits.sort_unstable();
+    // The latest admission of those that joined more than 1 ms before.
+    let (mut latest, mut before) = (None::<(u64, u64, u32)>, 0);
+    for &(joined, admitted, job) in &waits {
+        while waits[before].0 + 1 < joined {
+            if latest.is_none_or(|l| waits[before].1 > l.1) {
+                latest = Some(waits[before]);
+            }
+            before += 1;
+        }
+        if let Some((first_joined, first_admitted, first)) = latest.filter(|l| l.1 > admitted) {
+            return vec![v(
+                "gate-fifo",
+                format!(
+                    "job {job} joined the fleet gate's queue at {joined} ms and was admitted at {admitted} ms, before job {first}, which joined at {first_joined} ms and was admitted at {first_admitted} ms"
+                ),
+            )];
+        }
+    }
+    Vec::new()
 }
 
 /// The gate's limit over time: `(from, limit)` steps, from its facts.
