@@ -905,8 +905,11 @@ fn the_pacing_gate_admits_in_the_order_attempts_queued_and_one_that_lets_a_later
         }
     }
     waits.sort();
-    let (first, later) = (waits[0], waits.iter().find(|w| w.0 > waits[0].0 + 1).copied());
-    let later = later.unwrap_or_else(|| panic!("the situation: attempts that queued apart\n{}", replay(&r)));
+    let first = *waits.first().unwrap_or_else(|| panic!("the situation: attempts that queued\n{}", replay(&r)));
+    let later = *waits
+        .iter()
+        .find(|w| w.0 > first.0 + 1)
+        .unwrap_or_else(|| panic!("the situation: attempts that queued apart\n{}", replay(&r)));
     assert_clean(&r, gate_order(&r));
     // The first to queue admitted a millisecond after one that queued later: caught, and named.
     let mut passed = r.clone();

@@ -634,8 +634,9 @@ pub fn gate_window(r: &Report) -> Vec<FleetViolation> {
 /// within a millisecond; of two that waited, the one that joined more than
 /// a millisecond earlier is admitted no later. A gate that let a later
 /// attempt pass one at the head would starve the head past its deadline.
-/// Only where one gate serves every job: a shared host, no limiter
-/// service, no deferral (its background runs take their own path).
+/// Only where one gate serves every job: a shared host and no limiter
+/// service; runs with a deferral queue are left out (whether its background
+/// runs queue at the same gate is not read here).
 pub fn gate_order(r: &Report) -> Vec<FleetViolation> {
     let s = &r.scenario_config;
     let one_gate = !matches!(s.fleet.gate, GateConfig::None)
