@@ -121,14 +121,14 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
-use http::header::DATE;
+use http::header::{DATE, RETRY_AFTER};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use super::{Admission, Feedback, Gate};
 use crate::core::classify::Class;
 use crate::core::duration_text;
-use crate::core::retry_after::{AdviceSource, parse_http_date, read_advice};
+use crate::core::retry_after::{AdviceSource, parse_delta_seconds, parse_http_date, read_advice};
 use crate::env::{Clock, TokioClock};
 
 /// The pacing gate's settings. See the [module docs](self) for what each does.
@@ -382,13 +382,19 @@ fn reset_value(text: &str, date: impl FnOnce() -> Option<SystemTime>) -> Option<
     Some((Duration::from_secs(n) + Duration::from_millis(frac_ms), false))
 }
 
-/// `Retry-After` as the gate can use it: delta-seconds, or a date measured
-/// against the answer's own `Date`.
+/// `Retry-After` as the gate can use it: the largest line it can measure,
+/// delta-seconds always, a date only against the answer's own `Date` (the
+/// gate has no wall clock). A date it cannot measure drops out, not the
+/// whole field: of `1` and an HTTP-date, with no `Date`, the `1` holds.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let advice = read_advice(headers, None, SystemTime::UNIX_EPOCH);
     match advice.source {
         AdviceSource::HeaderSeconds => advice.wait,
         AdviceSource::HeaderDate if advice.server_date_used => advice.wait,
+        AdviceSource::HeaderDate => {
+            let lines = headers.get_all(RETRY_AFTER).iter();
+            lines.filter_map(|v| parse_delta_seconds(v.as_bytes()).ok()).max().map(Duration::from_secs)
+        }
         _ => None,
     }
 }
@@ -915,6 +921,30 @@ mod tests {
         c.try_admit(ms(0));
         answer(&mut c, ms(0), 429, &headers(&[("retry-after", "3600")]));
         assert_eq!(c.hold_until(), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn of_several_retry_after_lines_the_largest_the_gate_can_measure_holds() {
+        let date = "Thu, 08 Oct 2026 09:00:00 GMT"; // 1791450000
+        let lines = |date_line: &'static str| {
+            let mut h = headers(&[("retry-after", "1"), ("retry-after", "soon")]);
+            h.append("retry-after", HeaderValue::from_static(date_line));
+            h.append("retry-after", HeaderValue::from_static("2"));
+            h
+        };
+        // No `Date`: the HTTP-date cannot be measured, the seconds can.
+        assert_eq!(retry_after(&lines("Thu, 08 Oct 2026 09:00:01 GMT")), Some(Duration::from_secs(2)));
+        // Against the answer's `Date`, a later date binds.
+        let mut dated = lines("Thu, 08 Oct 2026 09:00:03 GMT");
+        dated.insert("date", HeaderValue::from_static(date));
+        assert_eq!(retry_after(&dated), Some(Duration::from_secs(3)));
+        // A date alone, without `Date`: nothing the gate can measure.
+        assert_eq!(retry_after(&headers(&[("retry-after", "Thu, 08 Oct 2026 09:00:03 GMT")])), None);
+        // And the fleet is held by it.
+        let mut s = PacingState::new(PacingConfig::default());
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        answer(&mut s, ms(5), 429, &lines("Thu, 08 Oct 2026 09:00:01 GMT"));
+        assert_eq!(s.try_admit(ms(6)), Verdict::WaitUntil(ms(2005)));
     }
 
     #[test]

@@ -12,12 +12,14 @@ use crate::support::{self, replay_run as replay};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
 use retrysim::core::budget::RetryBudget;
+use retrysim::core::classify::Class;
+use retrysim::core::retry_after::AdviceSource;
 use retrysim::gate::aimd::{AimdConfig, RateControl};
 use retrysim::gate::{Admission, Feedback, Gate};
 use retrysim::sim::checks::fleet::{
     FleetViolation, aimd_backs_off, aimd_grows, api_within_gate_limit, budget_allowance, budget_refusal, check_fleet,
     deferred_charged_once, fallback_only_when_cut_off, fallback_within_local_limit, gate_order, gate_window,
-    service_hears_outcomes, service_keeps_leases,
+    pacing_holds, service_hears_outcomes, service_keeps_leases,
 };
 use retrysim::sim::checks::hunt;
 use retrysim::sim::checks::invariants::check_run;
@@ -919,4 +921,57 @@ fn the_pacing_gate_admits_in_the_order_attempts_queued_and_one_that_lets_a_later
     e.kind = EventKind::Admitted { queued_ms: at - first.0 };
     let found = gate_order(&passed);
     assert!(found.iter().any(|v| v.property == "gate-fifo" && v.message.contains("before job")), "{found:?}");
+}
+
+#[test]
+fn a_refusal_holds_every_job_at_the_pacing_gate_and_an_attempt_inside_the_hold_is_caught() {
+    // Hunt seed 52's world: a shared pacing gate on `Retry-After` alone (no
+    // rate-limit headers), whose refusals hold the fleet.
+    let s = hunt::Target::of(hunt::Kind::All).scenario(52);
+    assert!(matches!(s.fleet.gate, GateConfig::Pacing(_)) && !s.api.rate_limit_headers, "the situation");
+    let r = run(&s, 52).unwrap_or_else(|e| panic!("{e}"));
+    assert_clean(&r, pacing_holds(&r));
+    // A refusal (a 429 or 503, not terminal) whose `Retry-After` the gate
+    // reads: seconds, or a date against the answer's own `Date`; its hold.
+    let told = |e: &retrysim::trace::Event| match &e.kind {
+        EventKind::Answer { status: 429 | 503, class, advice, .. }
+            if *class != Class::Terminal
+                && (advice.source == AdviceSource::HeaderSeconds
+                    || advice.source == AdviceSource::HeaderDate && advice.server_date) =>
+        {
+            Some((e.at_ms, advice.wait_ms.map_or(0, |w| w.0 as u64)))
+        }
+        _ => None,
+    };
+    let (answered, hold, refused) = r
+        .records
+        .iter()
+        .flat_map(|j| j.trace.events.iter().filter_map(told).map(move |(at, hold)| (at, hold, j.job)))
+        .min()
+        .unwrap_or_else(|| panic!("the situation: a refusal with a Retry-After the gate reads\n{}", replay(&r)));
+    assert!(hold >= 1_000, "the situation: a hold of a second or more ({hold} ms)");
+    // The first refusal alone (later ones hold the gate too), and another
+    // job's first attempt moved to `at`.
+    let moved = |at: u64| {
+        let mut edited = r.clone();
+        for j in &mut edited.records {
+            j.trace.events.retain(|e| told(e).is_none_or(|(t, _)| t == answered && j.job == refused));
+        }
+        let other = edited.records.iter_mut().find(|j| j.job != refused).expect("a fleet has other jobs");
+        let e =
+            other.trace.events.iter_mut().find(|e| matches!(e.kind, EventKind::Attempt { .. })).expect("an attempt");
+        e.at_ms = at;
+        (other.job, pacing_holds(&edited))
+    };
+    // A millisecond after the refusal, or two before the hold ends: caught, and named.
+    for at in [answered + 1, answered + hold - 2] {
+        let (other, found) = moved(at);
+        let named = format!("but job {other} sent an attempt through it at {at} ms");
+        assert!(found.iter().any(|v| v.property == "pacing-hold" && v.message.contains(&named)), "{at}: {found:?}");
+    }
+    // In the refusal's own millisecond (perhaps before the gate heard it), or
+    // at the hold's end: whole milliseconds cannot tell, so not judged.
+    for at in [answered, answered + hold] {
+        assert_eq!(moved(at).1, Vec::new(), "{at}");
+    }
 }

@@ -14,12 +14,14 @@
 //! | an AIMD gate backs off on a 429 after its guard (budgeted efficiency) | traces and the gate's facts |
 //! | the limiter service's AIMD gate grows on successes told on a window half used (efficiency), and no AIMD gate by more than a slot a success | the service's record and the gate's facts |
 //! | a pacing gate reading rate-limit headers lets no 429 through after two windows | the ledger |
+//! | a refusal's `Retry-After` holds the whole fleet at a shared pacing gate | the traces |
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
 use crate::core::budget::TokenBucketBudget;
+use crate::core::classify::Class;
 use crate::core::policy::GiveUpReason;
 use crate::gate::aimd::{GateEvent, GateFact};
 use crate::sim::run::deferral::deferrable;
@@ -55,6 +57,7 @@ pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
     out.extend(budget_refusal(r));
     out.extend(gate_window(r));
     out.extend(gate_order(r));
+    out.extend(pacing_holds(r));
     out.extend(api_within_gate_limit(r));
     out.extend(fallback_within_local_limit(r));
     out.extend(fallback_only_when_cut_off(r));
@@ -677,6 +680,92 @@ pub fn gate_order(r: &Report) -> Vec<FleetViolation> {
         }
     }
     Vec::new()
+}
+
+/// From the traces, for a pacing gate: a refusal holds every job behind
+/// the gate for its `Retry-After`. A 429 or 503 (not terminal) whose advice
+/// is the header's seconds, or a date against the answer's own `Date`, is
+/// told to the gate in the millisecond its answer is traced; no attempt
+/// through that gate may go out after that millisecond and before the hold
+/// (the advice, cut to `max_hold`) ends. A gate that lets the fleet go
+/// stays safe per job (each job waits its own advice) but spends the
+/// fleet's other requests on refusals.
+///
+/// Judged only where every refusal is certain to be read: no rate-limit
+/// headers (their reset would start a new window, after which the answers
+/// to attempts sent before it are not read), and only for refusals answered
+/// before the earliest reset the holds so far set (the window resets at
+/// the first hold's end). A gate is the shared one (the front end's workers; a deferral's
+/// background workers run without a gate) or, on per-worker hosts, each
+/// worker's own; not the limiter service's.
+pub fn pacing_holds(r: &Report) -> Vec<FleetViolation> {
+    let s = &r.scenario_config;
+    let GateConfig::Pacing(config) = s.fleet.gate else { return Vec::new() };
+    if !r.traced || s.fleet.coordinator.is_some() || s.api.rate_limit_headers {
+        return Vec::new();
+    }
+    // Which gate a front-end worker's attempts pass (background ones: none).
+    let gate_of = |worker: u32| match s.fleet.hosts {
+        _ if worker >= s.fleet.workers => None,
+        Hosts::Shared => Some(0),
+        Hosts::PerWorker => Some(worker),
+    };
+    let max_hold = config.max_hold.as_millis() as u64;
+    // Per gate: (answered, hold in ms, job) and (sent, job), each in order.
+    type Times = (Vec<(u64, u64, u32)>, Vec<(u64, u32)>);
+    let mut gates: BTreeMap<u32, Times> = BTreeMap::new();
+    for j in &r.records {
+        let Some(gate) = gate_of(j.worker) else { continue };
+        let (holds, attempts) = gates.entry(gate).or_default();
+        for e in &j.trace.events {
+            match &e.kind {
+                EventKind::Answer { status: 429 | 503, class, advice, .. }
+                    if *class != Class::Terminal && gate_reads(advice) =>
+                {
+                    let wait = advice.wait_ms.map_or(0, |w| u64::try_from(w.0).unwrap_or(u64::MAX));
+                    holds.push((e.at_ms, wait.min(max_hold), j.job));
+                }
+                EventKind::Attempt { .. } => attempts.push((e.at_ms, j.job)),
+                _ => {}
+            }
+        }
+    }
+    for (holds, attempts) in gates.values_mut() {
+        holds.sort_unstable();
+        attempts.sort_unstable();
+        let mut earliest_reset = u64::MAX;
+        for &(answered, hold, job) in holds.iter() {
+            // Same millisecond as the reset, or after it: the answer may be stale.
+            if answered + 1 >= earliest_reset {
+                break;
+            }
+            let until = answered + hold;
+            earliest_reset = earliest_reset.min(until);
+            // Strictly after the answer's millisecond, and more than a
+            // millisecond before the hold ends (trace times are whole ms).
+            let first = attempts.partition_point(|&(at, _)| at <= answered);
+            if let Some(&(at, other)) = attempts[first..].first().filter(|&&(at, _)| at + 2 <= until) {
+                return vec![v(
+                    "pacing-hold",
+                    format!(
+                        "job {job}'s refusal at {answered} ms advised {hold} ms, which holds its pacing gate until {until} ms, but job {other} sent an attempt through it at {at} ms"
+                    ),
+                )];
+            }
+        }
+    }
+    Vec::new()
+}
+
+/// Whether the pacing gate reads this advice as a hold: the header's
+/// seconds, or its date measured against the answer's `Date`.
+fn gate_reads(advice: &crate::trace::AdviceView) -> bool {
+    use crate::core::retry_after::AdviceSource;
+    match advice.source {
+        AdviceSource::HeaderSeconds => true,
+        AdviceSource::HeaderDate => advice.server_date,
+        _ => false,
+    }
 }
 
 /// The gate's limit over time: `(from, limit)` steps, from its facts.

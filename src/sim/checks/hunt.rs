@@ -174,6 +174,12 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     if coordinable && s.fleet.deferral.is_none() && s.fleet.coordinator.is_none() && g.chance(300) {
         draw_coordinated_outage(&mut g, &mut s);
     }
+    if kind == Kind::Fleet && !calm && !contended && s.fleet.gate == GateConfig::None && g.chance(500) {
+        // A pacing gate on `Retry-After` alone: no rate-limit headers, so
+        // every refusal holds the gate's jobs (the `pacing-hold` check).
+        s.fleet.gate = GateConfig::Pacing(Default::default());
+        s.api.rate_limit_headers = false;
+    }
     if calm {
         make_ample(&mut s);
     }

@@ -143,6 +143,11 @@ defects! {
     /// withdraws on the failed attempt and again on the retry, as gRFC A6
     /// charges the failure): the budget refuses long before it is spent.
     budget_charged_twice = "budget-charged-twice", "every retry charged twice to the retry budget: it refuses while half is left";
+    /// The fleet's gate is told every answer without its `Retry-After` (a
+    /// wrapper forwarding only the status and the rate-limit headers), so
+    /// a pacing gate does not hold the fleet on a refusal: the other jobs
+    /// go on into refusals while the refused one waits its advice.
+    pacing_ignores_retry_after = "pacing-ignores-retry-after", "a pacing gate that does not hold the fleet for a refusal's Retry-After";
 }
 
 /// The defects by their command-line names, in a fixed order.
@@ -367,7 +372,34 @@ impl Defects {
         let neutral = |inner, when| -> Arc<dyn Gate> { Arc::new(TellsNeutral { inner, when }) };
         let gate = if self.aimd_ignores_429 { neutral(gate, |f| f.status == Some(429)) } else { gate };
         let gate = if self.aimd_never_grows { neutral(gate, |f| f.class == Class::Success) } else { gate };
-        if self.pacing_ignores_reset { Arc::new(DropsReset(gate)) } else { gate }
+        let gate = if self.pacing_ignores_reset { Arc::new(DropsReset(gate)) } else { gate };
+        if self.pacing_ignores_retry_after { Arc::new(DropsRetryAfter(gate)) } else { gate }
+    }
+}
+
+/// A gate that tells the gate it wraps every answer without its
+/// `Retry-After` lines: a pacing gate then never holds the fleet on a
+/// refusal (`pacing-ignores-retry-after`).
+pub(crate) struct DropsRetryAfter(pub Arc<dyn Gate>);
+
+impl Gate for DropsRetryAfter {
+    fn admit(&self) -> Admission<'_> {
+        self.0.admit()
+    }
+
+    fn done(&self, feedback: &Feedback<'_>) {
+        match feedback.headers {
+            Some(h) => {
+                let mut h = h.clone();
+                h.remove(http::header::RETRY_AFTER);
+                self.0.done(&Feedback { headers: Some(&h), ..*feedback });
+            }
+            None => self.0.done(feedback),
+        }
+    }
+
+    fn queued(&self) -> usize {
+        self.0.queued()
     }
 }
 
