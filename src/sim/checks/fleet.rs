@@ -638,14 +638,13 @@ pub fn gate_window(r: &Report) -> Vec<FleetViolation> {
 /// a millisecond earlier is admitted no later. A gate that let a later
 /// attempt pass one at the head would starve the head past its deadline.
 /// Only where one gate serves every job: a shared host and no limiter
-/// service; runs with a deferral queue are left out (whether its background
-/// runs queue at the same gate is not read here).
+/// service (a deferral's background workers run without a gate, so their
+/// runs record no `Admitted`).
 pub fn gate_order(r: &Report) -> Vec<FleetViolation> {
     let s = &r.scenario_config;
     let one_gate = !matches!(s.fleet.gate, GateConfig::None)
         && s.fleet.hosts == Hosts::Shared
-        && s.fleet.coordinator.is_none()
-        && s.fleet.deferral.is_none();
+        && s.fleet.coordinator.is_none();
     if !r.traced || !one_gate {
         return Vec::new();
     }
