@@ -19,7 +19,7 @@ use retrysim::gate::{Admission, Feedback, Gate};
 use retrysim::sim::checks::fleet::{
     FleetViolation, aimd_backs_off, aimd_grows, api_within_gate_limit, budget_allowance, budget_refusal, check_fleet,
     deferred_charged_once, fallback_only_when_cut_off, fallback_within_local_limit, gate_order, gate_window,
-    pacing_holds, service_hears_outcomes, service_keeps_leases,
+    pacing_fills_windows, pacing_holds, service_hears_outcomes, service_keeps_leases,
 };
 use retrysim::sim::checks::hunt;
 use retrysim::sim::checks::invariants::check_run;
@@ -974,4 +974,57 @@ fn a_refusal_holds_every_job_at_the_pacing_gate_and_an_attempt_inside_the_hold_i
     for at in [answered, answered + hold] {
         assert_eq!(moved(at).1, Vec::new(), "{at}");
     }
+}
+
+#[test]
+fn a_pacing_gate_that_leaves_a_window_half_unused_while_an_attempt_waits_through_it_is_caught() {
+    // Hunt seed 37's world: a shared pacing gate reading the rate-limit
+    // headers of a fixed window it alone uses (pacing-no-429's runs).
+    let s = hunt::Target::of(hunt::Kind::All).scenario(37);
+    assert!(matches!(s.fleet.gate, GateConfig::Pacing(_)) && s.api.rate_limit_headers, "the situation");
+    let r = run(&s, 37).unwrap_or_else(|e| panic!("{e}"));
+    assert_clean(&r, pacing_fills_windows(&r));
+    // A window from the third on (each arrival names it: `at + reset`) that
+    // at least two requests reached.
+    let window = s.api.limiter.window_ms;
+    let end_of =
+        |a: &retrysim::sim::world::api::Arrival| a.advertised.as_ref().map(|adv| (a.at + adv.reset).as_millis() as u64);
+    let ends: Vec<u64> = r.ledger.arrivals.iter().filter_map(end_of).collect();
+    let end = *ends
+        .iter()
+        .find(|&&e| e >= 3 * window && ends.iter().filter(|&&x| x == e).count() >= 2)
+        .unwrap_or_else(|| panic!("the situation: a later window two requests reached\n{}", replay(&r)));
+    let start = end - window;
+    // Edited: one request reached it, and an attempt that joined the queue
+    // before it opened was admitted at its end.
+    let mut wasted = r.clone();
+    let mut kept = false;
+    wasted.ledger.arrivals.retain(|a| end_of(a) != Some(end) || !std::mem::replace(&mut kept, true));
+    // (record, event) of the first attempt that waited at the gate.
+    let (i, k) = r
+        .records
+        .iter()
+        .enumerate()
+        .find_map(|(i, j)| {
+            j.trace.events.iter().position(|e| matches!(e.kind, EventKind::Admitted { .. })).map(|k| (i, k))
+        })
+        .unwrap_or_else(|| panic!("the situation: an attempt that queued\n{}", replay(&r)));
+    let joined = |wasted: &mut Report, joined: u64| {
+        let e = &mut wasted.records[i].trace.events[k];
+        e.at_ms = end;
+        e.kind = EventKind::Admitted { queued_ms: end - joined };
+        pacing_fills_windows(wasted)
+    };
+    // The edited attempt is the first with a wait, so it is the one named
+    // (the honest waiters behind it now wait through a window the edit
+    // emptied too).
+    let found = joined(&mut wasted, start - 2);
+    let named = format!(
+        "from {} ms to {end} ms, through the whole window of {start} to {end} ms, in which 1 of its",
+        start - 2
+    );
+    assert!(found.iter().any(|v| v.property == "pacing-fills-windows" && v.message.contains(&named)), "{found:?}");
+    // Joined within a millisecond of the window's opening: not judged.
+    let found = joined(&mut wasted, start - 1);
+    assert!(!found.iter().any(|v| v.message.contains(&format!("from {} ms", start - 1))), "{found:?}");
 }

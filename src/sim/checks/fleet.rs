@@ -14,6 +14,7 @@
 //! | an AIMD gate backs off on a 429 after its guard (budgeted efficiency) | traces and the gate's facts |
 //! | the limiter service's AIMD gate grows on successes told on a window half used (efficiency), and no AIMD gate by more than a slot a success | the service's record and the gate's facts |
 //! | a pacing gate reading rate-limit headers lets no 429 through after two windows | the ledger |
+//! | nor holds an attempt through a window it left half unused | the ledger and the traces |
 //! | a refusal's `Retry-After` holds the whole fleet at a shared pacing gate | the traces |
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -67,6 +68,7 @@ pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
     out.extend(aimd_backs_off(r));
     out.extend(aimd_grows(r));
     out.extend(pacing_spends_no_429(r));
+    out.extend(pacing_fills_windows(r));
     out
 }
 
@@ -86,29 +88,8 @@ pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
 /// time: with it the hunt finds honest 429s, seeds 1215, 1559, 2730), no
 /// network faults, and retrysim's own client (traced), which takes the gate.
 pub fn pacing_spends_no_429(r: &Report) -> Vec<FleetViolation> {
-    let s = &r.scenario_config;
-    let api = &s.api;
-    // Retrysim's own client (a traced run) sends every attempt through the
-    // gate its host offers; a client of your own may not take it, and
-    // promises nothing about it.
-    let applies = r.traced
-        && matches!(s.fleet.gate, GateConfig::Pacing(_))
-        && api.rate_limit_headers
-        && api.limiter.kind == crate::sim::world::api::LimiterKind::FixedWindow
-        && s.fleet.hosts == Hosts::Shared
-        && s.fleet.coordinator.is_none()
-        && s.fleet.deferral.is_none()
-        && !s.fleet.anonymous
-        && s.fleet.mix.safe == 0
-        && api.concurrency.is_none()
-        && api.anonymous_cap.is_none()
-        && api.script.is_empty()
-        && api.clock_skew_ms == 0
-        && api.processing_ms == 0
-        && api.accounts.iter().all(|a| a.credits.is_none() && a.monthly_quota.is_none())
-        && s.faults.lost_answers_per_mille == 0
-        && s.faults.schedule.is_empty();
-    if !applies {
+    let api = &r.scenario_config.api;
+    if !pacing_clean(r) {
         return Vec::new();
     }
     // Until its first answers come back the gate knows no limit, so the
@@ -128,6 +109,112 @@ pub fn pacing_spends_no_429(r: &Report) -> Vec<FleetViolation> {
         )];
     }
     Vec::new()
+}
+
+/// An efficiency check with a budget, on the runs [`pacing_spends_no_429`]
+/// judges: the gate is not too careful either. A fixed window opens at its
+/// first request and its headers tell every answer when it ends, so each
+/// arrival names its window (`at + reset`). An attempt that joined the
+/// gate's queue before a window opened and was admitted only after it
+/// ended waited through all of it, which the gate does only when it
+/// counts the window spent; it may count attempts of the window before
+/// still in flight at the reset against it, so a window is judged wasted
+/// only when under half its limit was used: arrived in it, or sent after
+/// the window before it ended and never answered (a connection closed
+/// under it). From the third
+/// window on, as pacing-no-429.
+pub fn pacing_fills_windows(r: &Report) -> Vec<FleetViolation> {
+    let api = &r.scenario_config.api;
+    if !pacing_clean(r) {
+        return Vec::new();
+    }
+    let window = api.limiter.window_ms;
+    // Window end -> (limit, arrivals), from what the server advertised.
+    let mut windows: BTreeMap<u64, (u32, u32)> = BTreeMap::new();
+    for a in &r.ledger.arrivals {
+        if let Some(adv) = &a.advertised {
+            let end = (a.at + adv.reset).as_millis() as u64;
+            let w = windows.entry(end).or_insert((adv.limit, 0));
+            w.1 += 1;
+        }
+    }
+    let waits: Vec<(u64, u64, u32)> = r
+        .records
+        .iter()
+        .flat_map(|j| {
+            j.trace.events.iter().filter_map(move |e| match e.kind {
+                EventKind::Admitted { queued_ms } => Some((e.at_ms.saturating_sub(queued_ms), e.at_ms, j.job)),
+                _ => None,
+            })
+        })
+        .collect();
+    // When the attempts that got no answer were sent: the gate counted them,
+    // and one may have been meant for a window it never reached (a closed
+    // connection), so each counts as used in the window after the last
+    // one that ended before it was sent.
+    let lost: Vec<u64> = r
+        .records
+        .iter()
+        .flat_map(|j| {
+            let sent = |n: u32| {
+                j.trace.events.iter().find_map(|e| match e.kind {
+                    EventKind::Attempt { n: m, .. } if m == n => Some(e.at_ms),
+                    _ => None,
+                })
+            };
+            j.trace.events.iter().filter_map(move |e| match e.kind {
+                EventKind::NoAnswer { n, .. } => sent(n),
+                _ => None,
+            })
+        })
+        .collect();
+    let mut previous_end = 0;
+    for (&end, &(limit, arrived)) in &windows {
+        let start = end.saturating_sub(window);
+        let unanswered = lost.iter().filter(|&&at| at >= previous_end && at < end).count() as u32;
+        previous_end = end;
+        if start < 2 * window || (arrived + unanswered) * 2 >= limit {
+            continue;
+        }
+        // Joined before the window opened (join times are within 1 ms), admitted after it ended.
+        if let Some((joined, admitted, job)) = waits.iter().find(|w| w.0 + 1 < start && w.1 >= end) {
+            return vec![v(
+                "pacing-fills-windows",
+                format!(
+                    "job {job} waited at the pacing gate from {joined} ms to {admitted} ms, through the whole window of {start} to {end} ms, in which {arrived} of its {limit} requests arrived and {unanswered} sent for it got no answer"
+                ),
+            )];
+        }
+    }
+    Vec::new()
+}
+
+/// The runs the pacing gate's efficiency checks judge: a shared pacing gate
+/// reading the rate-limit headers of a fixed window it alone uses, with
+/// nothing else refusing or repeating a request (see [`pacing_spends_no_429`]).
+fn pacing_clean(r: &Report) -> bool {
+    let s = &r.scenario_config;
+    let api = &s.api;
+    // Retrysim's own client (a traced run) sends every attempt through the
+    // gate its host offers; a client of your own may not take it, and
+    // promises nothing about it.
+    r.traced
+        && matches!(s.fleet.gate, GateConfig::Pacing(_))
+        && api.rate_limit_headers
+        && api.limiter.kind == crate::sim::world::api::LimiterKind::FixedWindow
+        && s.fleet.hosts == Hosts::Shared
+        && s.fleet.coordinator.is_none()
+        && s.fleet.deferral.is_none()
+        && !s.fleet.anonymous
+        && s.fleet.mix.safe == 0
+        && api.concurrency.is_none()
+        && api.anonymous_cap.is_none()
+        && api.script.is_empty()
+        && api.clock_skew_ms == 0
+        && api.processing_ms == 0
+        && api.accounts.iter().all(|a| a.credits.is_none() && a.monthly_quota.is_none())
+        && s.faults.lost_answers_per_mille == 0
+        && s.faults.schedule.is_empty()
 }
 
 /// An efficiency check with a budget: an AIMD gate lowers its limit on a
@@ -642,9 +729,8 @@ pub fn gate_window(r: &Report) -> Vec<FleetViolation> {
 /// runs record no `Admitted`).
 pub fn gate_order(r: &Report) -> Vec<FleetViolation> {
     let s = &r.scenario_config;
-    let one_gate = !matches!(s.fleet.gate, GateConfig::None)
-        && s.fleet.hosts == Hosts::Shared
-        && s.fleet.coordinator.is_none();
+    let one_gate =
+        !matches!(s.fleet.gate, GateConfig::None) && s.fleet.hosts == Hosts::Shared && s.fleet.coordinator.is_none();
     if !r.traced || !one_gate {
         return Vec::new();
     }
