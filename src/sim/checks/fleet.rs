@@ -121,8 +121,7 @@ pub fn pacing_spends_no_429(r: &Report) -> Vec<FleetViolation> {
 /// still in flight at the reset against it, so a window is judged wasted
 /// only when under half its limit was used: arrived in it, or sent after
 /// the window before it ended and never answered (a connection closed
-/// under it). From the third
-/// window on, as pacing-no-429.
+/// under it). From the third window on, as pacing-no-429.
 pub fn pacing_fills_windows(r: &Report) -> Vec<FleetViolation> {
     let api = &r.scenario_config.api;
     if !pacing_clean(r) {
@@ -138,16 +137,7 @@ pub fn pacing_fills_windows(r: &Report) -> Vec<FleetViolation> {
             w.1 += 1;
         }
     }
-    let waits: Vec<(u64, u64, u32)> = r
-        .records
-        .iter()
-        .flat_map(|j| {
-            j.trace.events.iter().filter_map(move |e| match e.kind {
-                EventKind::Admitted { queued_ms } => Some((e.at_ms.saturating_sub(queued_ms), e.at_ms, j.job)),
-                _ => None,
-            })
-        })
-        .collect();
+    let waits = gate_waits(r);
     // When the attempts that got no answer were sent: the gate counted them,
     // and one may have been meant for a window it never reached (a closed
     // connection), so each counts as used in the window after the last
@@ -734,17 +724,7 @@ pub fn gate_order(r: &Report) -> Vec<FleetViolation> {
     if !r.traced || !one_gate {
         return Vec::new();
     }
-    // (joined, admitted, job), by joining time.
-    let mut waits: Vec<(u64, u64, u32)> = r
-        .records
-        .iter()
-        .flat_map(|j| {
-            j.trace.events.iter().filter_map(move |e| match e.kind {
-                EventKind::Admitted { queued_ms } => Some((e.at_ms.saturating_sub(queued_ms), e.at_ms, j.job)),
-                _ => None,
-            })
-        })
-        .collect();
+    let mut waits = gate_waits(r);
     waits.sort_unstable();
     // The latest admission of those that joined more than 1 ms before.
     let (mut latest, mut before) = (None::<(u64, u64, u32)>, 0);
@@ -851,6 +831,19 @@ fn gate_reads(advice: &crate::trace::AdviceView) -> bool {
         AdviceSource::HeaderDate => advice.server_date,
         _ => false,
     }
+}
+
+/// Every attempt that waited at a fleet gate, from the traces: `(joined,
+/// admitted, job)` in milliseconds (`Admitted`'s time less its wait, so the
+/// join is known within a millisecond), in the records' order.
+fn gate_waits(r: &Report) -> Vec<(u64, u64, u32)> {
+    let waits = r.records.iter().flat_map(|j| {
+        j.trace.events.iter().filter_map(move |e| match e.kind {
+            EventKind::Admitted { queued_ms } => Some((e.at_ms.saturating_sub(queued_ms), e.at_ms, j.job)),
+            _ => None,
+        })
+    });
+    waits.collect()
 }
 
 /// The gate's limit over time: `(from, limit)` steps, from its facts.
