@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response};
+use http::{HeaderMap, HeaderValue, Request, Response};
 use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 
@@ -326,44 +326,58 @@ impl Gate for TellsNeutral {
     }
 }
 
-/// A gate that tells the gate it wraps every answer without its
-/// `RateLimit-Reset` / `X-RateLimit-Reset` field (nor the structured
-/// field's `t`): a pacing gate then never
-/// learns when the window resets.
-pub(crate) struct DropsReset(pub Arc<dyn Gate>);
+/// A gate that tells the gate it wraps every answer with its headers
+/// edited (`pacing-ignores-reset`, `pacing-ignores-retry-after`).
+pub(crate) struct EditsHeaders {
+    inner: Arc<dyn Gate>,
+    edit: fn(&mut HeaderMap),
+}
 
-impl Gate for DropsReset {
+impl Gate for EditsHeaders {
     fn admit(&self) -> Admission<'_> {
-        self.0.admit()
+        self.inner.admit()
     }
 
     fn done(&self, feedback: &Feedback<'_>) {
         match feedback.headers {
             Some(h) => {
                 let mut h = h.clone();
-                h.remove("ratelimit-reset");
-                h.remove("x-ratelimit-reset");
-                // The structured `RateLimit` field tells the reset as its `t` parameter.
-                let structured: Vec<HeaderValue> = h
-                    .get_all("ratelimit")
-                    .iter()
-                    .filter_map(|v| v.to_str().ok())
-                    .map(|v| v.split(';').filter(|p| !p.trim().starts_with("t=")).collect::<Vec<_>>().join(";"))
-                    .filter_map(|v| HeaderValue::from_str(&v).ok())
-                    .collect();
-                h.remove("ratelimit");
-                for v in structured {
-                    h.append("ratelimit", v);
-                }
-                self.0.done(&Feedback { headers: Some(&h), ..*feedback });
+                (self.edit)(&mut h);
+                self.inner.done(&Feedback { headers: Some(&h), ..*feedback });
             }
-            None => self.0.done(feedback),
+            None => self.inner.done(feedback),
         }
     }
 
     fn queued(&self) -> usize {
-        self.0.queued()
+        self.inner.queued()
     }
+}
+
+/// Without its `RateLimit-Reset` / `X-RateLimit-Reset` field (nor the
+/// structured field's `t`): a pacing gate then never learns when the
+/// window resets.
+fn drop_reset(h: &mut HeaderMap) {
+    h.remove("ratelimit-reset");
+    h.remove("x-ratelimit-reset");
+    // The structured `RateLimit` field tells the reset as its `t` parameter.
+    let structured: Vec<HeaderValue> = h
+        .get_all("ratelimit")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(|v| v.split(';').filter(|p| !p.trim().starts_with("t=")).collect::<Vec<_>>().join(";"))
+        .filter_map(|v| HeaderValue::from_str(&v).ok())
+        .collect();
+    h.remove("ratelimit");
+    for v in structured {
+        h.append("ratelimit", v);
+    }
+}
+
+/// Without its `Retry-After` lines: a pacing gate then never holds the
+/// fleet on a refusal.
+fn drop_retry_after(h: &mut HeaderMap) {
+    h.remove(http::header::RETRY_AFTER);
 }
 
 impl Defects {
@@ -372,34 +386,9 @@ impl Defects {
         let neutral = |inner, when| -> Arc<dyn Gate> { Arc::new(TellsNeutral { inner, when }) };
         let gate = if self.aimd_ignores_429 { neutral(gate, |f| f.status == Some(429)) } else { gate };
         let gate = if self.aimd_never_grows { neutral(gate, |f| f.class == Class::Success) } else { gate };
-        let gate = if self.pacing_ignores_reset { Arc::new(DropsReset(gate)) } else { gate };
-        if self.pacing_ignores_retry_after { Arc::new(DropsRetryAfter(gate)) } else { gate }
-    }
-}
-
-/// A gate that tells the gate it wraps every answer without its
-/// `Retry-After` lines: a pacing gate then never holds the fleet on a
-/// refusal (`pacing-ignores-retry-after`).
-pub(crate) struct DropsRetryAfter(pub Arc<dyn Gate>);
-
-impl Gate for DropsRetryAfter {
-    fn admit(&self) -> Admission<'_> {
-        self.0.admit()
-    }
-
-    fn done(&self, feedback: &Feedback<'_>) {
-        match feedback.headers {
-            Some(h) => {
-                let mut h = h.clone();
-                h.remove(http::header::RETRY_AFTER);
-                self.0.done(&Feedback { headers: Some(&h), ..*feedback });
-            }
-            None => self.0.done(feedback),
-        }
-    }
-
-    fn queued(&self) -> usize {
-        self.0.queued()
+        let edits = |inner, edit| -> Arc<dyn Gate> { Arc::new(EditsHeaders { inner, edit }) };
+        let gate = if self.pacing_ignores_reset { edits(gate, drop_reset) } else { gate };
+        if self.pacing_ignores_retry_after { edits(gate, drop_retry_after) } else { gate }
     }
 }
 
