@@ -270,9 +270,11 @@ fn a_cancelled_run_gives_its_slot_back_and_a_leak_is_still_caught() {
     // their run ended, not until the API answered.
     let seed = 19576;
     let mut s = hunt::swarm(seed, hunt::Kind::All);
-    // The world as the seed drew it before the generator drew keep-alive.
+    // The world as the seed drew it before the generator drew keep-alive
+    // and the AIMD gate's pacing (the default gate).
     s.api.keep_alive = Default::default();
     s.faults.schedule.retain(|f| !matches!(f.fault, retrysim::sim::world::net::Fault::CloseRace { .. }));
+    s.fleet.gate = GateConfig::Aimd(AimdConfig::default());
     let r = run(&s, seed).unwrap_or_else(|e| panic!("{e}"));
     let ended = |job: u32| r.records.iter().find(|j| j.job == job).map(|j| j.finished_ms);
     let abandoned = r

@@ -13,6 +13,7 @@
 //! | the interactive path never waits past its budget | the traces |
 //! | an AIMD gate backs off on a 429 after its guard (budgeted efficiency) | traces and the gate's facts |
 //! | the limiter service's AIMD gate grows on successes told on a window half used (efficiency), and no AIMD gate by more than a slot a success | the service's record and the gate's facts |
+//! | an AIMD gate spaces admissions by its rate, which only a throttle switches on and moves within its config's steps | the gate's facts |
 //! | a pacing gate reading rate-limit headers lets no 429 through after two windows | the ledger |
 //! | nor holds an attempt through a window it left half unused | the ledger and the traces |
 //! | a refusal's `Retry-After` holds the whole fleet at a shared pacing gate | the traces |
@@ -67,6 +68,7 @@ pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
     out.extend(deferred_charged_once(r));
     out.extend(aimd_backs_off(r));
     out.extend(aimd_grows(r));
+    out.extend(aimd_paces(r));
     out.extend(pacing_spends_no_429(r));
     out.extend(pacing_fills_windows(r));
     out
@@ -418,6 +420,111 @@ pub fn aimd_grows(r: &Report) -> Vec<FleetViolation> {
         }
     }
     Vec::new()
+}
+
+/// From every AIMD gate's own facts (the fleet's, the limiter service's,
+/// each host's own or fallback gate), its pacing:
+/// - admissions are spaced at least `1 / rate` apart, the rate the earlier
+///   was admitted under (the gate's next free instant only moves later);
+/// - each admission states the rate the gate's start or its last change
+///   left (the facts tell every change);
+/// - pacing is on only when the config paces (`rate` not `off`), then from
+///   the start when `initial_rate_milli > 0`, and a throttle switches it on;
+/// - every changed rate lies in `[min_rate_milli, max_rate_milli]`, a
+///   throttle leaves at most `β ×` the rate before it (or the floor), and
+///   an `aimd` success raises it by at most `rate_increase_milli / rate`
+///   and never lowers it.
+///
+/// A gate that paced too fast would flood the API it was told to slow
+/// down for; one that never switched pacing on, or cut it by less than β,
+/// would keep drawing the throttles it was built to stop.
+pub fn aimd_paces(r: &Report) -> Vec<FleetViolation> {
+    let s = &r.scenario_config;
+    let own = match s.fleet.gate {
+        GateConfig::Aimd(c) => Some(c),
+        _ => None,
+    };
+    let local = s.fleet.coordinator.map(|k| k.fallback).or(own);
+    let logs = std::iter::once(("the fleet gate".to_owned(), own, &r.fleet_facts.gate))
+        .chain(r.fleet_facts.local.iter().map(|(w, log)| (format!("w{w}'s gate"), local, log)));
+    let mut out = Vec::new();
+    for (whose, config, facts) in logs {
+        if let Some(found) = config.and_then(|c| aimd_paces_one(c, &whose, facts)) {
+            out.push(found);
+        }
+    }
+    out
+}
+
+/// [`aimd_paces`] for one gate, the first broken rule.
+fn aimd_paces_one(c: crate::gate::aimd::AimdConfig, whose: &str, facts: &[GateFact]) -> Option<FleetViolation> {
+    use crate::gate::aimd::RateControl;
+    let paces = c.rate != RateControl::Off;
+    let (floor, ceiling, beta) = (c.min_rate_milli as u64, c.max_rate_milli as u64, c.backoff_per_mille as u64);
+    let mut rate = (paces && c.initial_rate_milli > 0).then_some(c.initial_rate_milli as u64);
+    let mut last: Option<(Duration, u64)> = None;
+    let broke = |at: Duration, what: String| Some(v("aimd-pace", format!("{whose} at {} ms: {what}", at.as_millis())));
+    for f in facts {
+        match f.event {
+            GateEvent::Admitted { ticket, rate_milli, .. } => {
+                if rate_milli != rate {
+                    return broke(
+                        f.at,
+                        format!(
+                            "ticket {ticket} was admitted under a rate of {rate_milli:?} where the gate's start or its last change left {rate:?}"
+                        ),
+                    );
+                }
+                if let Some((then, r)) = last {
+                    let interval = Duration::from_micros(1_000_000_000 / r.max(1));
+                    if f.at < then + interval {
+                        return broke(
+                            f.at,
+                            format!(
+                                "ticket {ticket} was admitted {} µs after the admission before it, under a rate of {r} milli-requests per second (at least {} µs apart)",
+                                (f.at - then).as_micros(),
+                                interval.as_micros()
+                            ),
+                        );
+                    }
+                }
+                last = rate_milli.map(|r| (f.at, r));
+            }
+            GateEvent::Changed { rate_milli, throttled, .. } => {
+                let was = rate;
+                rate = rate_milli;
+                let Some(now) = rate_milli else {
+                    if was.is_some() || (throttled && paces) {
+                        return broke(
+                            f.at,
+                            format!("pacing was off after a change (throttled: {throttled}), from {was:?}"),
+                        );
+                    }
+                    continue;
+                };
+                if !paces {
+                    return broke(f.at, format!("pacing was on ({now}) though the config's rate is off"));
+                }
+                if !(floor..=ceiling).contains(&now) {
+                    return broke(f.at, format!("the rate changed to {now}, outside [{floor}, {ceiling}]"));
+                }
+                let Some(was) = was else { continue };
+                let (low, high) = if throttled {
+                    (0, (was * beta / 1000).max(floor))
+                } else if c.rate == RateControl::Aimd {
+                    (was, (was + c.rate_increase_milli as u64 * 1000 / was.max(1)).max(floor))
+                } else {
+                    (0, u64::MAX)
+                };
+                if !(low..=high).contains(&now) {
+                    let why = if throttled { "a throttle" } else { "an aimd success" };
+                    return broke(f.at, format!("{why} moved the rate from {was} to {now}, outside [{low}, {high}]"));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The other half of [`aimd_grows`], from the gate's own facts alone (the
@@ -1481,6 +1588,7 @@ pub fn deferred_charged_once(r: &Report) -> Vec<FleetViolation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gate::aimd::{AimdConfig, Controller, Readiness, Signal};
 
     const MS: fn(u64) -> Duration = Duration::from_millis;
 
@@ -1495,5 +1603,76 @@ mod tests {
         assert_eq!(max_limit_between(&steps, MS(0), MS(9)), 4);
         assert_eq!(max_limit_between(&steps, MS(15), MS(30)), 5);
         assert_eq!(max_limit_between(&steps, MS(21), MS(30)), 3);
+    }
+
+    /// The facts an AIMD gate records, from its real controller: ten
+    /// admissions 1 ms apart whenever the window and the pace allow, each
+    /// answered 5 ms later, the third with a throttle.
+    fn paced_facts(c: AimdConfig) -> Vec<GateFact> {
+        let mut ctl = Controller::new(c);
+        let (mut facts, mut due) = (Vec::new(), Vec::new());
+        let (mut t, mut sent) = (Duration::ZERO, 0u64);
+        while sent < 10 {
+            due.sort();
+            while due.first().is_some_and(|&(at, _)| at <= t) {
+                let (at, n) = due.remove(0);
+                let signal = if n == 2 { Signal::Throttled } else { Signal::Success };
+                if ctl.answer(at, signal) {
+                    let event =
+                        GateEvent::Changed { limit: ctl.limit(), rate_milli: ctl.rate_milli(), throttled: n == 2 };
+                    facts.push(GateFact { at, event });
+                }
+            }
+            if ctl.readiness(t) == Readiness::Now {
+                let (limit, rate_milli) = (ctl.limit(), ctl.rate_milli());
+                ctl.admit(t);
+                let event = GateEvent::Admitted { ticket: sent, in_flight: ctl.in_flight(), limit, rate_milli };
+                facts.push(GateFact { at: t, event });
+                due.push((t + MS(5), sent));
+                sent += 1;
+            }
+            t += Duration::from_micros(100);
+        }
+        facts
+    }
+
+    #[test]
+    fn aimd_pace_passes_the_controller_and_catches_each_rule_broken() {
+        let c = AimdConfig { initial_limit: 2, rate_increase_milli: 50_000, ..AimdConfig::default() };
+        let facts = paced_facts(c);
+        assert_eq!(aimd_paces_one(c, "g", &facts), None);
+        // The throttle switched pacing on (β × the floor of 0.5/s, kept at the floor).
+        let changed = facts.iter().position(|f| matches!(f.event, GateEvent::Changed { throttled: true, .. }));
+        let i = changed.expect("a throttle changed the gate");
+        assert!(matches!(facts[i].event, GateEvent::Changed { rate_milli: Some(500), .. }), "{:?}", facts[i]);
+        let paced = facts.iter().filter(|f| matches!(f.event, GateEvent::Admitted { rate_milli: Some(_), .. }));
+        assert!(paced.count() >= 2, "{facts:?}");
+        let broken = |edit: &dyn Fn(&mut Vec<GateFact>)| {
+            let mut f = facts.clone();
+            edit(&mut f);
+            aimd_paces_one(c, "g", &f).map(|v| v.message).unwrap_or_default()
+        };
+        // Two paced admissions a microsecond closer than the interval of 2 s.
+        let too_close = broken(&|f| {
+            let paced: Vec<usize> = (0..f.len())
+                .filter(|&j| matches!(f[j].event, GateEvent::Admitted { rate_milli: Some(_), .. }))
+                .collect();
+            f[paced[1]].at = f[paced[0]].at + MS(2_000) - Duration::from_micros(1);
+        });
+        assert!(too_close.contains("at least 2000000 µs apart"), "{too_close}");
+        let still_off = broken(&|f| f[i].event = GateEvent::Changed { limit: 1, rate_milli: None, throttled: true });
+        assert!(still_off.contains("pacing was off"), "{still_off}");
+        let too_fast =
+            broken(&|f| f[i].event = GateEvent::Changed { limit: 1, rate_milli: Some(2_000), throttled: true });
+        assert!(too_fast.contains("admitted under a rate of Some(500)"), "{too_fast}");
+        let off = AimdConfig { rate: crate::gate::aimd::RateControl::Off, ..c };
+        let on_anyway = aimd_paces_one(off, "g", &facts).map(|v| v.message).unwrap_or_default();
+        assert!(on_anyway.contains("though the config's rate is off"), "{on_anyway}");
+        // Paced from the start at 4/s, the throttle must leave at most 2.8/s.
+        let fast = AimdConfig { initial_rate_milli: 4_000, ..c };
+        let facts = paced_facts(fast);
+        assert_eq!(aimd_paces_one(fast, "g", &facts), None);
+        let cut_short = aimd_paces_one(AimdConfig { backoff_per_mille: 500, ..fast }, "g", &facts);
+        assert!(cut_short.is_some_and(|v| v.message.contains("a throttle moved the rate from 4000")));
     }
 }

@@ -37,7 +37,7 @@ use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
 use crate::core::lock;
 use crate::core::policy::Policy;
 use crate::env::{Rng, seeded_rng};
-use crate::gate::aimd::AimdConfig;
+use crate::gate::aimd::{AimdConfig, RateControl};
 use crate::sim::checks::check_report;
 use crate::sim::checks::invariants::{self as check, Invariant, Violation};
 use crate::sim::run::defects::Defects;
@@ -179,6 +179,12 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
         // every refusal holds the gate's jobs (the `pacing-hold` check).
         s.fleet.gate = GateConfig::Pacing(Default::default());
         s.api.rate_limit_headers = false;
+    }
+    let own = s.fleet.coordinator.is_none();
+    if let GateConfig::Aimd(c) = &mut s.fleet.gate
+        && g.chance(500)
+    {
+        draw_aimd_pacing(&mut g, c, own);
     }
     if calm {
         make_ample(&mut s);
@@ -536,6 +542,20 @@ fn draw_deferral(g: &mut Draw, s: &mut Scenario, contended: bool) {
         });
         s.policy.deadline = s.policy.deadline.min(g.pick(&[S(2), S(3), S(5)]));
         s.policy.max_single_wait = s.policy.max_single_wait.min(MS(500));
+    }
+}
+
+/// An AIMD gate's pacing away from its defaults (drawn last, so no other
+/// seed's scenario moves): all three rate controls, pacing from the start
+/// at the floor or above it, a deep or a shallow cut, and for a fleet's own
+/// gate (not the limiter service's, whose window is drawn with it) a window
+/// from one slot up. `aimd-pace` judges the rate from the gate's facts.
+fn draw_aimd_pacing(g: &mut Draw, c: &mut AimdConfig, own: bool) {
+    c.rate = g.pick(&[RateControl::Off, RateControl::Aimd, RateControl::Cubic]);
+    c.initial_rate_milli = g.pick(&[0, 500, 4_000]);
+    c.backoff_per_mille = g.pick(&[500, 700, 900]);
+    if own {
+        c.initial_limit = g.range(1, 8) as u32;
     }
 }
 

@@ -22,6 +22,7 @@ use crate::core::classify::{Class, Classifier, DefaultTable, Outcome};
 use crate::core::lock;
 use crate::core::policy::Policy;
 use crate::env::{Rng, Transport, TransportError, seeded_rng};
+use crate::gate::aimd::{AimdConfig, RateControl};
 use crate::gate::{Admission, Feedback, Gate};
 use crate::sim::world::api::CLIENT_HEADER;
 
@@ -148,6 +149,11 @@ defects! {
     /// a pacing gate does not hold the fleet on a refusal: the other jobs
     /// go on into refusals while the refused one waits its advice.
     pacing_ignores_retry_after = "pacing-ignores-retry-after", "a pacing gate that does not hold the fleet for a refusal's Retry-After";
+    /// The fleet's AIMD gates built without their pacing (a config loader
+    /// that drops `rate` and reads it as `off`): a throttle cuts the window
+    /// but never slows the pace, so the fleet keeps its send rate into
+    /// the refusals.
+    aimd_pacing_off = "aimd-pacing-off", "an AIMD gate built without its pacing: a throttle never slows the pace";
 }
 
 /// The defects by their command-line names, in a fixed order.
@@ -185,6 +191,14 @@ impl Defects {
     pub fn names(&self) -> Vec<&'static str> {
         let mut copy = *self;
         TABLE.iter().filter(|d| *(d.flag)(&mut copy)).map(|d| d.name).collect()
+    }
+
+    /// The AIMD gate the defective fleet really builds, from the config it declares.
+    pub fn running_gate(&self, declared: AimdConfig) -> AimdConfig {
+        if self.aimd_pacing_off {
+            return AimdConfig { rate: RateControl::Off, ..declared };
+        }
+        declared
     }
 
     /// The policy the defective client really runs, from the one it declares.

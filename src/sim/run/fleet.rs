@@ -277,7 +277,10 @@ fn build_budget(s: &Scenario) -> Option<Arc<dyn RetryBudget>> {
 /// wrapped by the hook if there is one.
 fn gate_for(s: &Scenario, log: &GateLog, hooks: Hooks) -> Option<Arc<dyn Gate>> {
     let gate: Arc<dyn Gate> = match s.fleet.gate {
-        GateConfig::Aimd(c) => Arc::new(Aimd::with_clock(c, SimClock::from_epoch(s.epoch())).with_log(log.clone())),
+        GateConfig::Aimd(c) => {
+            let running = s.client.defects.running_gate(c);
+            Arc::new(Aimd::with_clock(running, SimClock::from_epoch(s.epoch())).with_log(log.clone()))
+        }
         _ => build_gate(s)?,
     };
     // A deliberate defect of the scenario's client (`[client.defects]`).
