@@ -430,14 +430,19 @@ pub fn aimd_grows(r: &Report) -> Vec<FleetViolation> {
 ///   left (the facts tell every change);
 /// - pacing is on only when the config paces (`rate` not `off`), then from
 ///   the start when `initial_rate_milli > 0`, and a throttle switches it on;
-/// - every changed rate lies in `[min_rate_milli, max_rate_milli]`, a
-///   throttle leaves at most `β ×` the rate before it (or the floor), and
-///   an `aimd` success raises it by at most `rate_increase_milli / rate`
-///   and never lowers it.
+/// - every changed rate is the one the module doc of `gate::aimd` gives,
+///   from the send rate measured as botocore's `RateClocker` does (2 s
+///   buckets of admissions, smoothed with weight 0.8), re-measured here
+///   from the admissions: a throttle leaves `β ×` the lower of the rate
+///   and the measured one (or `β ×` the measured one, at least the floor,
+///   when pacing was off), an `aimd` success adds `rate_increase / rate`
+///   up to twice the measured rate, and a `cubic` success stays under that
+///   cap (its curve depends on throttles that changed nothing, which the
+///   facts do not tell), each kept in `[min_rate_milli, max_rate_milli]`.
 ///
 /// A gate that paced too fast would flood the API it was told to slow
-/// down for; one that never switched pacing on, or cut it by less than β,
-/// would keep drawing the throttles it was built to stop.
+/// down for; one that never switched pacing on, cut by less than β or
+/// never grew back would keep drawing throttles, or leave the API idle.
 pub fn aimd_paces(r: &Report) -> Vec<FleetViolation> {
     let s = &r.scenario_config;
     let own = match s.fleet.gate {
@@ -456,12 +461,37 @@ pub fn aimd_paces(r: &Report) -> Vec<FleetViolation> {
     out
 }
 
+/// The send rate in milli-requests per second, measured from admissions as
+/// botocore's `RateClocker` measures it: counted in 2 s buckets, and at the
+/// first admission of a later bucket the count over the buckets since is
+/// smoothed in with weight 0.8.
+#[derive(Debug, Default)]
+struct SendRate {
+    bucket_ms: u64,
+    count: u64,
+    milli: u64,
+}
+
+impl SendRate {
+    fn admitted(&mut self, at: Duration) {
+        let bucket = at.as_millis() as u64 / 2_000 * 2_000;
+        self.count += 1;
+        if bucket > self.bucket_ms {
+            let current = self.count * 1_000_000 / (bucket - self.bucket_ms);
+            self.milli = (current * 800 + self.milli * 200) / 1000;
+            (self.bucket_ms, self.count) = (bucket, 0);
+        }
+    }
+}
+
 /// [`aimd_paces`] for one gate, the first broken rule.
 fn aimd_paces_one(c: crate::gate::aimd::AimdConfig, whose: &str, facts: &[GateFact]) -> Option<FleetViolation> {
     use crate::gate::aimd::RateControl;
     let paces = c.rate != RateControl::Off;
     let (floor, ceiling, beta) = (c.min_rate_milli as u64, c.max_rate_milli as u64, c.backoff_per_mille as u64);
+    let clamp = |r: u64| r.clamp(floor, ceiling);
     let mut rate = (paces && c.initial_rate_milli > 0).then_some(c.initial_rate_milli as u64);
+    let mut sent = SendRate::default();
     let mut last: Option<(Duration, u64)> = None;
     let broke = |at: Duration, what: String| Some(v("aimd-pace", format!("{whose} at {} ms: {what}", at.as_millis())));
     for f in facts {
@@ -489,6 +519,7 @@ fn aimd_paces_one(c: crate::gate::aimd::AimdConfig, whose: &str, facts: &[GateFa
                     }
                 }
                 last = rate_milli.map(|r| (f.at, r));
+                sent.admitted(f.at);
             }
             GateEvent::Changed { rate_milli, throttled, .. } => {
                 let was = rate;
@@ -505,20 +536,40 @@ fn aimd_paces_one(c: crate::gate::aimd::AimdConfig, whose: &str, facts: &[GateFa
                 if !paces {
                     return broke(f.at, format!("pacing was on ({now}) though the config's rate is off"));
                 }
-                if !(floor..=ceiling).contains(&now) {
-                    return broke(f.at, format!("the rate changed to {now}, outside [{floor}, {ceiling}]"));
-                }
-                let Some(was) = was else { continue };
-                let (low, high) = if throttled {
-                    (0, (was * beta / 1000).max(floor))
-                } else if c.rate == RateControl::Aimd {
-                    (was, (was + c.rate_increase_milli as u64 * 1000 / was.max(1)).max(floor))
-                } else {
-                    (0, u64::MAX)
+                let m = sent.milli;
+                let (expected, rule) = match (throttled, was) {
+                    (true, Some(o)) => {
+                        (clamp(if m > 0 { o.min(m) } else { o } * beta / 1000), "β × the lower of the rate and")
+                    }
+                    (true, None) => (clamp(m.max(floor) * beta / 1000), "β × the floor or, if higher,"),
+                    (false, Some(o)) if c.rate == RateControl::Aimd => {
+                        let step = o + c.rate_increase_milli as u64 * 1000 / o.max(1);
+                        (clamp(step.min(m.saturating_mul(2).max(o))), "an aimd step, capped at twice")
+                    }
+                    (false, Some(o)) => {
+                        let cap = clamp(m.saturating_mul(2).max(o));
+                        if now > cap {
+                            return broke(
+                                f.at,
+                                format!(
+                                    "a cubic success raised the rate from {o} to {now}, over {cap} (twice the measured send rate of {m}, or the rate)"
+                                ),
+                            );
+                        }
+                        continue;
+                    }
+                    (false, None) => {
+                        return broke(f.at, format!("a success switched pacing on ({now})"));
+                    }
                 };
-                if !(low..=high).contains(&now) {
-                    let why = if throttled { "a throttle" } else { "an aimd success" };
-                    return broke(f.at, format!("{why} moved the rate from {was} to {now}, outside [{low}, {high}]"));
+                if now != expected {
+                    let why = if throttled { "a throttle" } else { "a success" };
+                    return broke(
+                        f.at,
+                        format!(
+                            "{why} moved the rate from {was:?} to {now}, where {rule} the measured send rate of {m} gives {expected}"
+                        ),
+                    );
                 }
             }
             _ => {}
@@ -1664,7 +1715,16 @@ mod tests {
         assert!(still_off.contains("pacing was off"), "{still_off}");
         let too_fast =
             broken(&|f| f[i].event = GateEvent::Changed { limit: 1, rate_milli: Some(2_000), throttled: true });
-        assert!(too_fast.contains("admitted under a rate of Some(500)"), "{too_fast}");
+        assert!(too_fast.contains("a throttle moved the rate from None to 2000"), "{too_fast}");
+        // The admission after it still states the rate the gate had.
+        let restated = broken(&|f| {
+            let j =
+                (i..f.len()).find(|&j| matches!(f[j].event, GateEvent::Admitted { .. })).expect("an admission after");
+            if let GateEvent::Admitted { rate_milli, .. } = &mut f[j].event {
+                *rate_milli = Some(600);
+            }
+        });
+        assert!(restated.contains("admitted under a rate of Some(600)"), "{restated}");
         let off = AimdConfig { rate: crate::gate::aimd::RateControl::Off, ..c };
         let on_anyway = aimd_paces_one(off, "g", &facts).map(|v| v.message).unwrap_or_default();
         assert!(on_anyway.contains("though the config's rate is off"), "{on_anyway}");
@@ -1673,6 +1733,21 @@ mod tests {
         let facts = paced_facts(fast);
         assert_eq!(aimd_paces_one(fast, "g", &facts), None);
         let cut_short = aimd_paces_one(AimdConfig { backoff_per_mille: 500, ..fast }, "g", &facts);
-        assert!(cut_short.is_some_and(|v| v.message.contains("a throttle moved the rate from 4000")));
+        assert!(cut_short.is_some_and(|v| v.message.contains("a throttle moved the rate from Some(4000) to 2800")));
+        // Each success raises an aimd rate by 50/rate per second, capped at
+        // twice the measured send rate: none is measured in the first 2 s,
+        // so the first success to change the gate (its limit) left the
+        // throttle's 2.8/s.
+        let raised = aimd_paces_one(fast, "g", &{
+            let mut f = facts.clone();
+            let j = f.iter().position(|f| matches!(f.event, GateEvent::Changed { throttled: false, .. }));
+            let j = j.expect("a success changed the limit");
+            if let GateEvent::Changed { rate_milli, .. } = &mut f[j].event {
+                *rate_milli = Some(4_001);
+            }
+            f
+        });
+        let raised = raised.map(|v| v.message).unwrap_or_default();
+        assert!(raised.contains("a success moved the rate from Some(2800) to 4001"), "{raised}");
     }
 }
