@@ -44,7 +44,8 @@
 //! is measured as botocore's `RateClocker` does: counts in 2 s buckets,
 //! smoothed with weight 0.8. Admissions are spaced exactly `1 / rate` apart
 //! (a bucket of one token: never a burst). With `initial_rate_milli > 0`
-//! pacing is on from the start (the fleet's local fallback limiter uses this).
+//! pacing is on from the start (the fleet's local fallback limiter uses this;
+//! a `cubic` curve then rises from that pace, as from a throttle at time zero).
 //!
 //! All arithmetic is integer (thousandths of a slot, milli-requests per
 //! second, microseconds), so the gate behaves the same on every machine.
@@ -363,7 +364,10 @@ impl Controller {
             rate_milli,
             next_free: Duration::ZERO,
             clocker: RateClocker::default(),
-            cubic: Cubic::default(),
+            // With a pace from the start the curve rises from it, as from a
+            // throttle at time zero whose `W_max` it is (`K = 0`); without
+            // one the first throttle sets it.
+            cubic: Cubic { w_max_milli: rate_milli.unwrap_or(0), ..Cubic::default() },
         }
     }
 
@@ -794,6 +798,24 @@ mod tests {
         assert_eq!(icbrt(27), 3);
         assert_eq!(icbrt(26), 2);
         assert_eq!(icbrt(u64::MAX as u128), 2_642_245);
+    }
+
+    #[test]
+    fn a_cubic_pace_from_the_start_rises_from_it_until_a_throttle() {
+        // 4/s from the start: a success 5 ms in keeps it (the curve is
+        // 0.4 × t³ above it). Sent at 4/s, 9 admissions in the first 2 s
+        // measure 4.5 × 0.8 = 3.6/s, so a success 2.005 s in, on the curve
+        // at 4 + 0.4 × 2.005³ = 7.224/s, is capped at twice that, 7.2/s.
+        let config = AimdConfig { rate: RateControl::Cubic, initial_rate_milli: 4_000, ..AimdConfig::default() };
+        let mut c = Controller::new(config);
+        c.admit(MS(0));
+        c.answer(MS(5), Signal::Success);
+        assert_eq!(c.rate_milli(), Some(4_000));
+        for i in 1..=8 {
+            c.admit(MS(i * 250));
+            c.answer(MS(i * 250 + 5), Signal::Success);
+        }
+        assert_eq!(c.rate_milli(), Some(7_200));
     }
 
     #[test]

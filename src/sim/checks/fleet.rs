@@ -436,9 +436,11 @@ pub fn aimd_grows(r: &Report) -> Vec<FleetViolation> {
 ///   from the admissions: a throttle leaves `β ×` the lower of the rate
 ///   and the measured one (or `β ×` the measured one, at least the floor,
 ///   when pacing was off), an `aimd` success adds `rate_increase / rate`
-///   up to twice the measured rate, and a `cubic` success stays under that
-///   cap (its curve depends on throttles that changed nothing, which the
-///   facts do not tell), each kept in `[min_rate_milli, max_rate_milli]`.
+///   up to twice the measured rate, and a `cubic` success never lowers it
+///   (the curve only rises from the last throttle, or from a pace set from
+///   the start) and stays under that cap (the curve's value depends on
+///   throttles that changed nothing, which the facts do not tell), each
+///   kept in `[min_rate_milli, max_rate_milli]`.
 ///
 /// A gate that paced too fast would flood the API it was told to slow
 /// down for; one that never switched pacing on, cut by less than β or
@@ -548,11 +550,11 @@ fn aimd_paces_one(c: crate::gate::aimd::AimdConfig, whose: &str, facts: &[GateFa
                     }
                     (false, Some(o)) => {
                         let cap = clamp(m.saturating_mul(2).max(o));
-                        if now > cap {
+                        if now < o || now > cap {
                             return broke(
                                 f.at,
                                 format!(
-                                    "a cubic success raised the rate from {o} to {now}, over {cap} (twice the measured send rate of {m}, or the rate)"
+                                    "a cubic success moved the rate from {o} to {now}, outside [{o}, {cap}] (the curve only rises; twice the measured send rate of {m}, or the rate, caps it)"
                                 ),
                             );
                         }
