@@ -829,6 +829,18 @@ mod tests {
     }
 
     #[test]
+    fn a_429_slows_the_gate_and_nothing_else_does() {
+        assert_eq!(Signal::of(Class::Success, Some(200)), Signal::Success);
+        assert_eq!(Signal::of(Class::Throttled, Some(429)), Signal::Throttled);
+        assert_eq!(Signal::of(Class::Unclear, Some(429)), Signal::Throttled);
+        // A classifier's unclear answer on another status, or on no answer,
+        // says nothing about load; nor does a quota's terminal 429.
+        assert_eq!(Signal::of(Class::Unclear, Some(503)), Signal::Neutral);
+        assert_eq!(Signal::of(Class::Unclear, None), Signal::Neutral);
+        assert_eq!(Signal::of(Class::Terminal, Some(429)), Signal::Neutral);
+    }
+
+    #[test]
     fn toml_names_every_knob() {
         let c: AimdConfig = toml::from_str("initial_limit = 2\nrate = \"cubic\"").unwrap();
         assert_eq!((c.initial_limit, c.rate, c.max_limit), (2, RateControl::Cubic, 64));

@@ -14,6 +14,7 @@
 //! | an AIMD gate backs off on a 429 after its guard (budgeted efficiency) | traces and the gate's facts |
 //! | the limiter service's AIMD gate grows on successes told on a window half used (efficiency), and no AIMD gate by more than a slot a success | the service's record and the gate's facts |
 //! | an AIMD gate spaces admissions by its rate, which only a throttle switches on and moves within its config's steps | the gate's facts |
+//! | an AIMD gate admits its first ticket the instant it queues | the gate's facts |
 //! | a pacing gate reading rate-limit headers lets no 429 through after two windows | the ledger |
 //! | nor holds an attempt through a window it left half unused | the ledger and the traces |
 //! | a refusal's `Retry-After` holds the whole fleet at a shared pacing gate | the traces |
@@ -69,6 +70,7 @@ pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
     out.extend(aimd_backs_off(r));
     out.extend(aimd_grows(r));
     out.extend(aimd_paces(r));
+    out.extend(gate_admits_first(r));
     out.extend(pacing_spends_no_429(r));
     out.extend(pacing_fills_windows(r));
     out
@@ -458,6 +460,45 @@ pub fn aimd_paces(r: &Report) -> Vec<FleetViolation> {
     for (whose, config, facts) in logs {
         if let Some(found) = config.and_then(|c| aimd_paces_one(c, &whose, facts)) {
             out.push(found);
+        }
+    }
+    out
+}
+
+/// From an AIMD gate's own facts (the fleet's, the limiter service's, each
+/// host's own): its first ticket goes out the instant it queues. Nothing
+/// is in flight then and no pace is due (a pace from the start allows the
+/// first admission at once), and a gate admits in the same step a ticket
+/// joins, so one that holds its first ticket has stalled: its jobs wait
+/// out their deadlines while the API idles, which no other check sees
+/// (each gives up as its deadline would pass). Not a worker's fallback
+/// gate, which the limiter client holds for its stagger before first use.
+pub fn gate_admits_first(r: &Report) -> Vec<FleetViolation> {
+    let s = &r.scenario_config;
+    if !matches!(s.fleet.gate, GateConfig::Aimd(_)) {
+        return Vec::new();
+    }
+    let mut logs = vec![("the fleet gate".to_owned(), &r.fleet_facts.gate)];
+    if s.fleet.coordinator.is_none() {
+        logs.extend(r.fleet_facts.local.iter().map(|(w, log)| (format!("w{w}'s gate"), log)));
+    }
+    let mut out = Vec::new();
+    for (whose, facts) in logs {
+        let first = facts.iter().find_map(|f| match f.event {
+            GateEvent::Queued { ticket, .. } => Some((f.at, ticket)),
+            _ => None,
+        });
+        let Some((queued, ticket)) = first else { continue };
+        let admitted = admitted(facts).find(|a| a.1 == ticket).map(|a| a.0);
+        if admitted != Some(queued) {
+            out.push(v(
+                "gate-admits",
+                format!(
+                    "{whose} held its first ticket {ticket}, queued at {} ms with nothing in flight: {}",
+                    queued.as_millis(),
+                    admitted.map_or("never admitted".to_owned(), |a| format!("admitted at {} ms", a.as_millis()))
+                ),
+            ));
         }
     }
     out
