@@ -826,6 +826,15 @@ mod tests {
         assert!(bad.validate().unwrap_err().contains("initial_limit"));
         let bad = AimdConfig { backoff_per_mille: 1000, ..AimdConfig::default() };
         assert!(bad.validate().unwrap_err().contains("backoff_per_mille"));
+        // Each half of the rate's bounds on its own.
+        let bad = AimdConfig { min_rate_milli: 0, ..AimdConfig::default() };
+        assert!(bad.validate().unwrap_err().contains("0 < min_rate_milli"));
+        let bad = AimdConfig { min_rate_milli: 2_000, max_rate_milli: 1_000, ..AimdConfig::default() };
+        assert!(bad.validate().unwrap_err().contains("min_rate_milli <= max_rate_milli"));
+        let bad = AimdConfig { initial_rate_milli: 2_000, max_rate_milli: 1_000, ..AimdConfig::default() };
+        assert!(bad.validate().unwrap_err().contains("initial_rate_milli"));
+        let bad = AimdConfig { min_limit: 0, initial_limit: 0, ..AimdConfig::default() };
+        assert!(bad.validate().unwrap_err().contains("min_limit must be at least 1"));
     }
 
     #[test]
