@@ -454,10 +454,9 @@ pub fn aimd_paces(r: &Report) -> Vec<FleetViolation> {
         _ => None,
     };
     let local = s.fleet.coordinator.map(|k| k.fallback).or(own);
-    let logs = std::iter::once(("the fleet gate".to_owned(), own, &r.fleet_facts.gate))
-        .chain(r.fleet_facts.local.iter().map(|(w, log)| (format!("w{w}'s gate"), local, log)));
     let mut out = Vec::new();
-    for (whose, config, facts) in logs {
+    for (worker, whose, facts) in gate_logs(r) {
+        let config = if worker.is_some() { local } else { own };
         if let Some(found) = config.and_then(|c| aimd_paces_one(c, &whose, facts)) {
             out.push(found);
         }
@@ -478,12 +477,10 @@ pub fn gate_admits_first(r: &Report) -> Vec<FleetViolation> {
     if !matches!(s.fleet.gate, GateConfig::Aimd(_)) {
         return Vec::new();
     }
-    let mut logs = vec![("the fleet gate".to_owned(), &r.fleet_facts.gate)];
-    if s.fleet.coordinator.is_none() {
-        logs.extend(r.fleet_facts.local.iter().map(|(w, log)| (format!("w{w}'s gate"), log)));
-    }
+    // A worker's gate is its fallback when the limiter service runs.
+    let logs = gate_logs(r).filter(|(worker, ..)| worker.is_none() || s.fleet.coordinator.is_none());
     let mut out = Vec::new();
-    for (whose, facts) in logs {
+    for (_, whose, facts) in logs {
         let first = facts.iter().find_map(|f| match f.event {
             GateEvent::Queued { ticket, .. } => Some((f.at, ticket)),
             _ => None,
@@ -549,7 +546,7 @@ fn aimd_paces_one(c: crate::gate::aimd::AimdConfig, whose: &str, facts: &[GateFa
                     );
                 }
                 if let Some((then, r)) = last {
-                    let interval = Duration::from_micros(1_000_000_000 / r.max(1));
+                    let interval = pace_interval(r);
                     if f.at < then + interval {
                         return broke(
                             f.at,
@@ -868,6 +865,20 @@ impl BudgetEvents {
     }
 }
 
+/// Every gate's facts with whose they are: the fleet gate's (the shared
+/// one, or the limiter service's), then each worker host's own gate's
+/// (`Some(worker)`: its local gate, or its fallback).
+fn gate_logs(r: &Report) -> impl Iterator<Item = (Option<u32>, String, &[GateFact])> + '_ {
+    let facts = &r.fleet_facts;
+    std::iter::once((None, "the fleet gate".to_owned(), facts.gate.as_slice()))
+        .chain(facts.local.iter().map(|(&w, log)| (Some(w), format!("w{w}'s gate"), log.as_slice())))
+}
+
+/// The spacing of admissions at `rate_milli` milli-requests per second.
+fn pace_interval(rate_milli: u64) -> Duration {
+    Duration::from_micros(1_000_000_000 / rate_milli.max(1))
+}
+
 fn admitted(facts: &[GateFact]) -> impl Iterator<Item = (Duration, u64, u32, u32, Option<u64>)> + '_ {
     facts.iter().filter_map(|f| match f.event {
         GateEvent::Admitted { ticket, in_flight, limit, rate_milli } => {
@@ -880,11 +891,8 @@ fn admitted(facts: &[GateFact]) -> impl Iterator<Item = (Duration, u64, u32, u32
 /// From the gates' own facts: every admission leaves in ticket (FIFO) order,
 /// and never above the window it was admitted under.
 pub fn gate_window(r: &Report) -> Vec<FleetViolation> {
-    let facts = &r.fleet_facts;
     let mut out = Vec::new();
-    let logs = std::iter::once(("the fleet gate".to_owned(), &facts.gate))
-        .chain(facts.local.iter().map(|(w, log)| (format!("w{w}'s gate"), log)));
-    for (whose, log) in logs {
+    for (_, whose, log) in gate_logs(r) {
         let mut last_ticket = None;
         for (at, ticket, in_flight, limit, _) in admitted(log) {
             if in_flight > limit {
@@ -1535,7 +1543,7 @@ pub fn fallback_within_local_limit(r: &Report) -> Vec<FleetViolation> {
     let s = &r.scenario_config;
     let Some(c) = s.fleet.coordinator else { return Vec::new() };
     let (window, rate) = (c.fallback.max_limit, c.fallback.max_rate_milli as u64);
-    let interval = Duration::from_micros(1_000_000_000 / rate.max(1));
+    let interval = pace_interval(rate);
     let jitter = s.net.max_latency + s.net.tick * 2;
     // How much longer one request may take from its admission to the API
     // than another: on a new connection a connect and its data, two messages
