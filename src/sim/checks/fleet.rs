@@ -481,24 +481,27 @@ pub fn gate_admits_first(r: &Report) -> Vec<FleetViolation> {
     let logs = gate_logs(r).filter(|(worker, ..)| worker.is_none() || s.fleet.coordinator.is_none());
     let mut out = Vec::new();
     for (_, whose, facts) in logs {
-        let first = facts.iter().find_map(|f| match f.event {
-            GateEvent::Queued { ticket, .. } => Some((f.at, ticket)),
-            _ => None,
-        });
-        let Some((queued, ticket)) = first else { continue };
-        let admitted = admitted(facts).find(|a| a.1 == ticket).map(|a| a.0);
-        if admitted != Some(queued) {
-            out.push(v(
-                "gate-admits",
-                format!(
-                    "{whose} held its first ticket {ticket}, queued at {} ms with nothing in flight: {}",
-                    queued.as_millis(),
-                    admitted.map_or("never admitted".to_owned(), |a| format!("admitted at {} ms", a.as_millis()))
-                ),
-            ));
+        if let Some(held) = first_ticket_held(facts) {
+            out.push(v("gate-admits", format!("{whose} held its first ticket {held}")));
         }
     }
     out
+}
+
+/// [`gate_admits_first`] for one gate's facts: what held its first ticket.
+fn first_ticket_held(facts: &[GateFact]) -> Option<String> {
+    let (queued, ticket) = facts.iter().find_map(|f| match f.event {
+        GateEvent::Queued { ticket, .. } => Some((f.at, ticket)),
+        _ => None,
+    })?;
+    let admitted = admitted(facts).find(|a| a.1 == ticket).map(|a| a.0);
+    (admitted != Some(queued)).then(|| {
+        format!(
+            "{ticket}, queued at {} ms with nothing in flight: {}",
+            queued.as_millis(),
+            admitted.map_or("never admitted".to_owned(), |a| format!("admitted at {} ms", a.as_millis()))
+        )
+    })
 }
 
 /// The send rate in milli-requests per second, measured from admissions as
@@ -1736,6 +1739,21 @@ mod tests {
             t += Duration::from_micros(100);
         }
         facts
+    }
+
+    #[test]
+    fn a_gate_that_holds_its_first_ticket_is_caught() {
+        let queued = |at, ticket| GateFact { at: MS(at), event: GateEvent::Queued { ticket, depth: 1 } };
+        let admitted = |at, ticket| GateFact {
+            at: MS(at),
+            event: GateEvent::Admitted { ticket, in_flight: 1, limit: 4, rate_milli: None },
+        };
+        assert_eq!(first_ticket_held(&[]), None, "a gate nobody used");
+        assert_eq!(first_ticket_held(&[queued(7, 0), admitted(7, 0), queued(8, 1), admitted(90, 1)]), None);
+        let late = first_ticket_held(&[queued(7, 0), admitted(8, 0)]);
+        assert_eq!(late.as_deref(), Some("0, queued at 7 ms with nothing in flight: admitted at 8 ms"));
+        let never = first_ticket_held(&[queued(7, 0), GateFact { at: MS(900), event: GateEvent::Left { ticket: 0 } }]);
+        assert!(never.is_some_and(|m| m.ends_with("never admitted")));
     }
 
     #[test]
