@@ -62,7 +62,7 @@
 //! (+0.5/s per second).
 //!
 //! # Facts for checkers
-//! [`Aimd::with_log`] records every queueing, admission and limit change as
+//! [`Aimd::with_log`] records every queueing, admission, answer and change as
 //! a [`GateFact`]; the gate never checks itself. `sim::checks::fleet` reads
 //! the facts and the server's ledger.
 
@@ -217,6 +217,15 @@ pub enum GateEvent {
         /// The ticket that left the queue.
         ticket: u64,
     },
+    /// An admitted attempt ended and the gate heard how; `in_flight` no
+    /// longer counts it. A [`Changed`](GateEvent::Changed) right after it
+    /// says what the answer changed.
+    Answered {
+        /// Attempts still out.
+        in_flight: u32,
+        /// How the gate read the answer.
+        signal: Signal,
+    },
     /// The limit or the rate changed after an answer.
     Changed {
         /// The new concurrency limit.
@@ -236,7 +245,8 @@ fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 pub type GateLog = Arc<Mutex<Vec<GateFact>>>;
 
 /// What an answer says about the load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Signal {
     /// Capacity was there: grow.
     Success,
@@ -515,7 +525,7 @@ impl<C: Clock> Aimd<C> {
         Aimd { clock, state: Mutex::new(state), changed: Notify::new() }
     }
 
-    /// Records every queueing, admission and change into `log`.
+    /// Records every queueing, admission, answer and change into `log`.
     pub fn with_log(self, log: GateLog) -> Aimd<C> {
         self.lock().log = Some(log);
         self
@@ -636,7 +646,10 @@ impl<C: Clock> Gate for Aimd<C> {
         let mut s = self.lock();
         let signal = Signal::of(feedback.class, feedback.status);
         let now = self.clock.now();
-        if s.controller.answer(now, signal) {
+        let changed = s.controller.answer(now, signal);
+        let in_flight = s.controller.in_flight();
+        s.record(now, GateEvent::Answered { in_flight, signal });
+        if changed {
             let event = GateEvent::Changed {
                 limit: s.controller.limit(),
                 rate_milli: s.controller.rate_milli(),
@@ -819,6 +832,48 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_to_the_floor_keeps_whole_slots() {
+        // Two slots at min_limit 2: a cut keeps exactly 2.000, so three
+        // successes on a full window (+0.5, +0.4, +0.34) reach 3 slots.
+        let config = AimdConfig { rate: RateControl::Off, initial_limit: 2, min_limit: 2, ..AimdConfig::default() };
+        let mut c = Controller::new(config);
+        c.admit(MS(0));
+        c.admit(MS(0));
+        c.answer(MS(1), Signal::Throttled);
+        for i in 0..3 {
+            assert_eq!(c.limit(), 2, "after {i} successes");
+            c.admit(MS(2));
+            c.answer(MS(3), Signal::Success);
+        }
+        assert_eq!(c.limit(), 3);
+    }
+
+    #[test]
+    fn a_cubic_cut_restarts_the_curve_from_the_rate_it_cut() {
+        // 10 a second for 4 s, then a throttle: W_max is the measured rate
+        // and the curve is back at it K = ∛(W_max × 0.3 / 0.4) s later, 0.4/s
+        // above it one second after that.
+        let mut c = Controller::new(AimdConfig { rate: RateControl::Cubic, ..AimdConfig::default() });
+        for i in 0..40 {
+            c.admit(MS(i * 100));
+            c.answer(MS(i * 100 + 1), Signal::Success);
+        }
+        c.admit(MS(4_000));
+        c.answer(MS(4_001), Signal::Throttled);
+        let w_max = c.clocker.measured_milli;
+        assert_eq!(c.rate_milli(), Some(w_max * 7 / 10));
+        let k_ms = icbrt(w_max as u128 * 300 * 2_500) as u64;
+        // Keep the send rate measured above the curve so it does not cap it.
+        for i in 0..(k_ms + 1_000) / 50 {
+            c.admit(MS(4_001 + i * 50));
+            c.answer(MS(4_001 + i * 50), Signal::Neutral);
+        }
+        c.admit(MS(4_001 + k_ms + 1_000));
+        c.answer(MS(4_001 + k_ms + 1_000), Signal::Success);
+        assert_eq!(c.rate_milli(), Some(w_max + 400));
+    }
+
+    #[test]
     fn config_validation_names_the_problem() {
         assert_eq!(AimdConfig::default().validate(), Ok(()));
         assert_eq!(AimdConfig::fixed(1, 100).validate(), Ok(()));
@@ -925,6 +980,7 @@ mod tests {
                 gate.admit().await;
             }
             assert_eq!(start.elapsed(), MS(1_000), "three admissions at 2/s: at 0, 500 and 1000 ms");
+            assert_eq!((gate.limit(), gate.in_flight(), gate.rate_milli()), (10, 3, Some(2_000)));
         })
         .await
     }

@@ -14,6 +14,7 @@
 //! | an AIMD gate backs off on a 429 after its guard (budgeted efficiency) | traces and the gate's facts |
 //! | the limiter service's AIMD gate grows on successes told on a window half used (efficiency), and no AIMD gate by more than a slot a success | the service's record and the gate's facts |
 //! | an AIMD gate spaces admissions by its rate, which only a throttle switches on and moves within its config's steps | the gate's facts |
+//! | an AIMD gate counts its attempts out, cuts once per window of attempts, by `β` | the gate's facts |
 //! | an AIMD gate admits its first ticket the instant it queues | the gate's facts |
 //! | a pacing gate reading rate-limit headers lets no 429 through after two windows | the ledger |
 //! | nor holds an attempt through a window it left half unused | the ledger and the traces |
@@ -27,6 +28,9 @@ use crate::core::budget::TokenBucketBudget;
 use crate::core::classify::Class;
 use crate::core::policy::GiveUpReason;
 use crate::gate::aimd::{GateEvent, GateFact};
+use crate::sim::checks::aimd::{
+    CubicCurve, CutGuard, RateChange, aimd_cuts_one, head_held, pace_interval, throttle_base,
+};
 use crate::sim::run::deferral::deferrable;
 use crate::sim::run::runner::{JobOutcome, JobRecord, Report};
 use crate::sim::run::scenario::{BudgetConfig, GateConfig, Hosts};
@@ -70,7 +74,8 @@ pub fn check_fleet(r: &Report) -> Vec<FleetViolation> {
     out.extend(aimd_backs_off(r));
     out.extend(aimd_grows(r));
     out.extend(aimd_paces(r));
-    out.extend(gate_admits_first(r));
+    out.extend(aimd_cuts(r));
+    out.extend(gate_admits(r));
     out.extend(pacing_spends_no_429(r));
     out.extend(pacing_fills_windows(r));
     out
@@ -438,57 +443,77 @@ pub fn aimd_grows(r: &Report) -> Vec<FleetViolation> {
 ///   from the admissions: a throttle leaves `β ×` the lower of the rate
 ///   and the measured one (or `β ×` the measured one, at least the floor,
 ///   when pacing was off), an `aimd` success adds `rate_increase / rate`
-///   up to twice the measured rate, and a `cubic` success never lowers it
-///   (the curve only rises from the last throttle, or from a pace set from
-///   the start) and stays under that cap (the curve's value depends on
-///   throttles that changed nothing, which the facts do not tell), each
-///   kept in `[min_rate_milli, max_rate_milli]`.
+///   up to twice the measured rate, and a `cubic` success sets botocore's
+///   curve since the last cut (`CubicCurve`: every cut the gate's
+///   `Answered` facts show, the ones that changed nothing too, or a pace
+///   set from the start) under that cap, each kept in
+///   `[min_rate_milli, max_rate_milli]`.
 ///
 /// A gate that paced too fast would flood the API it was told to slow
 /// down for; one that never switched pacing on, cut by less than β or
 /// never grew back would keep drawing throttles, or leave the API idle.
 pub fn aimd_paces(r: &Report) -> Vec<FleetViolation> {
+    aimd_gates(r).filter_map(|(_, c, whose, facts)| aimd_paces_one(c, &whose, facts)).collect()
+}
+
+/// Every AIMD gate's config, whose it is and its facts: the fleet gate's
+/// with the fleet's config, a worker host's with the limiter service's
+/// fallback config or else the fleet's.
+fn aimd_gates(
+    r: &Report,
+) -> impl Iterator<Item = (Option<u32>, crate::gate::aimd::AimdConfig, String, &[GateFact])> + '_ {
     let s = &r.scenario_config;
     let own = match s.fleet.gate {
         GateConfig::Aimd(c) => Some(c),
         _ => None,
     };
     let local = s.fleet.coordinator.map(|k| k.fallback).or(own);
-    let mut out = Vec::new();
-    for (worker, whose, facts) in gate_logs(r) {
+    gate_logs(r).filter_map(move |(worker, whose, facts)| {
         let config = if worker.is_some() { local } else { own };
-        if let Some(found) = config.and_then(|c| aimd_paces_one(c, &whose, facts)) {
-            out.push(found);
-        }
-    }
-    out
+        config.map(|c| (worker, c, whose, facts))
+    })
+}
+
+/// From every AIMD gate's own facts (the fleet's, the limiter service's,
+/// each host's own, a worker's fallback): it counts its attempts out, cuts
+/// once per window of attempts, and by `β` (`sim::checks::aimd`).
+pub fn aimd_cuts(r: &Report) -> Vec<FleetViolation> {
+    aimd_gates(r)
+        .filter_map(|(_, c, whose, facts)| aimd_cuts_one(&c, &whose, facts))
+        .map(|m| v("aimd-cuts", m))
+        .collect()
 }
 
 /// From an AIMD gate's own facts (the fleet's, the limiter service's, each
-/// host's own): its first ticket goes out the instant it queues. Nothing
-/// is in flight then and no pace is due (a pace from the start allows the
-/// first admission at once), and a gate admits in the same step a ticket
-/// joins, so one that holds its first ticket has stalled: its jobs wait
-/// out their deadlines while the API idles, which no other check sees
-/// (each gives up as its deadline would pass). Not a worker's fallback
-/// gate, which the limiter client holds for its stagger before first use.
-pub fn gate_admits_first(r: &Report) -> Vec<FleetViolation> {
-    let s = &r.scenario_config;
-    if !matches!(s.fleet.gate, GateConfig::Aimd(_)) {
-        return Vec::new();
-    }
-    // A worker's gate is its fallback when the limiter service runs.
-    let logs = gate_logs(r).filter(|(worker, ..)| worker.is_none() || s.fleet.coordinator.is_none());
+/// host's own): its first ticket goes out the instant it queues, and so
+/// does the head of its queue whenever the window has room and no pace is
+/// set, or once a pace allows it (`head_held`). Nothing is in flight at first and no pace
+/// is due (a pace from the start allows the first admission at once), and
+/// a gate admits in the same step a ticket joins or a slot frees, so one
+/// that holds a ticket then has stalled: its jobs wait out their deadlines
+/// while the API idles, which no other check sees (each gives up as its
+/// deadline would pass). A worker's fallback gate, which the limiter
+/// client holds for its stagger before first use, is judged by the second
+/// rule alone (the fallback paces, so only once it no longer does).
+pub fn gate_admits(r: &Report) -> Vec<FleetViolation> {
+    let coordinated = r.scenario_config.fleet.coordinator.is_some();
+    // A paced waiter sleeps on the gate's clock, which wakes it on a whole
+    // millisecond in the tick after its time.
+    let late = r.scenario_config.net.tick + Duration::from_millis(1);
     let mut out = Vec::new();
-    for (_, whose, facts) in logs {
-        if let Some(held) = first_ticket_held(facts) {
+    for (worker, c, whose, facts) in aimd_gates(r) {
+        let fallback = coordinated && worker.is_some();
+        let first = if fallback { None } else { first_ticket_held(facts) };
+        if let Some(held) = first {
             out.push(v("gate-admits", format!("{whose} held its first ticket {held}")));
+        } else if let Some(held) = head_held(&c, facts, (!fallback).then_some(late)) {
+            out.push(v("gate-admits", format!("{whose}: {held}")));
         }
     }
     out
 }
 
-/// [`gate_admits_first`] for one gate's facts: what held its first ticket.
+/// [`gate_admits`] for one gate's facts: what held its first ticket.
 fn first_ticket_held(facts: &[GateFact]) -> Option<String> {
     let (queued, ticket) = facts.iter().find_map(|f| match f.event {
         GateEvent::Queued { ticket, .. } => Some((f.at, ticket)),
@@ -531,9 +556,10 @@ impl SendRate {
 fn aimd_paces_one(c: crate::gate::aimd::AimdConfig, whose: &str, facts: &[GateFact]) -> Option<FleetViolation> {
     use crate::gate::aimd::RateControl;
     let paces = c.rate != RateControl::Off;
-    let (floor, ceiling, beta) = (c.min_rate_milli as u64, c.max_rate_milli as u64, c.backoff_per_mille as u64);
-    let clamp = |r: u64| r.clamp(floor, ceiling);
     let mut rate = (paces && c.initial_rate_milli > 0).then_some(c.initial_rate_milli as u64);
+    let cubic = c.rate == RateControl::Cubic;
+    let mut curve = rate.filter(|_| cubic).map(CubicCurve::from_start);
+    let mut guard = CutGuard::default();
     let mut sent = SendRate::default();
     let mut last: Option<(Duration, u64)> = None;
     let broke = |at: Duration, what: String| Some(v("aimd-pace", format!("{whose} at {} ms: {what}", at.as_millis())));
@@ -564,6 +590,15 @@ fn aimd_paces_one(c: crate::gate::aimd::AimdConfig, whose: &str, facts: &[GateFa
                 last = rate_milli.map(|r| (f.at, r));
                 sent.admitted(f.at);
             }
+            // Every cut moves a cubic curve, the ones that changed nothing
+            // the facts show too.
+            GateEvent::Answered { in_flight, signal } => {
+                let cut = guard.answered(signal, in_flight);
+                if cut && cubic {
+                    let base = throttle_base(rate, sent.milli, c.min_rate_milli as u64);
+                    curve = Some(CubicCurve::after_throttle(base, c.backoff_per_mille, f.at));
+                }
+            }
             GateEvent::Changed { rate_milli, throttled, .. } => {
                 let was = rate;
                 rate = rate_milli;
@@ -579,40 +614,9 @@ fn aimd_paces_one(c: crate::gate::aimd::AimdConfig, whose: &str, facts: &[GateFa
                 if !paces {
                     return broke(f.at, format!("pacing was on ({now}) though the config's rate is off"));
                 }
-                let m = sent.milli;
-                let (expected, rule) = match (throttled, was) {
-                    (true, Some(o)) => {
-                        (clamp(if m > 0 { o.min(m) } else { o } * beta / 1000), "β × the lower of the rate and")
-                    }
-                    (true, None) => (clamp(m.max(floor) * beta / 1000), "β × the floor or, if higher,"),
-                    (false, Some(o)) if c.rate == RateControl::Aimd => {
-                        let step = o + c.rate_increase_milli as u64 * 1000 / o.max(1);
-                        (clamp(step.min(m.saturating_mul(2).max(o))), "an aimd step, capped at twice")
-                    }
-                    (false, Some(o)) => {
-                        let cap = clamp(m.saturating_mul(2).max(o));
-                        if now < o || now > cap {
-                            return broke(
-                                f.at,
-                                format!(
-                                    "a cubic success moved the rate from {o} to {now}, outside [{o}, {cap}] (the curve only rises; twice the measured send rate of {m}, or the rate, caps it)"
-                                ),
-                            );
-                        }
-                        continue;
-                    }
-                    (false, None) => {
-                        return broke(f.at, format!("a success switched pacing on ({now})"));
-                    }
-                };
-                if now != expected {
-                    let why = if throttled { "a throttle" } else { "a success" };
-                    return broke(
-                        f.at,
-                        format!(
-                            "{why} moved the rate from {was:?} to {now}, where {rule} the measured send rate of {m} gives {expected}"
-                        ),
-                    );
+                let change = RateChange { was, now, throttled, measured: sent.milli, at: f.at };
+                if let Some(what) = change.broken(&c, curve) {
+                    return broke(f.at, what);
                 }
             }
             _ => {}
@@ -875,11 +879,6 @@ fn gate_logs(r: &Report) -> impl Iterator<Item = (Option<u32>, String, &[GateFac
     let facts = &r.fleet_facts;
     std::iter::once((None, "the fleet gate".to_owned(), facts.gate.as_slice()))
         .chain(facts.local.iter().map(|(&w, log)| (Some(w), format!("w{w}'s gate"), log.as_slice())))
-}
-
-/// The spacing of admissions at `rate_milli` milli-requests per second.
-fn pace_interval(rate_milli: u64) -> Duration {
-    Duration::from_micros(1_000_000_000 / rate_milli.max(1))
 }
 
 fn admitted(facts: &[GateFact]) -> impl Iterator<Item = (Duration, u64, u32, u32, Option<u64>)> + '_ {
@@ -1722,7 +1721,9 @@ mod tests {
             while due.first().is_some_and(|&(at, _)| at <= t) {
                 let (at, n) = due.remove(0);
                 let signal = if n == 2 { Signal::Throttled } else { Signal::Success };
-                if ctl.answer(at, signal) {
+                let changed = ctl.answer(at, signal);
+                facts.push(GateFact { at, event: GateEvent::Answered { in_flight: ctl.in_flight(), signal } });
+                if changed {
                     let event =
                         GateEvent::Changed { limit: ctl.limit(), rate_milli: ctl.rate_milli(), throttled: n == 2 };
                     facts.push(GateFact { at, event });

@@ -1,6 +1,7 @@
 //! Checking runs: the invariants from the trace ([`invariants`]) and from
 //! the ledger alone ([`blackbox`]), both at once for one report
 //! ([`check_report`]), the fleet's properties, and the hunt over seeds.
+pub mod aimd;
 pub mod blackbox;
 pub mod careful;
 pub mod fleet;
