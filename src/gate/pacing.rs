@@ -889,6 +889,21 @@ mod tests {
     }
 
     #[test]
+    fn remaining_zero_closes_a_window_of_unknown_size_until_its_reset() {
+        // No limit told: only `Remaining: 0` closes the window, and a success
+        // answered before the reset does not open it again.
+        let mut s = PacingState::new(PacingConfig::default());
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        let spent = headers(&[("ratelimit-remaining", "0"), ("ratelimit-reset", "1")]);
+        answer(&mut s, ms(2), 201, &spent);
+        assert_eq!(s.try_admit(ms(3)), Verdict::WaitUntil(ms(1002)));
+        answer(&mut s, ms(4), 201, &HeaderMap::new());
+        assert_eq!(s.try_admit(ms(5)), Verdict::WaitUntil(ms(1002)));
+        assert_eq!(s.try_admit(ms(1002)), Verdict::Admit, "reset passed");
+    }
+
+    #[test]
     fn answers_sent_before_a_reset_do_not_close_the_new_window() {
         let mut s = PacingState::new(PacingConfig::default());
         assert_eq!(s.try_admit(ms(0)), Verdict::Admit);

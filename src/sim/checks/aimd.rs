@@ -1,8 +1,10 @@
-//! An AIMD gate's cuts, judged from its own facts by the rules of
-//! `gate::aimd`'s module doc, written again here from that text: how many
-//! attempts are out, which throttle cuts, how deep, and where a `cubic`
-//! pace's curve stands. The fleet checks read the gates' facts through it
-//! (`aimd-cuts` here, the cubic curve in `aimd-pace`).
+//! An AIMD gate judged from its own facts by the rules of `gate::aimd`'s
+//! module doc, written again here from that text rather than by calling
+//! the gate's `Controller`: how many attempts are out, which throttle cuts
+//! and how deep, how a paced rate moves (a `cubic` pace along botocore's
+//! curve), and when the head of the queue must go out. The fleet checks
+//! (`src/sim/checks/fleet.rs`) run these rules on every AIMD gate
+//! (aimd-cuts, aimd-pace, gate-admits).
 
 use std::time::Duration;
 
@@ -52,16 +54,15 @@ pub(super) struct CubicCurve {
 }
 
 impl CubicCurve {
-    /// The curve after a throttle at `from` that found the rate at
-    /// `w_max_milli` (a pace from the start is a throttle at time zero
-    /// whose `K` is zero).
+    /// The curve after a throttle at `from` that cut from `w_max_milli`.
     pub(super) fn after_throttle(w_max_milli: u64, beta_per_mille: u32, from: Duration) -> CubicCurve {
         let w_max = w_max_milli as f64 / 1000.0;
         let k = (w_max * (1.0 - beta_per_mille as f64 / 1000.0) / 0.4).cbrt();
         CubicCurve { w_max, k, from }
     }
 
-    /// A pace set from the start: the curve rises from it at once.
+    /// A pace set from the start: a throttle at time zero whose `K` is
+    /// zero, so the curve rises from it at once.
     pub(super) fn from_start(rate_milli: u64) -> CubicCurve {
         CubicCurve { w_max: rate_milli as f64 / 1000.0, k: 0.0, from: Duration::ZERO }
     }
