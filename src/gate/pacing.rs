@@ -904,6 +904,29 @@ mod tests {
     }
 
     #[test]
+    fn the_capacity_is_learned_only_from_a_refused_window_and_only_when_asked() {
+        let reset_only = headers(&[("ratelimit-reset", "1")]);
+        // A window that ended without a refusal teaches nothing.
+        let mut s = PacingState::new(PacingConfig::default());
+        for _ in 0..3 {
+            assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        }
+        for _ in 0..3 {
+            answer(&mut s, ms(2), 201, &reset_only);
+        }
+        assert_eq!(s.try_admit(ms(1002)), Verdict::Admit);
+        assert_eq!(s.capacity(), None);
+        // Without `learn`, a refused window teaches nothing either.
+        let mut s = PacingState::new(PacingConfig { learn: false, ..PacingConfig::default() });
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        answer(&mut s, ms(2), 201, &reset_only);
+        answer(&mut s, ms(2), 429, &reset_only);
+        assert_eq!(s.try_admit(ms(1002)), Verdict::Admit);
+        assert_eq!(s.capacity(), None);
+    }
+
+    #[test]
     fn answers_sent_before_a_reset_do_not_close_the_new_window() {
         let mut s = PacingState::new(PacingConfig::default());
         assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
