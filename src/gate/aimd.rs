@@ -684,6 +684,17 @@ mod tests {
         Controller::new(AimdConfig { rate: RateControl::Off, initial_limit: limit, ..AimdConfig::default() })
     }
 
+    /// 10 successes a second for 4 s (the clocker measures about 10/s),
+    /// then a throttle answered at 4001 ms.
+    fn throttled_after_10_a_second(c: &mut Controller) {
+        for i in 0..40 {
+            c.admit(MS(i * 100));
+            c.answer(MS(i * 100 + 1), Signal::Success);
+        }
+        c.admit(MS(4_000));
+        c.answer(MS(4_001), Signal::Throttled);
+    }
+
     #[test]
     fn the_window_bounds_in_flight() {
         let mut c = fixed_window(2);
@@ -750,13 +761,7 @@ mod tests {
     fn pacing_switches_on_at_the_first_throttle_and_spaces_admissions() {
         let mut c = Controller::new(AimdConfig::default());
         assert_eq!(c.rate_milli(), None);
-        // 10 a second for 4 s: the clocker measures about 10/s.
-        for i in 0..40 {
-            c.admit(MS(i * 100));
-            c.answer(MS(i * 100 + 1), Signal::Success);
-        }
-        c.admit(MS(4_000));
-        c.answer(MS(4_001), Signal::Throttled);
+        throttled_after_10_a_second(&mut c);
         let rate = c.rate_milli().expect("pacing on");
         assert!((6_000..=8_000).contains(&rate), "about 0.7 × 10/s, got {rate}");
         c.admit(MS(4_001));
@@ -854,12 +859,7 @@ mod tests {
         // and the curve is back at it K = ∛(W_max × 0.3 / 0.4) s later, 0.4/s
         // above it one second after that.
         let mut c = Controller::new(AimdConfig { rate: RateControl::Cubic, ..AimdConfig::default() });
-        for i in 0..40 {
-            c.admit(MS(i * 100));
-            c.answer(MS(i * 100 + 1), Signal::Success);
-        }
-        c.admit(MS(4_000));
-        c.answer(MS(4_001), Signal::Throttled);
+        throttled_after_10_a_second(&mut c);
         let w_max = c.clocker.measured_milli;
         assert_eq!(c.rate_milli(), Some(w_max * 7 / 10));
         let k_ms = icbrt(w_max as u128 * 300 * 2_500) as u64;

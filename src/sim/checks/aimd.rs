@@ -391,4 +391,45 @@ mod tests {
         });
         assert!(unexplained.contains("the limit 10 became 9 with no answer just before"), "{unexplained}");
     }
+
+    #[test]
+    fn a_head_held_with_room_is_caught_and_one_the_pace_holds_is_not() {
+        let fact = |at: u64, event| GateFact { at: MS(at), event };
+        let queued = |at, ticket| fact(at, GateEvent::Queued { ticket, depth: 1 });
+        let admitted = |at, ticket, in_flight, rate_milli| {
+            fact(at, GateEvent::Admitted { ticket, in_flight, limit: 2, rate_milli })
+        };
+        let answered = |at, in_flight| fact(at, GateEvent::Answered { in_flight, signal: Signal::Success });
+        let late = Some(MS(2));
+        let c = AimdConfig { initial_limit: 2, rate: RateControl::Off, ..AimdConfig::default() };
+        // Two out, a third waits for an answer and goes out with it.
+        let honest = [
+            queued(0, 0),
+            admitted(0, 0, 1, None),
+            queued(0, 1),
+            admitted(0, 1, 2, None),
+            queued(1, 2),
+            answered(5, 1),
+            admitted(5, 2, 2, None),
+        ];
+        assert_eq!(head_held(&c, &honest, late), None);
+        // The same third admitted a millisecond after the slot freed.
+        let mut slow = honest.to_vec();
+        slow[6].at = MS(6);
+        let held = head_held(&c, &slow, late).unwrap_or_default();
+        assert!(
+            held.contains("ticket 2 waited at the head of the queue from 5 ms to 6 ms with 1 of 2 slots out"),
+            "{held}"
+        );
+        // Paced at 1/s from the start: the second may wait a second, not more.
+        let paced = AimdConfig { initial_rate_milli: 1_000, rate: RateControl::Aimd, ..c };
+        let rate = Some(1_000);
+        let on_time = [queued(0, 0), admitted(0, 0, 1, rate), queued(1, 1), admitted(1_002, 1, 1, rate)];
+        assert_eq!(head_held(&paced, &on_time, late), None);
+        let mut behind = on_time.to_vec();
+        behind[3].at = MS(1_003);
+        let held = head_held(&paced, &behind, late).unwrap_or_default();
+        assert!(held.contains("a pace of 1000 allowing it from 1000 ms"), "{held}");
+        assert_eq!(head_held(&paced, &behind, None), None, "a pace its owner may hold is not judged");
+    }
 }

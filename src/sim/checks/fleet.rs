@@ -15,7 +15,7 @@
 //! | the limiter service's AIMD gate grows on successes told on a window half used (efficiency), and no AIMD gate by more than a slot a success | the service's record and the gate's facts |
 //! | an AIMD gate spaces admissions by its rate, which only a throttle switches on and moves within its config's steps | the gate's facts |
 //! | an AIMD gate counts its attempts out, cuts once per window of attempts, by `β` | the gate's facts |
-//! | an AIMD gate admits its first ticket the instant it queues | the gate's facts |
+//! | an AIMD gate admits its first ticket the instant it queues, and its queue's head whenever the window has room and the pace allows | the gate's facts |
 //! | a pacing gate reading rate-limit headers lets no 429 through after two windows | the ledger |
 //! | nor holds an attempt through a window it left half unused | the ledger and the traces |
 //! | a refusal's `Retry-After` holds the whole fleet at a shared pacing gate | the traces |
