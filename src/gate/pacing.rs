@@ -48,7 +48,8 @@
 //!   may land in it), and their answers are ignored as describing the old one.
 //! - A refusal (429/503 with `Retry-After`) closes the window and holds the
 //!   *whole fleet* until the advised instant (at most `max_hold`), not just
-//!   the refused worker.
+//!   the refused worker; its hold counts even when its attempt was sent
+//!   before a reset (the server said it when it answered).
 //!
 //! # When the headers are missing
 //!
@@ -79,7 +80,9 @@
 //! - `W` is known as an interval. Every header bounds it from above (the
 //!   reset bound less the earliest slot's send). A success with
 //!   `Remaining: 0` while the slots hold our last `Limit` successes bounds
-//!   it from below (the oldest still counted when it arrived).
+//!   it from below (the oldest surely still counted when it arrived: as
+//!   many of the oldest are passed over as attempts are still out, since
+//!   those may have arrived first and be the ones counted).
 //! - While the upper bound comes only from whole-second headers, the gate
 //!   sends one *probe* a whole second before it, alone, when the window is
 //!   spent. If it gets through ("a refusal turns into a success"), the reset
@@ -483,10 +486,16 @@ impl Phase {
         self.period_lo = self.period_lo.max(lo);
     }
 
+    /// Takes the tighter upper bound. Of two equal ones, one the gate saw
+    /// happen wins: there is nothing left to probe either way.
     fn upper_period(&mut self, hi: Duration, seen: bool) {
-        if self.period_hi.is_none_or(|h| hi < h) {
-            self.period_hi = Some(hi);
-            self.period_seen = seen;
+        match self.period_hi {
+            Some(h) if hi > h => {}
+            Some(h) if hi == h => self.period_seen |= seen,
+            _ => {
+                self.period_hi = Some(hi);
+                self.period_seen = seen;
+            }
         }
     }
 
@@ -508,10 +517,14 @@ impl Phase {
                 self.slots.pop_front();
             }
             if answer.remaining == Some(0) && Some(self.slots.len()) == capacity.map(|c| c as usize) {
-                // Full with our last `capacity` successes: the oldest still
-                // counted when this one arrived.
-                if let Some(oldest) = self.slots.front() {
-                    self.lower_period(sent.saturating_sub(oldest.answered));
+                // Full: of our last `capacity` successes, all but as many as
+                // are still out were counted when this one arrived (an
+                // attempt still out may have arrived earlier and be counted
+                // in place of an old slot: hunt seed 90603, whose lower bound
+                // took a slot of the window before and held the fleet 2 s a
+                // window). The oldest of those still counted bounds the period.
+                if let Some(counted) = self.slots.get(answer.others_out as usize) {
+                    self.lower_period(sent.saturating_sub(counted.answered));
                 }
             }
         }
@@ -564,6 +577,8 @@ struct Answer {
     from_date: bool,
     /// The header's reset instant (capped at `max_hold`), if it said one.
     bound: Option<Duration>,
+    /// Attempts still out besides this one.
+    others_out: u32,
 }
 
 impl PacingState {
@@ -714,8 +729,16 @@ impl Schedule for PacingState {
             remaining: headers.remaining,
             from_date: headers.reset_from_date,
             bound: headers.reset.map(|r| now + r.min(self.config.max_hold)),
+            others_out: self.in_flight,
         };
         self.phase.learn(now, sent, answer, headers.limit.or(self.capacity()));
+        // A refusal's `Retry-After` holds the fleet even when its attempt was
+        // sent before the last reset: the server said it when it answered.
+        let hold =
+            feedback.headers.filter(|_| refused).and_then(retry_after).map(|w| now + w.min(self.config.max_hold));
+        if let Some(until) = hold {
+            self.hold_until = self.hold_until.max(until);
+        }
         if self.stale > 0 {
             // Sent before the reset: it describes the old window.
             self.stale -= 1;
@@ -742,12 +765,8 @@ impl Schedule for PacingState {
         if refused {
             self.window_refused = true;
             self.closed = true;
-            if let Some(wait) = feedback.headers.and_then(retry_after) {
-                let until = now + wait.min(self.config.max_hold);
-                self.hold_until = self.hold_until.max(until);
-                if headers.reset.is_none() {
-                    self.earlier_reset(until);
-                }
+            if let (Some(until), None) = (hold, headers.reset) {
+                self.earlier_reset(until);
             }
         } else if success && self.closed && self.reset_at.is_none() && self.capacity().is_none() {
             // A probe got through and nothing tells the window: open again.
@@ -962,6 +981,25 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_sent_before_a_reset_still_holds_the_fleet() {
+        // Hunt seed 63137: two refusals in one millisecond. The first says
+        // `Retry-After: 0`, a reset now, so the attempts out count as sent
+        // before it; the second's second was lost as stale.
+        let mut s = PacingState::new(PacingConfig::default());
+        for _ in 0..3 {
+            assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        }
+        answer(&mut s, ms(10), 429, &headers(&[("retry-after", "0")]));
+        answer(&mut s, ms(10), 429, &headers(&[("retry-after", "1")]));
+        assert_eq!(s.hold_until(), ms(1010));
+        assert_eq!(s.try_admit(ms(50)), Verdict::WaitUntil(ms(1010)));
+        // The stale refusal still says nothing of the new window: the one
+        // attempt out at the reset counted, the last answer frees it.
+        answer(&mut s, ms(12), 201, &HeaderMap::new());
+        assert_eq!(s.try_admit(ms(1010)), Verdict::Admit);
+    }
+
+    #[test]
     fn of_several_retry_after_lines_the_largest_the_gate_can_measure_holds() {
         let date = "Thu, 08 Oct 2026 09:00:00 GMT"; // 1791450000
         let lines = |date_line: &'static str| {
@@ -1136,6 +1174,76 @@ mod tests {
         // bound on the period (2.502 s less the send) stays on the safe side.
         answer(&mut s, ms(502), 201, &flask(30, 29, T0 + 2, T0));
         assert_eq!(s.learned_period(), Some((Duration::ZERO, ms(2502))));
+    }
+
+    #[test]
+    fn a_reset_read_before_any_success_bounds_no_period() {
+        // No success is known to be counted, so the reset frees none the gate
+        // knows of: the first whole-second answer, a refusal, engages the
+        // learning and bounds nothing.
+        let mut p = Phase::default();
+        let refusal = Answer {
+            success: false,
+            refused: true,
+            remaining: Some(0),
+            from_date: true,
+            bound: Some(ms(2100)),
+            others_out: 0,
+        };
+        p.learn(ms(100), ms(0), refusal, Some(5));
+        assert!(p.engaged);
+        assert_eq!(p.earliest_sent(), None);
+        assert_eq!(p.period_hi, None);
+        // The first success bounds it by its own send.
+        let success = Answer { success: true, refused: false, remaining: Some(4), ..refusal };
+        p.learn(ms(1300), ms(1200), success, Some(5));
+        assert_eq!(p.period_hi, Some(ms(900)), "the reset at 2.1 s less the send at 1.2 s");
+    }
+
+    #[test]
+    fn a_full_window_bounds_the_period_from_below_only_by_slots_surely_counted() {
+        // Hunt seed 90603: a limit of 3; a success of the window before
+        // (answered at 9 ms), then the new window's. Its `Remaining: 0`
+        // comes back while another of its attempts is still out, which may
+        // have arrived first and be the one counted: the old slot is not
+        // known to be counted, and the period is not known to exceed 2 s.
+        let success = |remaining, others_out| Answer {
+            success: true,
+            refused: false,
+            remaining: Some(remaining),
+            from_date: false,
+            bound: None,
+            others_out,
+        };
+        let learned = |last_others_out| {
+            let mut p = Phase::default();
+            p.learn(ms(9), ms(0), success(0, 0), Some(3));
+            p.learn(ms(2016), ms(2008), success(1, 1), Some(3));
+            p.learn(ms(2021), ms(2016), success(0, last_others_out), Some(3));
+            p.period_lo
+        };
+        assert_eq!(learned(1), Duration::ZERO, "the oldest surely counted is the new window's first");
+        // With nothing else out, the three successes are the three counted.
+        assert_eq!(learned(0), ms(2007));
+    }
+
+    #[test]
+    fn of_two_equal_upper_bounds_the_one_the_gate_saw_happen_wins() {
+        let mut p = Phase::default();
+        p.upper_period(ms(2000), false);
+        assert_eq!((p.period_hi, p.period_seen), (Some(ms(2000)), false));
+        // A header's looser bound changes nothing.
+        p.upper_period(ms(2001), true);
+        assert_eq!((p.period_hi, p.period_seen), (Some(ms(2000)), false));
+        // A seen reset of the same length: nothing left to probe.
+        p.upper_period(ms(2000), true);
+        assert_eq!((p.period_hi, p.period_seen), (Some(ms(2000)), true));
+        // A header's equal bound keeps it seen.
+        p.upper_period(ms(2000), false);
+        assert_eq!((p.period_hi, p.period_seen), (Some(ms(2000)), true));
+        // A header's tighter bound is not seen: probe again.
+        p.upper_period(ms(1999), false);
+        assert_eq!((p.period_hi, p.period_seen), (Some(ms(1999)), false));
     }
 
     fn feedback(status: u16, h: &HeaderMap) -> Feedback<'_> {

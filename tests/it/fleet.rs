@@ -19,7 +19,8 @@ use retrysim::gate::{Admission, Feedback, Gate};
 use retrysim::sim::checks::fleet::{
     FleetViolation, aimd_backs_off, aimd_grows, api_within_gate_limit, budget_allowance, budget_refusal, check_fleet,
     deferred_charged_once, fallback_only_when_cut_off, fallback_within_local_limit, gate_order, gate_window,
-    pacing_fills_windows, pacing_holds, service_hears_outcomes, service_keeps_leases,
+    pacing_fills_windows, pacing_holds, pacing_learns_whole_seconds, pacing_spends_no_429, service_hears_outcomes,
+    service_keeps_leases,
 };
 use retrysim::sim::checks::hunt;
 use retrysim::sim::checks::invariants::check_run;
@@ -1029,4 +1030,65 @@ fn a_pacing_gate_that_leaves_a_window_half_unused_while_an_attempt_waits_through
     // Joined within a millisecond of the window's opening: not judged.
     let found = joined(&mut wasted, start - 1);
     assert!(!found.iter().any(|v| v.message.contains(&format!("from {} ms", start - 1))), "{found:?}");
+}
+
+#[test]
+fn against_whole_second_headers_the_pacing_gate_keeps_up_with_the_window_and_one_that_trusts_the_bound_is_caught() {
+    // Hunt seed 216's world: a whole-second server (the reset a Unix time
+    // against `Date`) behind a shared pacing gate, on pacing-no-429's runs.
+    let s = hunt::Target::of(hunt::Kind::All).scenario(216);
+    let GateConfig::Pacing(config) = s.fleet.gate else { panic!("the situation: a pacing gate") };
+    assert_eq!(s.api.rate_limit_reset, retrysim::sim::world::api::ResetForm::UnixSeconds, "the situation");
+    assert!(config.learn_phase, "learning the phase is the default");
+    let r = run(&s, 216).unwrap_or_else(|e| panic!("{e}"));
+    assert_clean(&r, pacing_learns_whole_seconds(&r));
+    assert_clean(&r, pacing_spends_no_429(&r));
+    // The same world with a gate that trusts the rounded bound: about a
+    // second late at a window's end, caught and named.
+    let mut trusting = s.clone();
+    trusting.fleet.gate = GateConfig::Pacing(retrysim::gate::pacing::PacingConfig { learn_phase: false, ..config });
+    let t = run(&trusting, 216).unwrap_or_else(|e| panic!("{e}"));
+    let found = pacing_learns_whole_seconds(&t);
+    assert!(
+        found
+            .iter()
+            .any(|v| v.property == "pacing-learns-whole-seconds"
+                && v.message.contains("under whole-second reset headers")),
+        "{found:?}\n{}",
+        replay(&t)
+    );
+}
+
+#[test]
+fn against_whole_second_headers_a_refused_probe_sent_alone_is_allowed_and_a_refusal_beside_another_attempt_is_not() {
+    // Hunt seed 4468's world: the gate probes a second before the rounded
+    // bound, alone, and the window has not ended yet: refused.
+    let s = hunt::Target::of(hunt::Kind::All).scenario(4468);
+    let r = run(&s, 4468).unwrap_or_else(|e| panic!("{e}"));
+    let window = Duration::from_millis(s.api.limiter.window_ms);
+    let probe = r.ledger.arrivals.iter().find(|a| a.status == 429 && a.at >= window * 2);
+    let probe = probe.unwrap_or_else(|| panic!("the situation: a refused probe\n{}", replay(&r))).clone();
+    assert_clean(&r, pacing_spends_no_429(&r));
+    assert_clean(&r, pacing_learns_whole_seconds(&r));
+    // Another job's attempt moved to go out while the probe was out: the
+    // refusal is no probe's, and it is caught.
+    let at = probe.at.as_millis() as u64;
+    let mut crowded = r.clone();
+    let other = crowded.records.iter_mut().find(|j| j.trace.label != probe.client).expect("a fleet has other jobs");
+    let (mut n, mut sent) = (0, None);
+    for e in &mut other.trace.events {
+        match e.kind {
+            EventKind::Attempt { n: m, .. } if sent.is_none() => {
+                (n, sent) = (m, Some(e.at_ms));
+                e.at_ms = at - 1;
+            }
+            EventKind::Answer { n: m, .. } if m == n && sent.is_some() => {
+                e.at_ms = at + 1;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let found = pacing_spends_no_429(&crowded);
+    assert!(found.iter().any(|v| v.property == "pacing-no-429" && v.message.contains(&probe.client)), "{found:?}");
 }

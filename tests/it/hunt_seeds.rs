@@ -1,8 +1,10 @@
 //! Seeds a deep hunt once failed on, kept as regressions (11 of
 //! 100,000, then 1 more of 100,000 once those were fixed, then 1 more of a
-//! later 100,000-seed hunt). Each was a check that judged wrongly, not a
-//! defect of the client; docs/DESIGN.md ("Seeds the deep hunt found") says
-//! what each was. Every one must stay clean
+//! later 100,000-seed hunt, then 5 more of another, then 1 once the hunt
+//! drew whole-second servers). Each was a check that
+//! judged wrongly, not a defect of the client, except where a constant's
+//! doc says a defect of the gate; docs/DESIGN.md ("Seeds the deep hunt
+//! found") says what each was. Every one must stay clean
 //! under every check the hunt runs, both as the generator draws it now and
 //! as the world it drew when it failed (`deep_hunt_worlds/SEED.toml`,
 //! `retrysim hunt --dump SEED --scenario-kind all` on that generator: a
@@ -74,6 +76,27 @@ const NEW_CONNECTION_THEN_KEPT_ALIVE_ON_THE_FALLBACK: [u64; 1] = [94609];
 /// (`fallback-only-when-cut-off` allowed only the time to notice the end).
 const FELL_BACK_UNTIL_ITS_REDIAL: [u64; 3] = [29325, 76735, 91557];
 
+/// A 100,000-seed hunt on c09e652: a worker's attempt ended while the
+/// limiter service was partitioned away, so its `DONE` crossed the
+/// partition and the connection stayed silent; its next `ACQUIRE`, seconds
+/// after the heal, met only silence and the worker rightly fell back
+/// (`fallback-only-when-cut-off` allowed only the time to notice the end).
+const DONE_LOST_IN_THE_PARTITION: [u64; 2] = [33597, 88045];
+
+/// The same hunt, **a defect of the pacing gate**: two refusals in one
+/// millisecond, the first with a zero hold (a reset at once, so the attempts
+/// still out counted as sent before it), and the second's `Retry-After`
+/// dropped with its stale count: the gate let the fleet go inside the hold
+/// (`pacing-hold`). A refusal now holds the fleet whenever it was sent.
+const A_STALE_REFUSAL_HELD_NOTHING: [u64; 3] = [63137, 74940, 87003];
+
+/// A 100,000-seed hunt once the hunt drew whole-second servers, **a defect
+/// of the pacing gate**: a `Remaining: 0` success answered while another
+/// attempt was still out made the gate take a slot of the window before as
+/// counted; the period's lower bound rose to 2 s for a 1 s window and the
+/// gate held the fleet 2 s a window (`pacing-learns-whole-seconds`).
+const A_LOWER_BOUND_FROM_THE_WINDOW_BEFORE: [u64; 1] = [90603];
+
 /// The world seed `seed` drew when the deep hunt failed on it.
 fn world(seed: u64) -> Scenario {
     let path = format!("{}/tests/it/deep_hunt_worlds/{seed}.toml", env!("CARGO_MANIFEST_DIR"));
@@ -88,6 +111,8 @@ fn the_deep_hunts_failing_seeds_stay_clean() {
     let new_draws = SEVERAL_LINES_DATE.into_iter().chain(STALE_ANSWER_OF_THE_SAME_STATUS);
     let new_draws = new_draws.chain(A_BUCKET_PER_PROCESS).chain(HELD_ON_THE_FALLBACK).chain(CANCELLED_ON_THE_FALLBACK);
     let new_draws = new_draws.chain(NEW_CONNECTION_THEN_KEPT_ALIVE_ON_THE_FALLBACK).chain(FELL_BACK_UNTIL_ITS_REDIAL);
+    let new_draws = new_draws.chain(DONE_LOST_IN_THE_PARTITION).chain(A_STALE_REFUSAL_HELD_NOTHING);
+    let new_draws = new_draws.chain(A_LOWER_BOUND_FROM_THE_WINDOW_BEFORE);
     for seed in seeds.chain(ESCALATION_CONVOY).chain(new_draws) {
         let result = hunt::check_seed(seed, &target, true, &Default::default());
         assert!(result.findings.is_empty(), "seed {seed}: {:#?}", result.findings);
@@ -130,6 +155,51 @@ fn a_worker_that_lost_the_service_in_a_partition_stays_on_its_fallback_until_it_
     assert!(!late.is_empty(), "the situation: a fallback after the partition's end was noticed");
     assert!(late.iter().all(|f| f.at <= noticed + c.retry_after), "{late:?}");
     assert!(fallback_only_when_cut_off(&r).is_empty(), "{:?}", fallback_only_when_cut_off(&r));
+}
+
+/// What [`DONE_LOST_IN_THE_PARTITION`]'s verdict rests on: in seed 33597's
+/// world (the service partitioned away from 611 ms to 4.159 s) w8's attempt
+/// ended in the cut, and w8 fell back after the time a worker takes to
+/// notice the heal, before it dialled again. The same fallback by a worker
+/// whose connection carried nothing in the cut is still caught.
+#[test]
+fn a_worker_whose_done_crossed_a_partition_finds_its_connection_dead_at_its_next_use() {
+    use retrysim::sim::checks::fleet::fallback_only_when_cut_off;
+    use retrysim::sim::world::limiter_service::Route;
+    use retrysim::sim::world::net::Fault;
+    use retrysim::trace::EventKind;
+    let (seed, s) = (33597, world(33597));
+    let r = run(&s, seed).unwrap_or_else(|e| panic!("{e}"));
+    let c = s.fleet.coordinator.expect("coordinated");
+    let (partitioned, healed) = s
+        .faults
+        .schedule
+        .iter()
+        .find_map(|f| match f.fault {
+            Fault::LimiterPartition { until } => Some((f.at, until)),
+            _ => None,
+        })
+        .expect("a partition");
+    let trip = (s.net.max_latency + s.net.tick) * 2 + s.net.tick;
+    let noticed = healed + c.silence + c.connect_timeout + c.retry_after + trip * 2;
+    let late =
+        r.fleet_facts.routes.iter().find(|f| f.route == Route::Fallback && f.at > noticed).expect("the situation");
+    let in_cut = (partitioned.as_millis() as u64)..=(healed.as_millis() as u64);
+    let ended_in_cut = |j: &retrysim::sim::run::runner::JobRecord| {
+        j.trace.events.iter().any(|e| matches!(e.kind, EventKind::Answer { .. }) && in_cut.contains(&e.at_ms))
+    };
+    assert!(r.records.iter().any(|j| j.worker == late.worker && ended_in_cut(j)), "its attempt ended in the cut");
+    let redial = r.fleet_facts.service_hellos.iter().find(|h| h.worker == late.worker && h.at > healed);
+    assert!(redial.is_some_and(|h| h.at > late.at), "before its redial: {redial:?} {late:?}");
+    assert!(fallback_only_when_cut_off(&r).is_empty(), "{:?}", fallback_only_when_cut_off(&r));
+    // Its attempts' ends in the cut taken out of the traces: the connection
+    // carried nothing there, and the late fallback is caught.
+    let mut quiet = r.clone();
+    for j in quiet.records.iter_mut().filter(|j| j.worker == late.worker) {
+        j.trace.events.retain(|e| !in_cut.contains(&e.at_ms));
+    }
+    let found = fallback_only_when_cut_off(&quiet);
+    assert!(found.iter().any(|v| v.message.contains(&format!("w{} fell back", late.worker))), "{found:?}");
 }
 
 /// What [`A_BUCKET_PER_PROCESS`]'s verdict rests on: in seed 172's world

@@ -186,6 +186,9 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     {
         draw_aimd_pacing(&mut g, c, own);
     }
+    if pacing_clean && s.faults.schedule.is_empty() && g.chance(500) {
+        draw_whole_seconds(&mut g, &mut s);
+    }
     if calm {
         make_ample(&mut s);
     }
@@ -557,6 +560,28 @@ fn draw_aimd_pacing(g: &mut Draw, c: &mut AimdConfig, own: bool) {
     if own {
         c.initial_limit = g.range(1, 8) as u32;
     }
+}
+
+/// A whole-second server on a pacing gate's clean run (drawn last, so no
+/// other seed's scenario moves): the reset as a Unix time in whole seconds,
+/// Flask-Limiter's `int(reset + 1)`, against a whole-second `Date`, at a
+/// drawn phase of the server's second, over a window of whole seconds (a
+/// server that tells its reset in seconds counts in seconds: `limits`' finest
+/// granularity is one second) that the jobs fill six times over or more. The gate learns the window from what
+/// happens instead of trusting a bound up to 2 s late (`src/gate/pacing.rs`,
+/// "Whole-second servers"); `pacing-no-429` (a refused probe sent alone
+/// aside), `pacing-fills-windows` and `pacing-learns-whole-seconds` judge it.
+fn draw_whole_seconds(g: &mut Draw, s: &mut Scenario) {
+    use crate::sim::world::api::{RateLimitFields, ResetForm};
+    s.api.rate_limit_reset = ResetForm::UnixSeconds;
+    s.api.rate_limit_fields = g.pick(&[RateLimitFields::Draft6, RateLimitFields::XRateLimit]);
+    s.api.send_date = true;
+    s.api.clock_skew_ms = g.pick(&[0, 1, 499, 500, 999]);
+    let window = &mut s.api.limiter.window_ms;
+    *window = (*window / 1_000).max(1) * 1_000;
+    // Six windows' worth of jobs or more: the checks judge from the fourth.
+    let writes = &mut s.api.limiter.writes;
+    *writes = (*writes).min((s.fleet.jobs / 6).max(1));
 }
 
 /// A fleet gate, sometimes. Whether it is a pacing gate on the signals it

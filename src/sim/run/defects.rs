@@ -154,6 +154,11 @@ defects! {
     /// but never slows the pace, so the fleet keeps its send rate into
     /// the refusals.
     aimd_pacing_off = "aimd-pacing-off", "an AIMD gate built without its pacing: a throttle never slows the pace";
+    /// The fleet's gate is told a reset given as a Unix time as the seconds
+    /// left against the answer's `Date` (a middleware that normalises the
+    /// headers): a pacing gate then trusts a bound up to 2 s late instead
+    /// of learning the window of a whole-second server.
+    pacing_trusts_rounded_reset = "pacing-trusts-rounded-reset", "a pacing gate told a whole-second Unix reset as seconds left";
 }
 
 /// The defects by their command-line names, in a fixed order.
@@ -388,6 +393,22 @@ fn drop_reset(h: &mut HeaderMap) {
     }
 }
 
+/// A Unix-time reset (`RateLimit-Reset` / `X-RateLimit-Reset`) rewritten
+/// as the seconds it leaves after the answer's `Date`: the same rounded
+/// bound, no longer marked as read against whole seconds.
+fn reset_as_seconds_left(h: &mut HeaderMap) {
+    let Some(date) = h.get(http::header::DATE).and_then(|v| httpdate::parse_http_date(v.to_str().ok()?).ok()) else {
+        return;
+    };
+    let date = date.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    for name in ["ratelimit-reset", "x-ratelimit-reset"] {
+        let unix = h.get(name).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+        if let Some(unix) = unix.filter(|&u| u >= 1_000_000_000) {
+            h.insert(name, HeaderValue::from(unix.saturating_sub(date)));
+        }
+    }
+}
+
 /// Without its `Retry-After` lines: a pacing gate then never holds the
 /// fleet on a refusal.
 fn drop_retry_after(h: &mut HeaderMap) {
@@ -402,6 +423,7 @@ impl Defects {
         let gate = if self.aimd_never_grows { neutral(gate, |f| f.class == Class::Success) } else { gate };
         let edits = |inner, edit| -> Arc<dyn Gate> { Arc::new(EditsHeaders { inner, edit }) };
         let gate = if self.pacing_ignores_reset { edits(gate, drop_reset) } else { gate };
+        let gate = if self.pacing_trusts_rounded_reset { edits(gate, reset_as_seconds_left) } else { gate };
         if self.pacing_ignores_retry_after { edits(gate, drop_retry_after) } else { gate }
     }
 }
@@ -557,6 +579,24 @@ mod tests {
         assert_eq!(seen[0].get("ratelimit").unwrap(), "\"writes\";r=0");
         assert!(seen[0].get("ratelimit-reset").is_none() && seen[0].get("x-ratelimit-reset").is_none());
         assert_eq!(seen[1], h, "without the defect the gate is told the answer as it came");
+    }
+
+    #[test]
+    fn pacing_trusts_rounded_reset_tells_a_unix_reset_as_seconds_left_after_date() {
+        let seen = Arc::new(Seen(Mutex::new(Vec::new())));
+        let d = Defects { pacing_trusts_rounded_reset: true, ..Defects::default() };
+        let mut h = http::HeaderMap::new();
+        h.insert("date", HeaderValue::from_static("Thu, 08 Oct 2026 09:00:00 GMT")); // 1791450000
+        h.insert("x-ratelimit-reset", HeaderValue::from_static("1791450002"));
+        h.insert("ratelimit-reset", HeaderValue::from_static("1"));
+        let feedback =
+            Feedback { now: std::time::Duration::ZERO, status: Some(200), class: Class::Success, headers: Some(&h) };
+        d.wrap_gate(seen.clone()).done(&feedback);
+        let seen = seen.0.lock().unwrap();
+        assert_eq!(seen[0].get("x-ratelimit-reset").unwrap(), "2");
+        assert_eq!(seen[0].get("ratelimit-reset").unwrap(), "1", "seconds left already: unchanged");
+        let told = crate::gate::pacing::RateLimitHeaders::read(&seen[0]);
+        assert!(!told.reset_from_date, "the gate no longer knows the bound is whole seconds");
     }
 
     #[test]
