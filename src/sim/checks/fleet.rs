@@ -207,7 +207,7 @@ pub fn pacing_fills_windows(r: &Report) -> Vec<FleetViolation> {
 /// gets through. So an attempt waiting at the gate when a window ends (each
 /// arrival names its window's end, `at + reset`, in the server's exact
 /// time) goes out soon after it: within a quarter of a second and two round
-/// trips (honest runs: at most 163 ms, over the 567 windows this judged in
+/// trips (honest runs: at most 163 ms, over the 832 windows this judges in
 /// seeds 1..=20000), or a second more once a probe was refused (the gate
 /// then waits out a bound less than a second late). From the fourth window
 /// on: the first answers teach the bound, the next window probes it. A gate
