@@ -122,6 +122,16 @@ fn the_deep_hunts_failing_seeds_stay_clean() {
     }
 }
 
+/// When the world's first limiter partition starts and heals.
+fn first_limiter_partition(s: &Scenario) -> (std::time::Duration, std::time::Duration) {
+    use retrysim::sim::world::net::Fault;
+    let mut partitions = s.faults.schedule.iter().filter_map(|f| match f.fault {
+        Fault::LimiterPartition { until } => Some((f.at, until)),
+        _ => None,
+    });
+    partitions.next().expect("a limiter partition")
+}
+
 /// What [`FELL_BACK_UNTIL_ITS_REDIAL`]'s verdict rests on: in seed 91557's
 /// world (the service partitioned away from 37 ms to 1.117 s, a 5 s
 /// `retry_after`) w1 switched to its fallback after the time a worker takes
@@ -130,19 +140,10 @@ fn the_deep_hunts_failing_seeds_stay_clean() {
 fn a_worker_that_lost_the_service_in_a_partition_stays_on_its_fallback_until_it_dials_again() {
     use retrysim::sim::checks::fleet::fallback_only_when_cut_off;
     use retrysim::sim::world::limiter_service::Route;
-    use retrysim::sim::world::net::Fault;
     let (seed, s) = (91557, world(91557));
     let r = run(&s, seed).unwrap_or_else(|e| panic!("{e}"));
     let c = s.fleet.coordinator.expect("coordinated");
-    let (partitioned, healed) = s
-        .faults
-        .schedule
-        .iter()
-        .find_map(|f| match f.fault {
-            Fault::LimiterPartition { until } => Some((f.at, until)),
-            _ => None,
-        })
-        .expect("a partition");
+    let (partitioned, healed) = first_limiter_partition(&s);
     let trip = (s.net.max_latency + s.net.tick) * 2 + s.net.tick;
     let noticed = healed + c.silence + c.connect_timeout + trip * 2;
     let next_fault = s.faults.schedule.iter().map(|f| f.at).find(|&at| at > partitioned).expect("a later fault");
@@ -166,20 +167,11 @@ fn a_worker_that_lost_the_service_in_a_partition_stays_on_its_fallback_until_it_
 fn a_worker_whose_done_crossed_a_partition_finds_its_connection_dead_at_its_next_use() {
     use retrysim::sim::checks::fleet::fallback_only_when_cut_off;
     use retrysim::sim::world::limiter_service::Route;
-    use retrysim::sim::world::net::Fault;
     use retrysim::trace::EventKind;
     let (seed, s) = (33597, world(33597));
     let r = run(&s, seed).unwrap_or_else(|e| panic!("{e}"));
     let c = s.fleet.coordinator.expect("coordinated");
-    let (partitioned, healed) = s
-        .faults
-        .schedule
-        .iter()
-        .find_map(|f| match f.fault {
-            Fault::LimiterPartition { until } => Some((f.at, until)),
-            _ => None,
-        })
-        .expect("a partition");
+    let (partitioned, healed) = first_limiter_partition(&s);
     let trip = (s.net.max_latency + s.net.tick) * 2 + s.net.tick;
     let noticed = healed + c.silence + c.connect_timeout + c.retry_after + trip * 2;
     let late =

@@ -161,22 +161,8 @@ pub fn pacing_fills_windows(r: &Report) -> Vec<FleetViolation> {
     // and one may have been meant for a window it never reached (a closed
     // connection), so each counts as used in the window after the last
     // one that ended before it was sent.
-    let lost: Vec<u64> = r
-        .records
-        .iter()
-        .flat_map(|j| {
-            let sent = |n: u32| {
-                j.trace.events.iter().find_map(|e| match e.kind {
-                    EventKind::Attempt { n: m, .. } if m == n => Some(e.at_ms),
-                    _ => None,
-                })
-            };
-            j.trace.events.iter().filter_map(move |e| match e.kind {
-                EventKind::NoAnswer { n, .. } => sent(n),
-                _ => None,
-            })
-        })
-        .collect();
+    let lost: Vec<u64> =
+        r.records.iter().flat_map(attempt_spans).filter(|&(_, _, answered)| !answered).map(|(sent, ..)| sent).collect();
     let mut previous_end = 0;
     for (&end, &(limit, arrived)) in &windows {
         let start = end.saturating_sub(window);
@@ -257,26 +243,28 @@ fn whole_seconds(r: &Report) -> bool {
 /// counted).
 fn sent_alone(r: &Report, a: &Arrival) -> bool {
     let at = a.at.as_millis() as u64;
-    let spans = |j: &JobRecord| {
-        let sent = |n: u32| {
-            j.trace.events.iter().find_map(|e| match e.kind {
-                EventKind::Attempt { n: m, .. } if m == n => Some(e.at_ms),
-                _ => None,
-            })
-        };
-        let ends = j.trace.events.iter().filter_map(move |e| match e.kind {
-            EventKind::Answer { n, .. } | EventKind::NoAnswer { n, .. } => Some((sent(n)?, e.at_ms)),
-            _ => None,
-        });
-        ends.collect::<Vec<_>>()
-    };
     let Some(own) = r.records.iter().find(|j| j.trace.label == a.client) else { return false };
-    let Some((sent, answered)) = spans(own).into_iter().rev().find(|&(sent, answered)| sent <= at && at <= answered)
-    else {
-        return false;
+    let mine = attempt_spans(own).into_iter().rev().find(|&(sent, ended, _)| sent <= at && at <= ended);
+    let Some((sent, ended, _)) = mine else { return false };
+    let mut others = r.records.iter().filter(|j| j.trace.label != a.client).flat_map(attempt_spans);
+    others.all(|(s, e, _)| e <= sent || s >= ended)
+}
+
+/// Each attempt of a job that ended, from its trace: `(sent, ended, answered)`
+/// in milliseconds, in the order they ended.
+fn attempt_spans(j: &JobRecord) -> Vec<(u64, u64, bool)> {
+    let sent = |n: u32| {
+        j.trace.events.iter().find_map(|e| match e.kind {
+            EventKind::Attempt { n: m, .. } if m == n => Some(e.at_ms),
+            _ => None,
+        })
     };
-    let others = r.records.iter().filter(|j| j.trace.label != a.client).flat_map(spans);
-    others.into_iter().all(|(s, e)| e <= sent || s >= answered)
+    let ends = j.trace.events.iter().filter_map(|e| match e.kind {
+        EventKind::Answer { n, .. } => Some((sent(n)?, e.at_ms, true)),
+        EventKind::NoAnswer { n, .. } => Some((sent(n)?, e.at_ms, false)),
+        _ => None,
+    });
+    ends.collect()
 }
 
 /// The runs the pacing gate's efficiency checks judge: a shared pacing gate
@@ -1473,12 +1461,8 @@ fn dead_links(r: &Report, partitions: &[(Duration, Duration)]) -> BTreeMap<u32, 
     let ms = |d: Duration| d.as_millis() as u64;
     for &(from, until) in partitions {
         for w in 0..r.scenario_config.fleet.workers {
-            let ended_in_cut = r.records.iter().filter(|j| j.worker == w).any(|j| {
-                j.trace.events.iter().any(|e| {
-                    matches!(e.kind, EventKind::Answer { .. } | EventKind::NoAnswer { .. })
-                        && (ms(from)..=ms(until)).contains(&e.at_ms)
-                })
-            });
+            let mut ends = r.records.iter().filter(|j| j.worker == w).flat_map(attempt_spans);
+            let ended_in_cut = ends.any(|(_, ended, _)| (ms(from)..=ms(until)).contains(&ended));
             if r.traced && !ended_in_cut {
                 continue;
             }
