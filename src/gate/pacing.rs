@@ -87,9 +87,12 @@
 //!   sends one *probe* a whole second before it, alone, when the window is
 //!   spent. If it gets through ("a refusal turns into a success"), the reset
 //!   has happened: the upper bound becomes that answer less the earliest
-//!   slot's send, late by about a round trip, and probing stops. If it is
-//!   refused, the lower bound rises past it and the gate waits for the
-//!   bound (and the refusal's `Retry-After`).
+//!   slot's send, and probing stops. That bound is late by a round trip and
+//!   by however long before the probe's arrival the window had ended: under
+//!   a second (the header's bound is less than 2 s late, and the probe goes
+//!   a second before it), only a round trip when the window ends as the
+//!   probe goes out. If it is refused, the lower bound rises past it and
+//!   the gate waits for the bound (and the refusal's `Retry-After`).
 //! - A refusal of an attempt that was not a probe means the learning was
 //!   wrong (another client, a window that did not start at our first hit):
 //!   the gate forgets the period and starts again from the headers.
@@ -464,8 +467,9 @@ struct Phase {
     /// The period is at most this (`None`: not known yet).
     period_hi: Option<Duration>,
     /// `period_hi` comes from a reset the gate saw happen (a probe got
-    /// through), not from a whole-second header: it is late by a round trip
-    /// at most, so there is nothing left to probe.
+    /// through), not from a whole-second header: it is within a second and
+    /// a round trip of the truth, the quantum the gate probes by, so
+    /// probing stops.
     period_seen: bool,
     /// The probe in flight: its admission instant.
     probe: Option<Duration>,

@@ -1060,6 +1060,115 @@ fn against_whole_second_headers_the_pacing_gate_keeps_up_with_the_window_and_one
 }
 
 #[test]
+fn a_pacing_gate_that_holds_a_job_while_no_window_is_open_is_caught_whether_it_admits_it_late_or_never() {
+    // Hunt seed 216's world, honest: after each window's end the waiting
+    // jobs go out, and the next window opens.
+    let s = hunt::Target::of(hunt::Kind::All).scenario(216);
+    let r = run(&s, 216).unwrap_or_else(|e| panic!("{e}"));
+    assert_clean(&r, pacing_fills_windows(&r));
+    let mut ends: Vec<u64> = r
+        .ledger
+        .arrivals
+        .iter()
+        .filter_map(|a| a.advertised.as_ref().map(|adv| (a.at + adv.reset).as_millis() as u64))
+        .collect();
+    ends.sort_unstable();
+    ends.dedup();
+    let end = ends[2];
+    // The first job admitted after that end, and its admission.
+    let mut first: Option<(u64, usize, usize)> = None;
+    for (j, record) in r.records.iter().enumerate() {
+        for (i, e) in record.trace.events.iter().enumerate() {
+            if let EventKind::Admitted { queued_ms } = e.kind
+                && e.at_ms.saturating_sub(queued_ms) < end
+                && e.at_ms > end
+                && first.is_none_or(|f| e.at_ms < f.0)
+            {
+                first = Some((e.at_ms, j, i));
+            }
+        }
+    }
+    let (_, j, i) = first.unwrap_or_else(|| panic!("the situation: a job waiting at {end} ms\n{}", replay(&r)));
+    // The run as a gate that held that job on would have made it: no
+    // request after `end` (the jobs behind it waited too).
+    let mut idle = r.clone();
+    idle.ledger.arrivals.retain(|a| (a.at.as_millis() as u64) <= end);
+    let named = format!("after its window ended at {end} ms (none came)");
+    // Admitted ten seconds late: caught.
+    let mut late = idle.clone();
+    let e = &mut late.records[j].trace.events[i];
+    if let EventKind::Admitted { queued_ms } = &mut e.kind {
+        *queued_ms += 10_000;
+    }
+    e.at_ms += 10_000;
+    let found = pacing_fills_windows(&late);
+    assert!(found.iter().any(|v| v.property == "pacing-fills-windows" && v.message.contains(&named)), "{found:?}");
+    // Never admitted, given up at the gate ten seconds on: caught too.
+    let mut given_up = idle;
+    let events = &mut given_up.records[j].trace.events;
+    let at_ms = events[i].at_ms + 10_000;
+    events.truncate(i);
+    let kind = EventKind::GaveUp { reason: retrysim::GiveUpReason::BudgetExhausted, attempts: 0, waited_ms: 0 };
+    events.push(retrysim::trace::Event { at_ms, kind });
+    let found = pacing_fills_windows(&given_up);
+    assert!(found.iter().any(|v| v.property == "pacing-fills-windows" && v.message.contains(&named)), "{found:?}");
+}
+
+#[test]
+fn against_whole_second_headers_the_whole_room_of_a_fresh_window_goes_out_not_only_its_first_attempt() {
+    // Hunt seed 216's world again, honest: at each judged window's end the
+    // first attempt goes out (the probe, or the first of the room) and the
+    // rest of the room follows it within the slack.
+    let s = hunt::Target::of(hunt::Kind::All).scenario(216);
+    let r = run(&s, 216).unwrap_or_else(|e| panic!("{e}"));
+    assert_clean(&r, pacing_learns_whole_seconds(&r));
+    let window = s.api.limiter.window_ms;
+    let room = s.api.limiter.writes as usize;
+    assert!(room >= 2, "the situation: a window with room for two or more");
+    let mut ends: Vec<u64> = r
+        .ledger
+        .arrivals
+        .iter()
+        .filter_map(|a| a.advertised.as_ref().map(|adv| (a.at + adv.reset).as_millis() as u64))
+        .filter(|&end| end >= 4 * window)
+        .collect();
+    ends.sort_unstable();
+    let end = ends[0];
+    // The attempts waiting at that end, in the order they went out.
+    let mut waiting: Vec<(u64, usize, usize)> = Vec::new();
+    for (j, record) in r.records.iter().enumerate() {
+        for (i, e) in record.trace.events.iter().enumerate() {
+            if let EventKind::Admitted { queued_ms } = e.kind
+                && e.at_ms.saturating_sub(queued_ms) + 1 < end
+                && e.at_ms > end
+            {
+                waiting.push((e.at_ms, j, i));
+            }
+        }
+    }
+    waiting.sort_unstable();
+    assert!(waiting.len() >= room, "the situation: a full room waiting at {end} ms\n{}", replay(&r));
+    // A gate that lets the first attempt go on time and holds the rest of
+    // the room two seconds: the first alone passed the check before, the
+    // room's last is due too and is caught.
+    let mut held = r.clone();
+    for &(_, j, i) in &waiting[1..room] {
+        let e = &mut held.records[j].trace.events[i];
+        if let EventKind::Admitted { queued_ms } = &mut e.kind {
+            *queued_ms += 2_000;
+        }
+        e.at_ms += 2_000;
+    }
+    let found = pacing_learns_whole_seconds(&held);
+    let named = format!("past the window that ended at {end} ms");
+    assert!(
+        found.iter().any(|v| v.property == "pacing-learns-whole-seconds" && v.message.contains(&named)),
+        "{found:?}\n{}",
+        replay(&held)
+    );
+}
+
+#[test]
 fn against_whole_second_headers_a_refused_probe_sent_alone_is_allowed_and_a_refusal_beside_another_attempt_is_not() {
     // Hunt seed 4468's world: the gate probes a second before the rounded
     // bound, alone, and the window has not ended yet: refused.

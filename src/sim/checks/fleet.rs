@@ -140,7 +140,8 @@ pub fn pacing_spends_no_429(r: &Report) -> Vec<FleetViolation> {
 /// still in flight at the reset against it, so a window is judged wasted
 /// only when under half its limit was used: arrived in it, or sent after
 /// the window before it ended and never answered (a connection closed
-/// under it). From the third window on, as pacing-no-429.
+/// under it). From the third window on, as pacing-no-429. And the stretches
+/// in which no window was open at all (`idle_stretches`).
 pub fn pacing_fills_windows(r: &Report) -> Vec<FleetViolation> {
     let api = &r.scenario_config.api;
     if !pacing_clean(r) {
@@ -181,7 +182,75 @@ pub fn pacing_fills_windows(r: &Report) -> Vec<FleetViolation> {
             )];
         }
     }
+    idle_stretches(r, &windows, &waits)
+}
+
+/// The stretches after a window ended in which no window was open, as
+/// [`pacing_fills_windows`] judges them: an empty window is under half
+/// used too. A fixed window opens only at its next request, so after `end`
+/// the server takes requests at once; the gate may be late to see it (a
+/// bound rounded up to whole seconds, or learned within one: 1 s, a quarter
+/// of a second and two round trips; a refusal's `Retry-After` holds it
+/// longer, pacing-hold). A job that waited at the gate, admitted or not in
+/// the end (a gate that held it until it gave up), through a whole
+/// window's length after that, with no request arriving, was held for
+/// nothing. From the first window's end: the first answers told the gate
+/// when it ends.
+fn idle_stretches(r: &Report, windows: &BTreeMap<u64, (u32, u32)>, waits: &[(u64, u64, u32)]) -> Vec<FleetViolation> {
+    let window = r.scenario_config.api.limiter.window_ms;
+    let trip = round_trip_ms(r);
+    let mut arrivals: Vec<u64> = r.ledger.arrivals.iter().map(|a| a.at.as_millis() as u64).collect();
+    arrivals.sort_unstable();
+    let stays: Vec<(u64, u64, u32)> = waits.iter().copied().chain(gave_up_at_gate(r)).collect();
+    for &end in windows.keys() {
+        let held = r.ledger.arrivals.iter().filter_map(|a| {
+            let answered = a.answered_at?.as_millis() as u64;
+            let wait = a.retry_after?.as_millis() as u64;
+            (answered <= end).then_some(answered + wait)
+        });
+        let from = held.fold(end, u64::max) + 1_000 + 250 + 2 * trip;
+        let to = from + window;
+        let next = arrivals.iter().find(|&&at| at > end);
+        if next.is_some_and(|&at| at <= to) {
+            continue;
+        }
+        if let Some((joined, left, job)) = stays.iter().find(|w| w.0 < from && w.1 >= to) {
+            let next = next.map_or("none came".to_owned(), |at| format!("the next came at {at} ms"));
+            return vec![v(
+                "pacing-fills-windows",
+                format!(
+                    "job {job} waited at the pacing gate from {joined} ms to {left} ms, while no request arrived at the API after its window ended at {end} ms ({next}): held through a whole window of {from} to {to} ms with no window open"
+                ),
+            )];
+        }
+    }
     Vec::new()
+}
+
+/// The checks' allowance for one round trip, in milliseconds: the greatest
+/// latency and a tick each way, and a tick more.
+fn round_trip_ms(r: &Report) -> u64 {
+    let net = &r.scenario_config.net;
+    ((net.max_latency + net.tick) * 2 + net.tick).as_millis() as u64
+}
+
+/// Jobs that gave up while queued at the gate, never admitted:
+/// `(ready, gave up, job)`, ready when their last wait ended (or they
+/// started). A job whose last attempt was still out is not at the gate.
+fn gave_up_at_gate(r: &Report) -> impl Iterator<Item = (u64, u64, u32)> + '_ {
+    r.records.iter().filter_map(|j| {
+        let (last, before) = j.trace.events.split_last()?;
+        if !matches!(last.kind, EventKind::GaveUp { .. }) {
+            return None;
+        }
+        let ready = match before.last().map(|e| (e.at_ms, &e.kind)) {
+            None => j.started_ms,
+            Some((at, EventKind::Wait { ms, .. })) => at + ms,
+            Some((at, EventKind::Answer { .. } | EventKind::NoAnswer { .. })) => at,
+            Some(_) => return None,
+        };
+        (last.at_ms > ready).then_some((ready, last.at_ms, j.job))
+    })
 }
 
 /// An efficiency check with a budget, on the runs [`pacing_spends_no_429`]
@@ -189,23 +258,24 @@ pub fn pacing_fills_windows(r: &Report) -> Vec<FleetViolation> {
 /// against a whole-second `Date`: a bound up to 2 s late. The gate learns
 /// the window from what happens instead (`src/gate/pacing.rs`, "Whole-second
 /// servers"): each slot frees at its answer plus the period's upper bound,
-/// which its probe a second earlier narrows to about a round trip once it
-/// gets through. So an attempt waiting at the gate when a window ends (each
-/// arrival names its window's end, `at + reset`, in the server's exact
-/// time) goes out soon after it: within a quarter of a second and two round
-/// trips (honest runs: at most 163 ms, over the 832 windows this judges in
-/// seeds 1..=20000), or a second more once a probe was refused (the gate
-/// then waits out a bound less than a second late). From the fourth window
-/// on: the first answers teach the bound, the next window probes it. A gate
-/// that trusted the rounded bound is late by its rounding, up to 2 s.
+/// which its probe a second earlier narrows once it gets through. So the
+/// attempts waiting at the gate when a window ends (each arrival names its
+/// window's end, `at + reset`, in the server's exact time), as many as the
+/// fresh window has room for, go out soon after it: within a quarter of a second and two round trips (honest runs:
+/// at most 163 ms for the first and 256 ms for the last of the room, over
+/// the 832 windows this judges in seeds 1..=20000), or a second more once a
+/// probe was refused (the gate then waits out a bound less than a second
+/// late). The whole room, not only its first: a probe that gets through on
+/// time must free the window for the rest. From the fourth window on: the
+/// first answers teach the bound, the next window probes it. A gate that
+/// trusted the rounded bound is late by its rounding, up to 2 s.
 pub fn pacing_learns_whole_seconds(r: &Report) -> Vec<FleetViolation> {
     let api = &r.scenario_config.api;
     if !pacing_clean(r) || !whole_seconds(r) {
         return Vec::new();
     }
     let window = api.limiter.window_ms;
-    let net = &r.scenario_config.net;
-    let trip = ((net.max_latency + net.tick) * 2 + net.tick).as_millis() as u64;
+    let trip = round_trip_ms(r);
     let refused = r.ledger.arrivals.iter().find(|a| a.status == 429 && a.at.as_millis() as u64 >= 2 * window);
     let refused = refused.map_or(u64::MAX, |a| a.at.as_millis() as u64);
     let ends: BTreeSet<u64> = r
@@ -214,16 +284,24 @@ pub fn pacing_learns_whole_seconds(r: &Report) -> Vec<FleetViolation> {
         .iter()
         .filter_map(|a| a.advertised.as_ref().map(|adv| (a.at + adv.reset).as_millis() as u64))
         .collect();
+    let headroom = match &r.scenario_config.fleet.gate {
+        GateConfig::Pacing(p) => p.headroom,
+        _ => 0,
+    };
+    let room = api.limiter.writes.saturating_sub(headroom).max(1) as usize;
     let waits = gate_waits(r);
     for &end in ends.iter().filter(|&&end| end >= 4 * window) {
         // Joined before the window ended (join times are within 1 ms), admitted after it.
-        let waiting = waits.iter().filter(|w| w.0 + 1 < end && w.1 > end);
+        let mut waiting: Vec<_> = waits.iter().filter(|w| w.0 + 1 < end && w.1 > end).collect();
+        waiting.sort_by_key(|w| w.1);
         let slack = 250 + 2 * trip + if refused < end { 1_000 } else { 0 };
-        if let Some(&(joined, admitted, job)) = waiting.min_by_key(|w| w.1).filter(|w| w.1 > end + slack) {
+        // The fresh window has room for `room` of them: the last of those is due too.
+        let due = room.min(waiting.len()).checked_sub(1).and_then(|i| waiting.get(i));
+        if let Some(&&(joined, admitted, job)) = due.filter(|w| w.1 > end + slack) {
             return vec![v(
                 "pacing-learns-whole-seconds",
                 format!(
-                    "job {job} waited at the pacing gate from {joined} ms to {admitted} ms, {} ms past the window that ended at {end} ms (allowed: {slack} ms), under whole-second reset headers",
+                    "job {job} waited at the pacing gate from {joined} ms to {admitted} ms, {} ms past the window that ended at {end} ms (allowed: {slack} ms; the window had room for {room}, and it was one of the first {room} waiting), under whole-second reset headers",
                     admitted - end
                 ),
             )];
