@@ -901,14 +901,8 @@ fn the_pacing_gate_admits_in_the_order_attempts_queued_and_one_that_lets_a_later
     assert!(matches!(s.fleet.gate, GateConfig::Pacing(_)), "the situation: a pacing gate");
     let r = run(&s, 37).unwrap_or_else(|e| panic!("{e}"));
     // (joined, record, event) of every attempt that waited at the gate.
-    let mut waits: Vec<(u64, usize, usize)> = Vec::new();
-    for (i, j) in r.records.iter().enumerate() {
-        for (k, e) in j.trace.events.iter().enumerate() {
-            if let EventKind::Admitted { queued_ms } = e.kind {
-                waits.push((e.at_ms - queued_ms, i, k));
-            }
-        }
-    }
+    let mut waits: Vec<(u64, usize, usize)> =
+        admissions(&r).into_iter().map(|(joined, _, j, i)| (joined, j, i)).collect();
     waits.sort();
     let first = *waits.first().unwrap_or_else(|| panic!("the situation: attempts that queued\n{}", replay(&r)));
     let later = *waits
@@ -1059,6 +1053,30 @@ fn against_whole_second_headers_the_pacing_gate_keeps_up_with_the_window_and_one
     );
 }
 
+/// The window ends the arrivals advertised (`at + reset`), in ms, in
+/// order, each once.
+fn window_ends(r: &Report) -> Vec<u64> {
+    let ends = r.ledger.arrivals.iter().filter_map(|a| a.advertised.as_ref().map(|adv| (a.at + adv.reset).as_millis()));
+    let ends: std::collections::BTreeSet<u64> = ends.map(|ms| ms as u64).collect();
+    ends.into_iter().collect()
+}
+
+/// Every attempt that waited at the gate: `(joined, admitted, record,
+/// event)`, in ms and indexes into `r.records` and its trace's events,
+/// ordered by admission.
+fn admissions(r: &Report) -> Vec<(u64, u64, usize, usize)> {
+    let mut all = Vec::new();
+    for (j, record) in r.records.iter().enumerate() {
+        for (i, e) in record.trace.events.iter().enumerate() {
+            if let EventKind::Admitted { queued_ms } = e.kind {
+                all.push((e.at_ms.saturating_sub(queued_ms), e.at_ms, j, i));
+            }
+        }
+    }
+    all.sort_by_key(|&(joined, admitted, ..)| (admitted, joined));
+    all
+}
+
 #[test]
 fn a_pacing_gate_that_holds_a_job_while_no_window_is_open_is_caught_whether_it_admits_it_late_or_never() {
     // Hunt seed 216's world, honest: after each window's end the waiting
@@ -1066,29 +1084,10 @@ fn a_pacing_gate_that_holds_a_job_while_no_window_is_open_is_caught_whether_it_a
     let s = hunt::Target::of(hunt::Kind::All).scenario(216);
     let r = run(&s, 216).unwrap_or_else(|e| panic!("{e}"));
     assert_clean(&r, pacing_fills_windows(&r));
-    let mut ends: Vec<u64> = r
-        .ledger
-        .arrivals
-        .iter()
-        .filter_map(|a| a.advertised.as_ref().map(|adv| (a.at + adv.reset).as_millis() as u64))
-        .collect();
-    ends.sort_unstable();
-    ends.dedup();
-    let end = ends[2];
-    // The first job admitted after that end, and its admission.
-    let mut first: Option<(u64, usize, usize)> = None;
-    for (j, record) in r.records.iter().enumerate() {
-        for (i, e) in record.trace.events.iter().enumerate() {
-            if let EventKind::Admitted { queued_ms } = e.kind
-                && e.at_ms.saturating_sub(queued_ms) < end
-                && e.at_ms > end
-                && first.is_none_or(|f| e.at_ms < f.0)
-            {
-                first = Some((e.at_ms, j, i));
-            }
-        }
-    }
-    let (_, j, i) = first.unwrap_or_else(|| panic!("the situation: a job waiting at {end} ms\n{}", replay(&r)));
+    let end = window_ends(&r)[2];
+    // The first job admitted after that end that joined before it.
+    let first = admissions(&r).into_iter().find(|&(joined, admitted, ..)| joined < end && admitted > end);
+    let (.., j, i) = first.unwrap_or_else(|| panic!("the situation: a job waiting at {end} ms\n{}", replay(&r)));
     // The run as a gate that held that job on would have made it: no
     // request after `end` (the jobs behind it waited too).
     let mut idle = r.clone();
@@ -1125,34 +1124,17 @@ fn against_whole_second_headers_the_whole_room_of_a_fresh_window_goes_out_not_on
     let window = s.api.limiter.window_ms;
     let room = s.api.limiter.writes as usize;
     assert!(room >= 2, "the situation: a window with room for two or more");
-    let mut ends: Vec<u64> = r
-        .ledger
-        .arrivals
-        .iter()
-        .filter_map(|a| a.advertised.as_ref().map(|adv| (a.at + adv.reset).as_millis() as u64))
-        .filter(|&end| end >= 4 * window)
-        .collect();
-    ends.sort_unstable();
-    let end = ends[0];
+    let ends = window_ends(&r);
+    let end = *ends.iter().find(|&&end| end >= 4 * window).expect("the situation: a fourth window");
     // The attempts waiting at that end, in the order they went out.
-    let mut waiting: Vec<(u64, usize, usize)> = Vec::new();
-    for (j, record) in r.records.iter().enumerate() {
-        for (i, e) in record.trace.events.iter().enumerate() {
-            if let EventKind::Admitted { queued_ms } = e.kind
-                && e.at_ms.saturating_sub(queued_ms) + 1 < end
-                && e.at_ms > end
-            {
-                waiting.push((e.at_ms, j, i));
-            }
-        }
-    }
-    waiting.sort_unstable();
+    let waiting: Vec<_> =
+        admissions(&r).into_iter().filter(|&(joined, admitted, ..)| joined + 1 < end && admitted > end).collect();
     assert!(waiting.len() >= room, "the situation: a full room waiting at {end} ms\n{}", replay(&r));
     // A gate that lets the first attempt go on time and holds the rest of
     // the room two seconds: the first alone passed the check before, the
     // room's last is due too and is caught.
     let mut held = r.clone();
-    for &(_, j, i) in &waiting[1..room] {
+    for &(.., j, i) in &waiting[1..room] {
         let e = &mut held.records[j].trace.events[i];
         if let EventKind::Admitted { queued_ms } = &mut e.kind {
             *queued_ms += 2_000;

@@ -261,10 +261,10 @@ fn gave_up_at_gate(r: &Report) -> impl Iterator<Item = (u64, u64, u32)> + '_ {
 /// which its probe a second earlier narrows once it gets through. So the
 /// attempts waiting at the gate when a window ends (each arrival names its
 /// window's end, `at + reset`, in the server's exact time), as many as the
-/// fresh window has room for, go out soon after it: within a quarter of a second and two round trips (honest runs:
-/// at most 163 ms for the first and 256 ms for the last of the room, over
-/// the 832 windows this judges in seeds 1..=20000), or a second more once a
-/// probe was refused (the gate then waits out a bound less than a second
+/// fresh window has room for, go out soon after it: within a quarter of a
+/// second and two round trips (honest runs: at most 163 ms for the first
+/// and 256 ms for the last of the room, over the 832 windows this judges in
+/// seeds 1..=20000), or a second more once a probe was refused (the gate then waits out a bound less than a second
 /// late). The whole room, not only its first: a probe that gets through on
 /// time must free the window for the rest. From the fourth window on: the
 /// first answers teach the bound, the next window probes it. A gate that
