@@ -46,6 +46,7 @@ fn the_readme_baseline_table_is_the_bench_runs_counts() {
     ];
     assert_eq!(rows.len(), expected.len(), "{rows:?}");
     for (row, figures) in rows.iter().zip(expected) {
+        assert!(row.len() >= 5, "docs/guide/speed.md: the table after the bench's command is not its table: {row:?}");
         assert_eq!(
             row[1..5],
             figures,
