@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use retrysim::core::policy::Policy;
+use retrysim::sim::run::keys::MAX_SCENARIO_BYTES;
 use retrysim::sim::run::runner::{ProgressFn, RunError, RunOptions};
 use retrysim::sim::run::scenario::{self, Scenario};
 
@@ -37,6 +38,24 @@ pub fn policy_named(name: &str) -> Result<Policy, UserError> {
         .ok_or_else(|| UserError(format!("unknown policy {name:?}; the presets are: {}", Policy::PRESETS.join(", "))))
 }
 
+/// A text file read whole, refused unread when it is over `max` bytes (a
+/// reader's memory grows with its input) or not UTF-8.
+pub fn read_bounded(path: &Path, max: usize) -> Result<String, UserError> {
+    use std::io::Read;
+    let cannot = |e: std::io::Error| UserError(format!("cannot read {}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let mut bytes = Vec::new();
+    // One byte past the bound tells a file over it, whatever its metadata says (a pipe has none).
+    file.take(max as u64 + 1).read_to_end(&mut bytes).map_err(cannot)?;
+    if bytes.len() > max {
+        return Err(UserError(format!(
+            "{} is over {max} bytes, the most a file of this kind may have",
+            path.display()
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| UserError(format!("{} is not UTF-8 text: {e}", path.display())))
+}
+
 /// Which scenario a command runs or serves: a named one or a TOML file
 /// (`--scenario NAME | --config FILE.toml`).
 #[derive(Debug, clap::Args)]
@@ -55,8 +74,7 @@ impl ScenarioSource {
         match (&self.scenario, &self.config) {
             (Some(n), _) => scenario::named(n).ok_or_else(|| UserError(scenario::unknown(n))),
             (None, Some(path)) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| UserError(format!("cannot read {}: {e}", path.display())))?;
+                let text = read_bounded(path, MAX_SCENARIO_BYTES)?;
                 Scenario::from_toml(&text).map_err(|e| UserError(format!("{}: {e}", path.display())))
             }
             (None, None) => Err(UserError("give --scenario NAME or --config FILE.toml".into())),

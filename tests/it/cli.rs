@@ -206,7 +206,10 @@ fn a_config_file_round_trips_and_bad_files_name_the_key() {
 
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "[fleet]\nworkers = 5000\n").unwrap();
-    refused(&["run", "--config", bad.to_str().unwrap()], "fleet.workers = 5000 is out of range: 1..=1024");
+    refused(
+        &["run", "--config", bad.to_str().unwrap()],
+        "fleet.workers = 5000 is not allowed: write an integer in 1..=1024",
+    );
     std::fs::write(&bad, "[api.limiter]\nwrites = \"many\"\n").unwrap();
     refused(&["run", "--config", bad.to_str().unwrap()], "writes");
     std::fs::write(&bad, "[policy]\nmax_retrys = 3\n").unwrap();

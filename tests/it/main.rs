@@ -12,6 +12,7 @@ mod function_lengths;
 mod generator_coverage;
 mod habits;
 mod harness_checks;
+mod hostile;
 #[cfg(feature = "https")]
 mod https;
 mod hunt_catches;

@@ -219,6 +219,8 @@ use rt::Rt;
 mod sim;
 pub use sim::Sim;
 
+pub use rt::{look_for_interrupt, Interrupted};
+
 mod top;
 use top::Topology;
 pub use top::{LinkIter, LinksIter, SentRef};

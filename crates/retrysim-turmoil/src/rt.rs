@@ -11,6 +11,74 @@ use tokio::time::{sleep, Duration, Instant};
 
 use super::Result;
 
+thread_local! {
+    /// What [`crate::Sim::interrupt_when`] asked to be looked at inside a
+    /// host's tick, on the thread that steps the simulation.
+    static INTERRUPT: std::cell::RefCell<Option<std::rc::Rc<dyn Fn() -> bool>>> =
+        const { std::cell::RefCell::new(None) };
+    /// Polls of ticks on this thread since the interrupt was last looked at.
+    static POLLS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Polls of hosts' ticks between two looks at the interrupt (counted
+/// across ticks and hosts): a look may read a clock, a poll runs up to a
+/// batch of tasks.
+const INTERRUPT_EVERY: u32 = 1024;
+
+/// Sets (or clears) the interrupt looked at inside ticks on this thread.
+pub(crate) fn set_interrupt(f: Option<std::rc::Rc<dyn Fn() -> bool>>) {
+    INTERRUPT.with(|i| *i.borrow_mut() = f);
+}
+
+/// Why a tick stopped before its end: [`crate::Sim::interrupt_when`]'s
+/// function answered true while a host was busy inside one tick (tasks
+/// that stay ready without letting virtual time pass).
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the simulation was interrupted inside a step")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// Counts one poll on this thread and, every [`INTERRUPT_EVERY`] polls,
+/// asks the function [`crate::Sim::interrupt_when`] set: whether to stop.
+///
+/// A host's tick counts its own polls; software whose tasks are spawned on
+/// the host's runtime (`tokio::spawn`, which a tick's count never sees when
+/// they keep the runtime busy) calls this from its own futures' polls, and
+/// ends them when it answers true, so that the tick can end.
+pub fn look_for_interrupt() -> bool {
+    let polls = POLLS.with(|p| {
+        p.set((p.get() + 1) % INTERRUPT_EVERY);
+        p.get()
+    });
+    polls == 0 && INTERRUPT.with(|i| i.borrow().as_ref().is_some_and(|f| f()))
+}
+
+/// Polls `inner`, looking at the interrupt every [`INTERRUPT_EVERY`] polls;
+/// `None` when it answered true.
+struct Interruptible<'w, F> {
+    inner: Pin<&'w mut F>,
+}
+
+impl<F: Future> Future for Interruptible<'_, F> {
+    type Output = Option<F::Output>;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<F::Output>> {
+        if look_for_interrupt() {
+            return std::task::Poll::Ready(None);
+        }
+        self.inner.as_mut().poll(cx).map(Some)
+    }
+}
+
 // To support re-creation, we need to store a factory of the future that
 // represents the software. This is somewhat annoying in that it requires
 // boxxing to avoid generics.
@@ -316,7 +384,7 @@ impl<'a> Rt<'a> {
     // expected to fail the simulation.
     pub(crate) fn tick(&mut self, duration: Duration) -> Result<bool> {
         let watch = &self.watch;
-        if watch.on {
+        let finished = if watch.on {
             watch
                 .woken
                 .store(false, std::sync::atomic::Ordering::Relaxed);
@@ -326,15 +394,16 @@ impl<'a> Rt<'a> {
                 inner: sleep,
                 watch
             }));
-            self.tokio.block_on(Watched { inner: run, watch });
+            let watched = std::pin::pin!(Watched { inner: run, watch });
+            self.tokio.block_on(Interruptible { inner: watched })
         } else {
-            self.tokio.block_on(async {
-                self.local
-                    .run_until(async {
-                        sleep(duration).await;
-                    })
-                    .await
-            });
+            let run = std::pin::pin!(self.local.run_until(async {
+                sleep(duration).await;
+            }));
+            self.tokio.block_on(Interruptible { inner: run })
+        };
+        if finished.is_none() {
+            return Err(Box::new(Interrupted));
         }
 
         // pull for software completion

@@ -411,6 +411,25 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Looks at `interrupted` inside every host's tick, every 1,024 polls of
+    /// its runtime, on the thread that steps (one look is cheap next to a
+    /// tick), and ends the tick with an error,
+    /// [`Interrupted`](crate::Interrupted), when it answers true: a host
+    /// whose tasks stay ready without letting virtual time pass would
+    /// otherwise keep one step going forever, out of reach of any look the
+    /// caller makes between steps. The caller decides what true means (a
+    /// wall-clock deadline, a signal). Replaces any earlier function; it
+    /// holds for the simulations stepped on this thread until
+    /// [`clear_interrupt`](#method.clear_interrupt) or the next call.
+    pub fn interrupt_when(&mut self, interrupted: impl Fn() -> bool + 'static) {
+        crate::rt::set_interrupt(Some(std::rc::Rc::new(interrupted)));
+    }
+
+    /// Stops looking at the function [`interrupt_when`](#method.interrupt_when) set.
+    pub fn clear_interrupt(&mut self) {
+        crate::rt::set_interrupt(None);
+    }
+
     /// Step the simulation.
     ///
     /// Runs each host in the simulation a fixed duration configured by

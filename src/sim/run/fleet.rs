@@ -150,6 +150,9 @@ pub(crate) struct Shared {
     /// The cancellation token of every front-end job running now.
     running: Mutex<BTreeMap<u32, CancellationToken>>,
     cancels: Mutex<Vec<Cancellation>>,
+    /// A worker task ended early because the run was interrupted inside a
+    /// step ([`Interruptible`]).
+    interrupted: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -171,7 +174,13 @@ impl Shared {
             traces,
             running: Mutex::default(),
             cancels: Mutex::default(),
+            interrupted: false.into(),
         }
+    }
+
+    /// Whether a worker task was ended by an interrupt inside a step.
+    pub(crate) fn interrupted(&self) -> bool {
+        self.interrupted.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The next job off the queue, with the token its caller may cancel it by.
@@ -340,7 +349,8 @@ fn spawn_shared(
         let mut tasks = tokio::task::JoinSet::new();
         for w in 0..scenario.fleet.workers {
             let (subject, scenario, shared, clock) = (subject.clone(), scenario.clone(), shared.clone(), clock.clone());
-            tasks.spawn(async move {
+            let ended_by = shared.clone();
+            tasks.spawn(Interruptible::new(ended_by, async move {
                 let mut rng = seeded_rng(derive(seed, "worker", w as u64));
                 while let Some((job, cancel)) = shared.next_job() {
                     let record = run_job(&*subject, &clock, &scenario, seed, (job, cancel), w, &mut rng).await;
@@ -350,7 +360,7 @@ fn spawn_shared(
                     shared.push(record);
                 }
                 shared.deferral.front_worker_done();
-            });
+            }));
         }
         if let Some(d) = scenario.fleet.deferral.clone() {
             let host = Host { scenario: &scenario, clock: clock.clone(), worker: None, gate: None, budget: None };
@@ -358,14 +368,42 @@ fn spawn_shared(
             for i in 0..d.workers {
                 let (client, scenario, queue, clock) =
                     (background.clone(), scenario.clone(), shared.deferral.clone(), clock.clone());
-                tasks.spawn(
-                    async move { deferral::background_worker(i, &*client, &clock, &scenario, seed, &queue).await },
-                );
+                tasks.spawn(Interruptible::new(shared.clone(), async move {
+                    deferral::background_worker(i, &*client, &clock, &scenario, seed, &queue).await
+                }));
             }
         }
         while tasks.join_next().await.is_some() {}
         Ok(())
     });
+}
+
+/// A task spawned on a host's runtime, which a host's tick does not see:
+/// it looks for the run's interrupt ([`turmoil::look_for_interrupt`]) on
+/// every poll and ends when there is one, so that a client that keeps the
+/// runtime busy without letting virtual time pass cannot keep one step
+/// going forever. Otherwise it is its inner future, poll for poll.
+struct Interruptible<F> {
+    shared: Arc<Shared>,
+    inner: std::pin::Pin<Box<F>>,
+}
+
+impl<F: Future<Output = ()>> Interruptible<F> {
+    fn new(shared: Arc<Shared>, inner: F) -> Interruptible<F> {
+        Interruptible { shared, inner: Box::pin(inner) }
+    }
+}
+
+impl<F: Future<Output = ()>> Future for Interruptible<F> {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if turmoil::look_for_interrupt() {
+            self.shared.interrupted.store(true, std::sync::atomic::Ordering::Relaxed);
+            return std::task::Poll::Ready(());
+        }
+        self.inner.as_mut().poll(cx)
+    }
 }
 
 fn spawn_per_worker(

@@ -7,6 +7,8 @@ pub mod defects;
 pub mod deferral;
 pub mod fleet;
 pub mod job;
+pub mod keys;
+mod panics;
 pub mod render;
 #[cfg(feature = "sim-reqwest")]
 pub mod reqwest_stack;

@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use super::panics;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -142,11 +144,14 @@ pub struct RunError {
     /// The wall-time bound ([`RunOptions::max_wall`]) when that is what
     /// stopped the run: the simulation itself may be fine, only slow.
     pub wall_bound: Option<Duration>,
+    /// Whether [`RunOptions::stop_when`]'s function stopped the run (a
+    /// signal, say): not a finding about the run.
+    pub interrupted: bool,
 }
 
 impl RunError {
     fn of(s: &Scenario, seed: u64, message: String) -> RunError {
-        RunError { scenario: s.name.clone(), seed, message, wall_bound: None }
+        RunError { scenario: s.name.clone(), seed, message, wall_bound: None, interrupted: false }
     }
 }
 
@@ -214,6 +219,7 @@ pub struct StepCounts {
 /// - every job keeps its whole trace ([`Traces::All`]);
 /// - no hooks;
 /// - no wall-time bound and no progress;
+/// - at most [`MAX_REQUESTS`] requests a run;
 /// - idle stretches skipped, and idle hosts left out of busy steps of runs
 ///   with [`LAZY_MIN_HOSTS`](crate::sim::run::advance::LAZY_MIN_HOSTS) hosts or more.
 #[derive(Debug, Clone, Copy, Default)]
@@ -221,6 +227,8 @@ pub struct RunOptions {
     traces: Traces,
     hooks: Hooks,
     max_wall: Option<Duration>,
+    max_requests: Option<usize>,
+    stop: Option<fn() -> bool>,
     progress: Option<(Duration, ProgressFn)>,
     steps: StepMode,
 }
@@ -252,6 +260,23 @@ impl RunOptions {
     /// read between steps, never by the simulation.
     pub fn max_wall(mut self, bound: Option<Duration>) -> RunOptions {
         self.max_wall = bound;
+        self
+    }
+
+    /// Stops a run (with a [`RunError`] whose `interrupted` is set) soon
+    /// after `stop` answers true: it is asked between steps and inside busy
+    /// ones, as the wall-time bound is (the command line's SIGINT and
+    /// SIGTERM stop runs in progress this way).
+    pub fn stop_when(mut self, stop: fn() -> bool) -> RunOptions {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// Stops a run once it has sent this many requests (a [`RunError`]
+    /// that names the cap): the API keeps every request for the checks, so
+    /// this bounds a run's memory. [`MAX_REQUESTS`] by default.
+    pub fn max_requests(mut self, cap: usize) -> RunOptions {
+        self.max_requests = Some(cap);
         self
     }
 
@@ -289,8 +314,11 @@ impl RunOptions {
     /// Safe to call from inside an async test or `#[tokio::main]`: the
     /// simulation then runs on a thread of its own (turmoil builds its own
     /// runtime, which cannot nest in another).
+    ///
+    /// A panic anywhere in the run (retrysim's client included) fails it
+    /// with a [`RunError`] that shows the first panic.
     pub fn run(&self, s: &Scenario, seed: u64) -> Result<Report, RunError> {
-        self.run_subject(s, seed, Arc::new(ScenarioClient::new(seed)))
+        self.run_made(s, seed, Arc::new(ScenarioClient::new(seed)), Client::Own)
     }
 
     /// [`run`](RunOptions::run) with the client `make` builds on each fleet
@@ -298,13 +326,29 @@ impl RunOptions {
     /// [`Subject`](crate::sim::run::subject::Subject) boundary. The
     /// scenario's `[client]` section is then ignored for the fleet
     /// (deferral's background workers stay retrysim's).
+    ///
+    /// A panic of that client in a job ends the job, and the checks report
+    /// it ([`Report::records`]'s `panic`); a panic anywhere else in the run
+    /// fails it with a [`RunError`] that shows the first one.
     pub fn run_subject(&self, s: &Scenario, seed: u64, make: Arc<dyn MakeSubject>) -> Result<Report, RunError> {
+        self.run_made(s, seed, make, Client::Users)
+    }
+
+    /// [`run`](RunOptions::run) or [`run_subject`](RunOptions::run_subject).
+    fn run_made(
+        &self,
+        s: &Scenario,
+        seed: u64,
+        make: Arc<dyn MakeSubject>,
+        client: Client,
+    ) -> Result<Report, RunError> {
         if tokio::runtime::Handle::try_current().is_err() {
-            return self.simulate(s, seed, make);
+            return self.simulate(s, seed, make, client);
         }
         std::thread::scope(|scope| {
             let name = format!("retrysim {} seed {seed}", s.name);
-            let worker = std::thread::Builder::new().name(name).spawn_scoped(scope, || self.simulate(s, seed, make));
+            let worker =
+                std::thread::Builder::new().name(name).spawn_scoped(scope, || self.simulate(s, seed, make, client));
             match worker.map(|w| w.join()) {
                 Ok(Ok(result)) => result,
                 Ok(Err(panic)) => std::panic::resume_unwind(panic),
@@ -316,12 +360,18 @@ impl RunOptions {
     /// Runs `s`; when a host owing ticks was woken through shared memory (see
     /// [`advance`](crate::sim::run::advance)), the run is not the one of
     /// ticking every host, so it runs again with every host ticked.
-    fn simulate(&self, s: &Scenario, seed: u64, make: Arc<dyn MakeSubject>) -> Result<Report, RunError> {
-        let lazy_ticks = match self.attempt(s, seed, make.clone(), true)? {
+    fn simulate(
+        &self,
+        s: &Scenario,
+        seed: u64,
+        make: Arc<dyn MakeSubject>,
+        client: Client,
+    ) -> Result<Report, RunError> {
+        let lazy_ticks = match self.attempt(s, seed, make.clone(), true, client)? {
             Attempt::Finished(report) => return Ok(*report),
             Attempt::Woken { lazy_ticks } => lazy_ticks,
         };
-        match self.attempt(s, seed, make, false)? {
+        match self.attempt(s, seed, make, false, client)? {
             Attempt::Finished(mut report) => {
                 report.stepping.lazy_ticks = lazy_ticks;
                 report.stepping.lazy_replays = 1;
@@ -335,8 +385,16 @@ impl RunOptions {
 
     /// One run: builds the world, steps it to its end and gathers the report,
     /// or stops when a host left out of a step (`lazy`) was woken.
-    fn attempt(&self, s: &Scenario, seed: u64, make: Arc<dyn MakeSubject>, lazy: bool) -> Result<Attempt, RunError> {
+    fn attempt(
+        &self,
+        s: &Scenario,
+        seed: u64,
+        make: Arc<dyn MakeSubject>,
+        lazy: bool,
+        client: Client,
+    ) -> Result<Attempt, RunError> {
         s.validate().map_err(|e| RunError::of(s, seed, e.0))?;
+        let panics = panics::Watch::start();
         // Every simulated timer registers here while the simulation runs.
         let registry = timers::install();
         let stepping = Stepping::new(s, registry.timers.clone(), self.hooks, lazy, self.steps);
@@ -359,6 +417,9 @@ impl RunOptions {
             return Err(RunError::of(s, seed, why));
         }
         let mut report = gather(s, seed, &server, &shared, &*make);
+        if let Some(why) = client.panicked(&panics.panics(), &report) {
+            return Err(RunError::of(s, seed, why));
+        }
         report.stepping = StepCounts { skipped_ticks: stepping.skipped_ticks(), lazy_ticks, lazy_replays: 0 };
         Ok(Attempt::Finished(Box::new(report)))
     }
@@ -366,12 +427,44 @@ impl RunOptions {
     /// Steps `sim` until the clients are done, switching scheduled faults at
     /// their times and watching the wall clock between steps.
     fn drive(&self, sim: &mut turmoil::Sim<'_>, world: &World<'_>) -> Result<Driven, RunError> {
+        let mut watch = Watch::new(self);
+        // Looked at inside steps too: a host busy within one tick never
+        // reaches the look between steps.
+        let deadline = self.max_wall.and_then(|b| watch.began.checked_add(b));
+        let stop = self.stop;
+        if deadline.is_some() || stop.is_some() {
+            sim.interrupt_when(move || deadline.is_some_and(|d| Instant::now() >= d) || stop.is_some_and(|f| f()));
+        }
+        let driven = self.drive_watched(sim, world, &mut watch);
+        sim.clear_interrupt();
+        driven
+    }
+
+    /// [`drive`](RunOptions::drive)'s loop, under `watch`.
+    fn drive_watched(
+        &self,
+        sim: &mut turmoil::Sim<'_>,
+        world: &World<'_>,
+        watch: &mut Watch,
+    ) -> Result<Driven, RunError> {
         let s = world.s;
         let schedule = fault_switches(s);
         let mut next = 0;
-        let mut watch = Watch::new(self);
         loop {
             watch.look(sim, world)?;
+            let requests = lock(&world.server.api).ledger().arrivals.len();
+            if requests >= self.max_requests.unwrap_or(MAX_REQUESTS) {
+                let message = format!(
+                    "stopped at {requests} requests, the most one run may send (each is kept for the checks, \
+                     about 1 KB, so the cap bounds a run's memory), at {} of \
+                     virtual time with {} of {} jobs ended: shorten time_limit, the policy's deadline or \
+                     max_retries, or give it a backoff",
+                    humantime::format_duration(Duration::from_secs(sim.elapsed().as_secs())),
+                    world.shared.ended(),
+                    s.fleet.jobs
+                );
+                return Err(RunError::of(s, world.seed, message));
+            }
             while next < schedule.len() && schedule[next].0 <= sim.elapsed() {
                 let (_, i, start) = schedule[next];
                 apply(sim, world.server, world.shared, &s.faults.schedule[i].fault, start, s);
@@ -381,6 +474,9 @@ impl RunOptions {
             // line instead of tearing down the caller (`retrysim run` exits 2).
             let next_fault = schedule.get(next).map(|f| f.0);
             let stepped = catch_unwind(AssertUnwindSafe(|| advance(sim, world.stepping, next_fault)));
+            if world.shared.interrupted() {
+                return Err(watch.stopped(sim, world));
+            }
             if sim.lazy_woken() {
                 return Ok(Driven::Woken { lazy_ticks: sim.lazy_ticks() });
             }
@@ -388,6 +484,7 @@ impl RunOptions {
             match stepped {
                 Ok(Ok((true, _))) => return Ok(Driven::Finished { lazy_ticks: sim.lazy_ticks() }),
                 Ok(Ok((false, ticks))) => watch.steps += ticks,
+                Ok(Err(e)) if e.is::<turmoil::Interrupted>() => return Err(watch.stopped(sim, world)),
                 Ok(Err(e)) => return fail(unfinished(e.to_string(), s, world.shared)),
                 Err(panic) => {
                     let what = panic
@@ -402,10 +499,50 @@ impl RunOptions {
     }
 }
 
+/// The most requests one run sends before it is stopped: the API keeps each
+/// for the checks (about 1 KB with its traces), so this bounds a run's
+/// memory (about 470 MB at the cap) whatever its `time_limit`. The largest named
+/// scenario or comparison sends under 20,000 a run.
+pub const MAX_REQUESTS: usize = 500_000;
+
 /// Runs a scenario with a seed under the default [`RunOptions`]: the
 /// scenario's own client, every trace kept, no wall-time bound.
 pub fn run(s: &Scenario, seed: u64) -> Result<Report, RunError> {
     RunOptions::default().run(s, seed)
+}
+
+/// Whose client a run's jobs ran: a panic of a user's client in a job is a
+/// finding about that client (the checks report it), any other panic a
+/// failed run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Client {
+    Own,
+    Users,
+}
+
+impl Client {
+    /// Why a run with these `panics` (as [`panics::Watch`] recorded them)
+    /// failed, if it did.
+    fn panicked(self, panics: &[String], report: &Report) -> Option<String> {
+        let users: Vec<&str> = match self {
+            Client::Own => Vec::new(),
+            Client::Users => report.records.iter().filter_map(|r| r.panic.as_deref()).collect(),
+        };
+        let mut theirs = users.len();
+        let first = panics.iter().find(|p| {
+            let user = theirs > 0 && users.iter().any(|u| p.starts_with(u));
+            theirs -= usize::from(user);
+            !user
+        })?;
+        let count = panics.len() - users.len().min(panics.len());
+        let whose = match self {
+            Client::Own => "in retrysim's own code: a bug, please report it with the replay line",
+            Client::Users => {
+                "outside the client's jobs, in retrysim's own code: a bug, please report it with the replay line"
+            }
+        };
+        Some(format!("it panicked {count} time(s) ({whose}); the first: {first}"))
+    }
 }
 
 /// How one attempt at a run ended.
@@ -466,6 +603,7 @@ fn fault_switches(s: &Scenario) -> Vec<(Duration, usize, bool)> {
 /// every 256 ticks (a skip may cover more), never inside the simulation.
 struct Watch {
     max_wall: Option<Duration>,
+    stop: Option<fn() -> bool>,
     progress: Option<(Duration, ProgressFn)>,
     began: Instant,
     shown: Duration,
@@ -478,6 +616,7 @@ impl Watch {
     fn new(options: &RunOptions) -> Watch {
         Watch {
             max_wall: options.max_wall,
+            stop: options.stop,
             progress: options.progress,
             began: Instant::now(),
             shown: Duration::ZERO,
@@ -486,22 +625,40 @@ impl Watch {
         }
     }
 
+    /// The error of a run the wall-time bound or the stop function stopped.
+    fn stopped(&self, sim: &turmoil::Sim<'_>, world: &World<'_>) -> RunError {
+        let (s, bound) = (world.s, self.max_wall.unwrap_or_default());
+        if self.stop.is_some_and(|f| f()) {
+            let message = format!(
+                "stopped when asked to, at {} of virtual time with {} of {} jobs ended",
+                humantime::format_duration(Duration::from_secs(sim.elapsed().as_secs())),
+                world.shared.ended(),
+                s.fleet.jobs
+            );
+            return RunError { interrupted: true, ..RunError::of(s, world.seed, message) };
+        }
+        let message = format!(
+            "stopped after {} of wall time, the bound, at {} of virtual time with {} of {} jobs ended",
+            humantime::format_duration(bound),
+            humantime::format_duration(Duration::from_secs(sim.elapsed().as_secs())),
+            world.shared.ended(),
+            s.fleet.jobs
+        );
+        RunError { wall_bound: Some(bound), ..RunError::of(s, world.seed, message) }
+    }
+
     /// Stops the run past the bound; says what it does when it is time to.
     fn look(&mut self, sim: &turmoil::Sim<'_>, world: &World<'_>) -> Result<(), RunError> {
+        if self.stop.is_some_and(|f| f()) {
+            return Err(self.stopped(sim, world));
+        }
         if self.steps < self.looked + 256 || (self.max_wall.is_none() && self.progress.is_none()) {
             return Ok(());
         }
         self.looked = self.steps;
         let (s, wall) = (world.s, self.began.elapsed());
-        if let Some(bound) = self.max_wall.filter(|&b| wall >= b) {
-            let message = format!(
-                "stopped after {} of wall time, the bound, at {} of virtual time with {} of {} jobs ended",
-                humantime::format_duration(bound),
-                humantime::format_duration(Duration::from_secs(sim.elapsed().as_secs())),
-                world.shared.ended(),
-                s.fleet.jobs
-            );
-            return Err(RunError { wall_bound: Some(bound), ..RunError::of(s, world.seed, message) });
+        if self.max_wall.is_some_and(|b| wall >= b) {
+            return Err(self.stopped(sim, world));
         }
         if let Some((_, report)) = self.progress.filter(|&(every, _)| wall >= self.shown + every) {
             self.shown = wall;

@@ -1,0 +1,99 @@
+//! Panics during a run: a run in which anything panicked is not a result.
+//!
+//! A panic inside a simulated host's task is caught by tokio and may leave
+//! the run going on without it (a gate, a connection, a job), so the report
+//! could look like a pass. While a run is watched, a process-wide panic hook
+//! (installed once, passing every other panic on to the hook it replaced)
+//! records the panics of the simulating thread instead of printing them; the
+//! runner then fails the run with the first one and how many there were,
+//! shown once with the replay line. The one panic a run may go on through is
+//! a user's own client's in a job ([`Subject`](super::subject::Subject)),
+//! which the checks report as a violation of that client.
+
+use std::cell::RefCell;
+use std::panic::PanicHookInfo;
+use std::sync::Once;
+
+thread_local! {
+    /// The panics of this thread's watched run, when one is watched.
+    static RECORDED: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+}
+
+static HOOK: Once = Once::new();
+
+/// Watches the panics of the calling thread until it is dropped.
+pub(crate) struct Watch {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Watch {
+    /// Starts recording this thread's panics (and installs the hook once).
+    pub(crate) fn start() -> Watch {
+        HOOK.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                if !record(info) {
+                    previous(info);
+                }
+            }));
+        });
+        RECORDED.with(|r| *r.borrow_mut() = Some(Vec::new()));
+        Watch { _not_send: std::marker::PhantomData }
+    }
+
+    /// The panics recorded so far, in order.
+    pub(crate) fn panics(&self) -> Vec<String> {
+        RECORDED.with(|r| r.borrow().clone().unwrap_or_default())
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        RECORDED.with(|r| *r.borrow_mut() = None);
+    }
+}
+
+/// Records `info` if this thread is watched; whether it did.
+fn record(info: &PanicHookInfo<'_>) -> bool {
+    RECORDED
+        .try_with(|r| {
+            let Ok(mut r) = r.try_borrow_mut() else { return false };
+            let Some(panics) = r.as_mut() else { return false };
+            let message = info
+                .payload()
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| info.payload().downcast_ref::<&str>().copied())
+                .unwrap_or("a panic without a message");
+            let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+            // A run that panics in a loop keeps the first few; the count says the rest.
+            if panics.len() < 16 {
+                panics.push(format!("{message}{at}"));
+            } else {
+                panics.push(String::new());
+            }
+            true
+        })
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watched_thread_records_its_panics_and_an_unwatched_one_does_not() {
+        let watch = Watch::start();
+        let caught = std::panic::catch_unwind(|| panic!("boom {}", 1));
+        assert!(caught.is_err());
+        let panics = watch.panics();
+        assert_eq!(panics.len(), 1);
+        assert!(panics[0].starts_with("boom 1 at src/sim/run/panics.rs:"), "{panics:?}");
+        drop(watch);
+        // Another thread is not watched by this one's watch.
+        let watch = Watch::start();
+        let other = std::thread::spawn(|| std::panic::catch_unwind(|| panic!("elsewhere")).is_err()).join();
+        assert_eq!(other.ok(), Some(true));
+        assert!(watch.panics().is_empty());
+    }
+}
