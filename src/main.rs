@@ -52,11 +52,15 @@ fn main() -> ExitCode {
         Command::Hunt(a) => cli::hunt::run(a),
         Command::Serve(a) => cli::serve::run(a),
     };
+    // A signal's watchdog lets the output be printed whole from here on.
+    cli::progress::settle();
     match outcome {
         Ok((out, code)) => {
             // A closed pipe (`retrysim trace ... | head`) is not an error.
             let mut stdout = std::io::stdout().lock();
-            match writeln!(stdout, "{out}").and_then(|()| stdout.flush()) {
+            // The user's text (a scenario's name, a body's code) is in it: no
+            // control character of it acts on the terminal.
+            match writeln!(stdout, "{}", cli::terminal::printable(&out)).and_then(|()| stdout.flush()) {
                 Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
                     eprintln!("error: cannot write the output: {e}");
                     ExitCode::from(2)
@@ -65,7 +69,7 @@ fn main() -> ExitCode {
             }
         }
         Err(cli::UserError(msg)) => {
-            eprintln!("error: {msg}");
+            eprintln!("error: {}", cli::terminal::error_text(&msg));
             ExitCode::from(2)
         }
     }
