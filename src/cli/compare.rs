@@ -41,7 +41,7 @@ pub enum CompareFormat {
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// The preset: which scenario and which policy rows (blinkimg-1s is
-    /// brief 002's table, berlin brief 003's; the list is `compare::PRESETS`).
+    /// brief 002's table, berlin brief 003's).
     #[arg(long, default_value = "blinkimg-1s", value_parser = PossibleValuesParser::new(compare::PRESETS))]
     preset: String,
     /// Run seeds 1..=K; each figure is the median over them, with its range.

@@ -87,9 +87,9 @@ impl Target {
         if let Some(path) = &self.svg {
             check_writable(path, "--svg")?;
         }
-        warn_long(s);
         // A run has nothing partial to print: a signal ends it at once.
         progress::catch_interrupts(command, Duration::ZERO, "the run did not finish");
+        warn_long(s);
         let options = self.wall.options(Some(run_progress)).traces(traces);
         let report = options.run(s, self.seed).map_err(|e| match e.wall_bound {
             Some(_) => wall_stopped(&e, &self.replay(command)),

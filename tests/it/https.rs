@@ -240,10 +240,10 @@ fn ca_as_leaf() -> Pki {
 
 #[tokio::test]
 async fn a_ca_certificate_served_as_the_servers_own_says_what_that_means_and_how_to_make_a_leaf() {
-    let pki = ca_as_leaf();
-    let (url, seen) = tls_server(&pki, 0).await;
+    let ca = ca_as_leaf();
+    let (url, seen) = tls_server(&ca, 0).await;
     // Even a client that trusts that very certificate refuses it.
-    let config = tls::config_trusting([pki.ca.clone()]).expect("a usable root");
+    let config = tls::config_trusting([ca.ca.clone()]).expect("a usable root");
     let client = RetryClient::new(TokioClock::real(), HyperTransport::with_tls_config(config), Policy::background());
     let e = client.execute(post(&url), &mut seeded_rng(1), &Default::default()).await.expect_err("a CA as a leaf");
     assert_eq!((e.reason.clone(), e.attempts), (GiveUpReason::Unsendable, 1), "{e}");
