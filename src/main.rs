@@ -43,7 +43,20 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let outcome = match Cli::parse().command {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // An argument clap cannot take is quoted in its message, raw on a
+        // terminal: when an argument holds a control character, the message
+        // goes out plain (clap's colours and escape sequences stripped), the
+        // other control characters escaped.
+        Err(e) if e.use_stderr() && std::env::args_os().any(|a| a.to_string_lossy().chars().any(char::is_control)) => {
+            let plain = e.render().to_string();
+            eprint!("{}", cli::terminal::printable(&plain));
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+        Err(e) => e.exit(),
+    };
+    let outcome = match cli.command {
         Command::Explain(a) => cli::explain::run(a),
         Command::Scenarios(a) => cli::run::scenarios(a),
         Command::Run(a) => cli::run::run(a),

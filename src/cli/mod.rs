@@ -187,7 +187,7 @@ impl WallArgs {
 /// the command that runs it again with a longer bound.
 pub fn wall_stopped(e: &RunError, replay: &str) -> UserError {
     let bound = e.wall_bound.unwrap_or_default();
-    let longer = short(Duration::from_secs((bound.as_secs() * 6).div_ceil(60).max(1) * 60));
+    let longer = short(Duration::from_secs(bound.as_secs().saturating_mul(6).div_ceil(60).max(1).saturating_mul(60)));
     UserError(format!(
         "scenario {} seed {} ran past the wall-time bound: {}\n\
          the bound is --max-wall {} (the default is {DEFAULT_MAX_WALL}; 0 turns it off)\n\
