@@ -240,6 +240,17 @@ fn a_signal_stops_a_hunt_on_the_most_threads() {
 }
 
 #[test]
+fn a_signal_stops_a_compare_without_waiting_for_the_runs_under_way() {
+    // The retry-at-once row's runs take about half a second each; 16 of them
+    // are under way when the signal comes.
+    let child = spawn(&["compare", "--preset", "blinkimg-60s", "--seeds", "1000", "--threads", "16"]);
+    let (status, took, text) = stop_with(child, false, &|l| l.starts_with("compare: "), "TERM");
+    assert_eq!(status, Some(143), "{text}");
+    assert!(took < STOPPED_WITHIN, "took {took:?}: {text}");
+    assert!(text.contains("compare: interrupted by SIGTERM after "), "the rows that finished: {text}");
+}
+
+#[test]
 fn a_signal_right_after_serve_prints_its_address_gets_the_report() {
     let child = spawn(&["serve", "--scenario", "blinkimg-1s"]);
     let (status, took, text) = stop_with(child, true, &|l| l.starts_with("http://127.0.0.1:"), "TERM");
