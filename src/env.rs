@@ -320,10 +320,7 @@ where
     let res = client.request(Request::from_parts(parts, Full::new(body))).await.map_err(|e| {
         #[cfg(feature = "https")]
         if let Some(tls) = crate::tls::unfixable(&e) {
-            return unsendable(format!(
-                "TLS: {tls}: the server cannot be trusted or talked to by this client, and no retry can change \
-                 that; trust its CA with SSL_CERT_FILE or HyperTransport::with_tls_config"
-            ));
+            return unsendable(format!("TLS: {tls}"));
         }
         if e.is_connect() {
             not_sent(format!("connect failed: {}", chain(&e)))

@@ -43,7 +43,20 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let outcome = match Cli::parse().command {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // An argument clap cannot take is quoted in its message, raw on a
+        // terminal: when an argument holds a control character, the message
+        // goes out plain (clap's colours and escape sequences stripped), the
+        // other control characters escaped.
+        Err(e) if e.use_stderr() && std::env::args_os().any(|a| a.to_string_lossy().chars().any(char::is_control)) => {
+            let plain = e.render().to_string();
+            eprint!("{}", cli::terminal::printable(&plain));
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+        Err(e) => e.exit(),
+    };
+    let outcome = match cli.command {
         Command::Explain(a) => cli::explain::run(a),
         Command::Scenarios(a) => cli::run::scenarios(a),
         Command::Run(a) => cli::run::run(a),
@@ -52,11 +65,15 @@ fn main() -> ExitCode {
         Command::Hunt(a) => cli::hunt::run(a),
         Command::Serve(a) => cli::serve::run(a),
     };
+    // A signal's watchdog lets the output be printed whole from here on.
+    cli::progress::settle();
     match outcome {
         Ok((out, code)) => {
             // A closed pipe (`retrysim trace ... | head`) is not an error.
             let mut stdout = std::io::stdout().lock();
-            match writeln!(stdout, "{out}").and_then(|()| stdout.flush()) {
+            // The user's text (a scenario's name, a body's code) is in it: no
+            // control character of it acts on the terminal.
+            match writeln!(stdout, "{}", cli::terminal::printable(&out)).and_then(|()| stdout.flush()) {
                 Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
                     eprintln!("error: cannot write the output: {e}");
                     ExitCode::from(2)
@@ -65,7 +82,7 @@ fn main() -> ExitCode {
             }
         }
         Err(cli::UserError(msg)) => {
-            eprintln!("error: {msg}");
+            eprintln!("error: {}", cli::terminal::error_text(&msg));
             ExitCode::from(2)
         }
     }

@@ -87,12 +87,13 @@ pub fn webpki_roots() -> ClientConfig {
 
 /// Whether `e` (or a cause of it) is a TLS failure that no retry can fix:
 /// a certificate the client does not trust, or a server it cannot talk to.
-/// Returns the rustls error's text.
+/// Returns the rustls error's text and what it means to do (see
+/// [`what_to_do`]).
 pub(crate) fn unfixable(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = next {
         if let Some(tls) = err.downcast_ref::<rustls::Error>() {
-            return permanent(tls).then(|| tls.to_string());
+            return permanent(tls).then(|| format!("{tls}: {}", what_to_do(tls)));
         }
         // tokio-rustls wraps the rustls error in an io::Error, and
         // hyper-rustls wraps that in another; an io::Error's `source()`
@@ -103,6 +104,33 @@ pub(crate) fn unfixable(e: &(dyn std::error::Error + 'static)) -> Option<String>
         };
     }
     None
+}
+
+/// How to make a test server's certificate that a client accepts: a CA,
+/// and a leaf for the host signed by it (`basicConstraints=CA:FALSE`).
+pub const LEAF_FROM_CA: &str = "openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj '/CN=test CA' -keyout ca.key -out ca.pem; \
+openssl req -newkey rsa:2048 -nodes -subj '/CN=localhost' -keyout server.key -out server.csr; \
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\nbasicConstraints=CA:FALSE\\n' > leaf.ext; \
+openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 -extfile leaf.ext -out server.pem";
+
+/// What a permanent TLS failure means and what to do about it. A CA
+/// certificate served as the server's own (what `openssl req -x509` makes
+/// by default: `CA:TRUE`) is the server's to fix, not the client's trust.
+fn what_to_do(e: &rustls::Error) -> String {
+    let ca_as_leaf = matches!(e, rustls::Error::InvalidCertificate(rustls::CertificateError::Other(o))
+        if format!("{o:?}").contains("CaUsedAsEndEntity"));
+    if ca_as_leaf {
+        return format!(
+            "the server presents a CA certificate (basicConstraints CA:TRUE, as `openssl req -x509` makes by \
+             default) as its own, and a server's certificate must be a leaf signed by a CA, so no client accepts \
+             it and no retry can change that. Make a CA and a leaf for the host signed by it: {LEAF_FROM_CA}; \
+             then serve server.pem with server.key, and trust ca.pem (SSL_CERT_FILE=ca.pem, or \
+             tls::config_trusting)"
+        );
+    }
+    "the server cannot be trusted or talked to by this client, and no retry can change that; trust its CA with \
+     SSL_CERT_FILE or HyperTransport::with_tls_config"
+        .to_owned()
 }
 
 fn permanent(e: &rustls::Error) -> bool {
@@ -126,7 +154,9 @@ mod tests {
         let cert = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
         let inner = std::io::Error::new(std::io::ErrorKind::InvalidData, cert);
         let outer = std::io::Error::other(inner);
-        assert_eq!(unfixable(&outer).as_deref(), Some("invalid peer certificate: UnknownIssuer"));
+        let text = unfixable(&outer).expect("a certificate error");
+        assert!(text.starts_with("invalid peer certificate: UnknownIssuer: "), "{text}");
+        assert!(text.contains("SSL_CERT_FILE"), "{text}");
         // A handshake cut off is not a certificate: it may work next time.
         let cut = std::io::Error::other(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
         assert_eq!(unfixable(&cut), None);

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use clap::builder::PossibleValuesParser;
 use clap::{Args, ValueEnum};
 use retrysim::sim::run::runner::{Report, RunError, RunOptions, Traces};
 use retrysim::sim::run::scenario::GateConfig;
@@ -9,7 +10,7 @@ use retrysim::sim::tools::compare::{self, DEFAULT_SEEDS};
 use retrysim::sim::tools::timeline;
 
 use super::progress::{self, Meter};
-use super::{Outcome, UserError, WallArgs, wall_stopped, write_svg};
+use super::{MAX_THREADS, Outcome, UserError, WallArgs, check_writable, default_threads, wall_stopped, write_svg};
 
 /// The picture of `compare --svg`: every row run again on `seed` (the
 /// comparison keeps figures, not ledgers), its limiter panel drawn.
@@ -39,8 +40,9 @@ pub enum CompareFormat {
 /// Arguments of `retrysim compare`.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The preset: blinkimg-1s (brief 002's table), blinkimg-60s, berlin (brief 003).
-    #[arg(long, default_value = "blinkimg-1s")]
+    /// The preset: which scenario and which policy rows (blinkimg-1s is
+    /// brief 002's table, berlin brief 003's).
+    #[arg(long, default_value = "blinkimg-1s", value_parser = PossibleValuesParser::new(compare::PRESETS))]
     preset: String,
     /// Run seeds 1..=K; each figure is the median over them, with its range.
     #[arg(long, value_name = "K", default_value_t = DEFAULT_SEEDS, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -53,8 +55,9 @@ pub struct CompareArgs {
     /// Print one row's scenario as TOML (for `retrysim run --config`) instead of comparing.
     #[arg(long, value_name = "ROW", conflicts_with = "rows")]
     show: Option<String>,
-    /// Threads to run on (default: the machine's parallelism). The result does not depend on it.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    /// Threads to run on, 1 to 256 (default: the machine's parallelism, at
+    /// most 256). The result does not depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_THREADS)))]
     threads: Option<u32>,
     #[command(flatten)]
     wall: WallArgs,
@@ -82,9 +85,17 @@ pub fn run(args: CompareArgs) -> Outcome {
         }
         preset.rows.retain(|r| args.rows.contains(&r.name) || r.scenario.fleet.gate == GateConfig::Ideal);
     }
-    let threads = args.threads.map_or_else(compare::default_threads, |t| t as usize);
+    if let Some(path) = &args.svg {
+        // Before the comparison, not after it: a typo costs nothing.
+        check_writable(path, "--svg")?;
+    }
+    let threads = args.threads.map_or_else(default_threads, |t| t as usize);
     let options = args.wall.options(None);
-    progress::catch_interrupts();
+    progress::catch_interrupts(
+        "compare",
+        progress::GRACE,
+        "the runs under way did not stop within a second, so no table is printed",
+    );
     let total = preset.rows.len() as u64 * u64::from(args.seeds);
     let meter = Meter::new("compare", "runs", total);
     let progress = |done: usize, _: usize| meter.set(done as u64, "");

@@ -11,7 +11,7 @@ use retrysim::core::classify::{
 use retrysim::core::policy::{Attempted, Decision, Draws, Policy, decide, secs};
 use retrysim::core::retry_after::{Advice, read_advice};
 use retrysim::env::{Rng, seeded_rng};
-use retrysim::trace::{AdviceView, Event, EventKind, render_event};
+use retrysim::trace::{AdviceView, Event, EventKind, Millis, render_event};
 use serde_json::json;
 
 use super::{Format, Outcome, UserError, policy_named};
@@ -76,8 +76,17 @@ fn parse_header(line: &str) -> Result<(HeaderName, HeaderValue), UserError> {
 }
 
 fn parse_instant(text: &str, flag: &str) -> Result<SystemTime, UserError> {
-    humantime::parse_rfc3339_weak(text)
-        .map_err(|e| UserError(format!("{flag} {text:?} is not an RFC 3339 time ({e}); e.g. 1994-11-06T08:49:37Z")))
+    humantime::parse_rfc3339_weak(text).map_err(|e| {
+        // humantime reads 1970 to 9999 and calls an earlier year "out of range".
+        let year = text.trim().get(..4).and_then(|y| y.parse::<u32>().ok());
+        match year {
+            Some(y) if y < 1970 => UserError(format!(
+                "{flag} {text:?}: dates before 1970 are not accepted (the clock starts at 1970-01-01T00:00:00Z); \
+                 e.g. 1994-11-06T08:49:37Z"
+            )),
+            _ => UserError(format!("{flag} {text:?} is not an RFC 3339 time ({e}); e.g. 1994-11-06T08:49:37Z")),
+        }
+    })
 }
 
 /// Explains one decision.
@@ -105,6 +114,9 @@ struct Read {
     advice: Advice,
     status: Option<u16>,
     code: Option<String>,
+    /// A `Retry-After` of more seconds than a `u64` holds, its digits as
+    /// sent: the core reads it as `u64::MAX` s (see [`beyond_u64`]).
+    sent_seconds: Option<String>,
 }
 
 impl Read {
@@ -135,7 +147,9 @@ impl Read {
         let envelope = ErrorEnvelope::parse(args.body.as_bytes());
         let (class, advice, status, code) =
             classify(args.status, args.transport_error, &map, envelope.as_ref(), received_at)?;
-        Ok(Read { policy, operation, elapsed, envelope, class, advice, status, code })
+        let sent_seconds =
+            beyond_u64(&map).filter(|_| AdviceView::from(&advice).wait_ms == Some(Millis::of(longest())));
+        Ok(Read { policy, operation, elapsed, envelope, class, advice, status, code, sent_seconds })
     }
 
     /// The core's decision on this answer as attempt `attempt`, the jitter
@@ -161,6 +175,19 @@ impl Read {
 
     fn class_name(&self) -> String {
         format!("{:?}", self.class).to_lowercase()
+    }
+
+    /// `text` with the wait the core holds for a `Retry-After` above
+    /// `u64::MAX` s replaced by the digits as sent (the core's messages
+    /// show the `u64::MAX` s it holds).
+    fn as_sent(&self, text: &str) -> String {
+        match &self.sent_seconds {
+            Some(digits) => {
+                let held = secs(longest());
+                text.replace(&held, &format!("{digits}s (more than the {held} it is held as)"))
+            }
+            None => text.to_owned(),
+        }
     }
 
     /// `--format json`.
@@ -192,12 +219,21 @@ impl Read {
                 out["detail"] = json!(reason);
             }
         }
+        if let Some(digits) = &self.sent_seconds {
+            out["advice"]["sent_seconds"] = json!(digits);
+            if let Some(message) = out["message"].as_str().map(|m| self.as_sent(m)) {
+                out["message"] = json!(message);
+            }
+        }
         serde_json::to_string_pretty(&out).expect("JSON values serialise")
     }
 
     /// The text: the decision and why, then what it was read from.
     fn text(&self, decision: &Decision, body: &str) -> String {
         let mut lines = decision_lines(decision);
+        for line in &mut lines {
+            *line = self.as_sent(line);
+        }
         let view = AdviceView::from(&self.advice);
         let code_text = self.code.as_ref().map(|c| format!(" {c}")).unwrap_or_default();
         let answer = self.status.map(|s| format!("{s}{code_text}")).unwrap_or_else(|| "no answer".into());
@@ -208,7 +244,13 @@ impl Read {
         lines.push(format!("class: {} ({answer}), operation: {op}", self.class_name()));
         let source = word(serde_json::to_value(view.source));
         match view.wait_ms {
-            Some(w) => lines.push(format!("advice: {source} {}", secs(w.duration()))),
+            Some(w) => match &self.sent_seconds {
+                Some(digits) => lines.push(format!(
+                    "advice: {source} {digits}s as sent, held as {} (the longest wait the core holds)",
+                    secs(w.duration())
+                )),
+                None => lines.push(format!("advice: {source} {}", secs(w.duration()))),
+            },
             None => lines.push("advice: none".to_owned()),
         }
         if let Some(e) = &view.error {
@@ -221,6 +263,27 @@ impl Read {
         lines.push(format!("policy: {} (deadline {}, max_retries {})", p.name, secs(p.deadline), p.max_retries));
         lines.join("\n")
     }
+}
+
+/// The longest wait the core holds: `u64::MAX` seconds, what a larger
+/// `Retry-After` saturates at.
+fn longest() -> Duration {
+    Duration::from_secs(u64::MAX)
+}
+
+/// The digits of a `Retry-After` delta-seconds value above `u64::MAX`,
+/// as sent (leading zeros dropped), if the headers carry one.
+fn beyond_u64(map: &HeaderMap) -> Option<String> {
+    let max = u64::MAX.to_string();
+    map.get_all(http::header::RETRY_AFTER).iter().find_map(|v| {
+        let v = v.to_str().ok()?.trim_matches([' ', '\t']);
+        if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let digits = v.trim_start_matches('0');
+        let above = digits.len() > max.len() || (digits.len() == max.len() && digits > max.as_str());
+        above.then(|| digits.to_owned())
+    })
 }
 
 /// The class of the answer (`status`) or of the failure, with the advice,

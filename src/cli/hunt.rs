@@ -19,9 +19,10 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use retrysim::sim::checks::hunt::{self, DeterminismSample, Finding, HuntConfig, Kind, SeedResult, Target};
+use retrysim::sim::checks::shards;
 
 use super::progress::{self, Meter};
-use super::{Format, Outcome, UserError, WallArgs};
+use super::{Format, MAX_THREADS, Outcome, UserError, WallArgs, default_threads, read_bounded};
 
 /// Which scenarios to draw.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -57,9 +58,10 @@ pub struct HuntArgs {
     /// Which scenarios the seeds draw.
     #[arg(long, value_enum, default_value = "all")]
     scenario_kind: KindArg,
-    /// Worker threads (default: the available cores).
-    #[arg(long, value_name = "THREADS")]
-    jobs: Option<usize>,
+    /// Worker threads, 1 to 256 (default: the available cores, at most
+    /// 256; never more than the seeds). The output does not depend on it.
+    #[arg(long, value_name = "THREADS", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_THREADS)))]
+    jobs: Option<u32>,
     /// Run a seed twice to check determinism (invariant 8) when the seed is
     /// divisible by this number; 1 (every seed, about twice the time) is the
     /// default, 0 checks none.
@@ -109,10 +111,11 @@ pub fn run(args: HuntArgs) -> Outcome {
         )));
     }
     let threads = match args.jobs {
-        Some(0) => return Err(UserError("--jobs must be at least 1".into())),
-        Some(n) => n,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        Some(n) => n as usize,
+        None => default_threads(),
     };
+    // More threads than seeds would only wait.
+    let threads = threads.min(usize::try_from(args.seeds).unwrap_or(usize::MAX)).max(1);
     let determinism = match args.determinism_every {
         0 => DeterminismSample::Off,
         1 => DeterminismSample::Every,
@@ -121,9 +124,13 @@ pub fn run(args: HuntArgs) -> Outcome {
     let options = args.wall.options(None);
     let config = HuntConfig { start: args.start, seeds: args.seeds, target, threads, determinism, options };
 
-    progress::catch_interrupts();
+    progress::catch_interrupts(
+        "hunt",
+        progress::GRACE,
+        "the summary was not ready within a second, so it is not printed",
+    );
     let began = Instant::now();
-    let results = run_seeds(&config);
+    let results = run_seeds(&config)?;
     let wall = began.elapsed();
 
     let mut summary = Summary::of(&config, &results);
@@ -159,14 +166,20 @@ pub fn run(args: HuntArgs) -> Outcome {
 /// Runs the seeds on `config.threads` threads, with a progress meter, until
 /// they are all done or a signal arrives; the results sorted by seed. On a
 /// signal the threads still running a seed are left to the process's exit:
-/// the summary does not wait for them.
-fn run_seeds(config: &HuntConfig) -> Vec<SeedResult> {
+/// the summary does not wait for them. A signal that comes while the
+/// threads start stops the starting too; when the system refuses a thread,
+/// the hunt goes on with those it has (an error if it has none).
+fn run_seeds(config: &HuntConfig) -> Result<Vec<SeedResult>, UserError> {
     let meter = Meter::new("hunt", "seeds", config.seeds);
     let (tx, rx) = channel::<SeedResult>();
     let next = Arc::new(AtomicU64::new(0));
+    let mut started = 0;
     for _ in 0..config.threads.max(1) {
+        if progress::interrupted().is_some() {
+            break;
+        }
         let (tx, next, config) = (tx.clone(), next.clone(), *config);
-        std::thread::spawn(move || {
+        let worker = std::thread::Builder::new().name("hunt-seeds".into()).spawn(move || {
             while progress::interrupted().is_none() {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= config.seeds {
@@ -179,6 +192,14 @@ fn run_seeds(config: &HuntConfig) -> Vec<SeedResult> {
                 }
             }
         });
+        match worker {
+            Ok(_) => started += 1,
+            Err(e) if started == 0 => return Err(UserError(format!("cannot start a worker thread: {e}"))),
+            Err(e) => {
+                eprintln!("warning: hunt runs on {started} threads, not {}: cannot start more ({e})", config.threads);
+                break;
+            }
+        }
     }
     drop(tx);
     let mut results = Vec::with_capacity(config.seeds.min(1 << 20) as usize);
@@ -199,17 +220,20 @@ fn run_seeds(config: &HuntConfig) -> Vec<SeedResult> {
     }
     meter.finish();
     results.sort_by_key(|r| r.seed);
-    results
+    Ok(results)
 }
 
-/// `--merge`: shard summaries into one verdict.
+/// `--merge`: shard summaries into one verdict. Each file is read (at most
+/// [`shards::MAX_SUMMARY_BYTES`]) and checked on its own, then dropped:
+/// memory holds the findings, not the files.
 fn merge(files: &[std::path::PathBuf], format: Format) -> Outcome {
-    let mut shards = Vec::new();
+    let mut parsed = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(f).map_err(|e| UserError(format!("cannot read {}: {e}", f.display())))?;
-        shards.push((f.display().to_string(), text));
+        let name = f.display().to_string();
+        let text = read_bounded(f, shards::MAX_SUMMARY_BYTES, "a shard summary")?;
+        parsed.push(shards::parse_shard(&name, &text).map_err(UserError)?);
     }
-    let merged = hunt::merge_summaries(&shards).map_err(UserError)?;
+    let merged = shards::merge_shards(parsed).map_err(UserError)?;
     let code = if merged.violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE };
     let out = match format {
         Format::Json => serde_json::to_string_pretty(&merged).expect("a merged summary serialises"),

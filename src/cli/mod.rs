@@ -17,6 +17,18 @@ pub mod hunt;
 pub mod progress;
 pub mod run;
 pub mod serve;
+pub mod terminal;
+
+/// The most threads `compare --threads` and `hunt --jobs` take: a run
+/// is CPU-bound, so more threads than cores only add memory (each thread a
+/// stack, each run its world).
+pub const MAX_THREADS: u32 = 256;
+
+/// The threads a command runs on by default: the available cores, at most
+/// [`MAX_THREADS`].
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_THREADS as usize)
+}
 
 /// Bad input: the message says what to do; the exit code is 2.
 #[derive(Debug)]
@@ -38,24 +50,6 @@ pub fn policy_named(name: &str) -> Result<Policy, UserError> {
         .ok_or_else(|| UserError(format!("unknown policy {name:?}; the presets are: {}", Policy::PRESETS.join(", "))))
 }
 
-/// A text file read whole, refused unread when it is over `max` bytes (a
-/// reader's memory grows with its input) or not UTF-8.
-pub fn read_bounded(path: &Path, max: usize) -> Result<String, UserError> {
-    use std::io::Read;
-    let cannot = |e: std::io::Error| UserError(format!("cannot read {}: {e}", path.display()));
-    let file = std::fs::File::open(path).map_err(cannot)?;
-    let mut bytes = Vec::new();
-    // One byte past the bound tells a file over it, whatever its metadata says (a pipe has none).
-    file.take(max as u64 + 1).read_to_end(&mut bytes).map_err(cannot)?;
-    if bytes.len() > max {
-        return Err(UserError(format!(
-            "{} is over {max} bytes, the most a file of this kind may have",
-            path.display()
-        )));
-    }
-    String::from_utf8(bytes).map_err(|e| UserError(format!("{} is not UTF-8 text: {e}", path.display())))
-}
-
 /// Which scenario a command runs or serves: a named one or a TOML file
 /// (`--scenario NAME | --config FILE.toml`).
 #[derive(Debug, clap::Args)]
@@ -74,7 +68,9 @@ impl ScenarioSource {
         match (&self.scenario, &self.config) {
             (Some(n), _) => scenario::named(n).ok_or_else(|| UserError(scenario::unknown(n))),
             (None, Some(path)) => {
-                let text = read_bounded(path, MAX_SCENARIO_BYTES)?;
+                let bytes = read_bounded(path, MAX_SCENARIO_BYTES as u64, "a scenario file")?;
+                let text = String::from_utf8(bytes)
+                    .map_err(|e| UserError(format!("{} is not UTF-8 text: {e}", path.display())))?;
                 Scenario::from_toml(&text).map_err(|e| UserError(format!("{}: {e}", path.display())))
             }
             (None, None) => Err(UserError("give --scenario NAME or --config FILE.toml".into())),
@@ -89,6 +85,54 @@ impl ScenarioSource {
             (None, None) => String::new(),
         }
     }
+}
+
+/// Reads the file at `path` whole, if it holds at most `max` bytes; `what`
+/// (e.g. "a shard summary") names it in the error. A larger file is refused
+/// before it is read, and a file that grows while read (or a device that
+/// never ends) is cut off one byte past `max` and refused too.
+pub fn read_bounded(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, UserError> {
+    use std::io::Read as _;
+    let cannot = |e: std::io::Error| UserError(format!("cannot read {}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let too_big = |size: &str| {
+        UserError(format!("{}: over the {} MiB ({max} bytes) {what} may have ({size})", path.display(), max >> 20))
+    };
+    let meta = file.metadata().map_err(cannot)?;
+    if meta.is_dir() {
+        return Err(UserError(format!("cannot read {}: it is a directory", path.display())));
+    }
+    if meta.len() > max {
+        return Err(too_big(&format!("{} bytes", meta.len())));
+    }
+    let mut text = Vec::new();
+    file.take(max.saturating_add(1)).read_to_end(&mut text).map_err(cannot)?;
+    if text.len() as u64 > max {
+        return Err(too_big("it went on past that"));
+    }
+    Ok(text)
+}
+
+/// Checks, before any work, that `flag`'s file can be written: its folder
+/// exists and the file can be made. A file it made for the check is
+/// removed again.
+pub fn check_writable(path: &Path, flag: &str) -> Result<(), UserError> {
+    let cannot = |why: String| UserError(format!("cannot write {flag} {}: {why}", path.display()));
+    if path.is_dir() {
+        return Err(cannot("it is a directory".into()));
+    }
+    let existed = path.exists();
+    std::fs::OpenOptions::new().append(true).create(true).open(path).map_err(|e| {
+        let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+        match folder {
+            Some(dir) if !dir.is_dir() => cannot(format!("the folder {} does not exist", dir.display())),
+            _ => cannot(e.to_string()),
+        }
+    })?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
 }
 
 /// Writes an SVG picture (`--svg FILE`).
@@ -108,17 +152,25 @@ pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, Args)]
 pub struct WallArgs {
     /// Stop any one simulation that takes longer than this in wall time
-    /// (e.g. 30s, 5m, 2h; 0 for no bound). The output of a run that ends
-    /// within it does not depend on it.
+    /// (e.g. 30s, 5m, 2h; at least 1ms, read to the millisecond; 0 for no
+    /// bound). The output of a run that ends within it does not depend on it.
     #[arg(long, value_name = "DURATION", default_value = DEFAULT_MAX_WALL, value_parser = parse_wall)]
     pub max_wall: Duration,
 }
+
+/// The smallest `--max-wall` but 0: the bound is read to the millisecond.
+pub const MIN_WALL: Duration = Duration::from_millis(1);
 
 fn parse_wall(s: &str) -> Result<Duration, String> {
     if s.trim() == "0" {
         return Ok(Duration::ZERO);
     }
-    humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 30s, 5m, 2h, or 0 for no bound)"))
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 30s, 5m, 2h, or 0 for no bound)"))?;
+    if d < MIN_WALL {
+        return Err(format!("{s} is below the smallest bound, 1ms (write e.g. 30s, 5m, 2h, or 0 for no bound)"));
+    }
+    // Whole milliseconds, as the messages show it.
+    Ok(Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)))
 }
 
 impl WallArgs {
@@ -137,7 +189,7 @@ impl WallArgs {
 /// the command that runs it again with a longer bound.
 pub fn wall_stopped(e: &RunError, replay: &str) -> UserError {
     let bound = e.wall_bound.unwrap_or_default();
-    let longer = short(Duration::from_secs((bound.as_secs() * 6).div_ceil(60).max(1) * 60));
+    let longer = short(Duration::from_secs(bound.as_secs().saturating_mul(6).div_ceil(60).max(1).saturating_mul(60)));
     UserError(format!(
         "scenario {} seed {} ran past the wall-time bound: {}\n\
          the bound is --max-wall {} (the default is {DEFAULT_MAX_WALL}; 0 turns it off)\n\

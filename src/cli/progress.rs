@@ -5,7 +5,7 @@
 use std::io::IsTerminal;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -68,10 +68,26 @@ static SIGNAL: AtomicUsize = AtomicUsize::new(0);
 /// Set by the first signal: a second one ends the process at once.
 static ARMED: AtomicBool = AtomicBool::new(false);
 
+/// Set once the command has its output and is printing it: the watchdog of
+/// [`catch_interrupts`] then lets it finish.
+static SETTLED: AtomicBool = AtomicBool::new(false);
+
+/// How long `compare` and `hunt` have after a signal to print what they have
+/// (they stop taking new work at once): the watchdog of [`catch_interrupts`]
+/// ends the process after it.
+pub const GRACE: Duration = Duration::from_secs(1);
+
 /// Catches SIGINT and SIGTERM: the first one is noted for [`interrupted`]
 /// (the command then prints what it has and exits); a second one exits at
 /// once, for a summary that is itself stuck.
-pub fn catch_interrupts() {
+///
+/// A watchdog thread makes sure the first one stops the command within
+/// `grace` whatever it is doing (a run in the middle of a long step, say):
+/// unless the command has [`settle`]d by then, it says on standard error
+/// that `command` was interrupted and `unfinished`, and exits with 128 + the
+/// signal's number. A command with nothing partial to print (`run`,
+/// `trace`) passes [`Duration::ZERO`].
+pub fn catch_interrupts(command: &'static str, grace: Duration, unfinished: &'static str) {
     for signal in [SIGINT, SIGTERM] {
         // Registration fails only for forbidden signals, which these are not;
         // without it the command still runs, as before, just uninterruptibly.
@@ -79,6 +95,28 @@ pub fn catch_interrupts() {
         let _ = signal_hook::flag::register_usize(signal, &SIGNAL, signal as usize);
         let _ = signal_hook::flag::register(signal, &ARMED);
     }
+    let watch = move || {
+        let (name, code) = loop {
+            match interrupted() {
+                Some(s) => break s,
+                None => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        std::thread::sleep(grace);
+        if !SETTLED.load(Ordering::SeqCst) {
+            eprintln!("{command}: interrupted by {name}; {unfinished}");
+            std::process::exit(i32::from(code));
+        }
+    };
+    // Without the watchdog a signal still stops the command between units
+    // of work, as before: not worth failing the command for.
+    let _ = std::thread::Builder::new().name("signal-watch".into()).spawn(watch);
+}
+
+/// The command has its output and prints it now: a signal's watchdog (see
+/// [`catch_interrupts`]) no longer cuts it short.
+pub fn settle() {
+    SETTLED.store(true, Ordering::SeqCst);
 }
 
 /// The signal that interrupted the command, if one did: its name and the

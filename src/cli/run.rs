@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
 use retrysim::sim::run::render::{Show, render_run};
@@ -10,7 +11,11 @@ use retrysim::sim::run::runner::{Progress, Report, Traces};
 use retrysim::sim::run::scenario::{self, Scenario};
 use retrysim::sim::tools::timeline::Timeline;
 
-use super::{Format, Outcome, ScenarioSource, UserError, WallArgs, policy_named, wall_stopped, warn_long, write_svg};
+use super::{
+    Format, Outcome, ScenarioSource, UserError, WallArgs, check_writable, policy_named, wall_stopped, warn_long,
+    write_svg,
+};
+use super::{progress, terminal};
 
 /// Arguments of `retrysim scenarios`.
 #[derive(Debug, Args)]
@@ -18,10 +23,20 @@ pub struct ScenariosArgs {
     /// Print this scenario as TOML, to copy, edit and pass to `run --config`.
     #[arg(long, value_name = "NAME")]
     show: Option<String>,
+    /// A name without `--show`: refused with the command that shows it.
+    #[arg(hide = true, conflicts_with = "show")]
+    name: Option<String>,
 }
 
 /// Lists the named scenarios, or prints one as TOML.
 pub fn scenarios(args: ScenariosArgs) -> Outcome {
+    if let Some(name) = args.name {
+        let hint = match scenario::named(&name) {
+            Some(_) => format!("to print that scenario as TOML, write: retrysim scenarios --show {name}"),
+            None => format!("{}; `retrysim scenarios --show NAME` prints one", scenario::unknown(&name)),
+        };
+        return Err(UserError(format!("unexpected argument {name:?}: {hint}")));
+    }
     if let Some(name) = args.show {
         let s = scenario::named(&name).ok_or_else(|| UserError(scenario::unknown(&name)))?;
         return Ok((s.to_toml(), ExitCode::SUCCESS));
@@ -68,7 +83,12 @@ impl Target {
     /// wall time bounded by `--max-wall`, a line on standard error every few
     /// seconds while it goes on, and a warning first for a scenario that may
     /// run for hours.
-    pub fn run(&self, command: &str, s: &Scenario, traces: Traces) -> Result<Report, UserError> {
+    pub fn run(&self, command: &'static str, s: &Scenario, traces: Traces) -> Result<Report, UserError> {
+        if let Some(path) = &self.svg {
+            check_writable(path, "--svg")?;
+        }
+        // A run has nothing partial to print: a signal ends it at once.
+        progress::catch_interrupts(command, Duration::ZERO, "the run did not finish");
         warn_long(s);
         let options = self.wall.options(Some(run_progress)).traces(traces);
         let report = options.run(s, self.seed).map_err(|e| match e.wall_bound {
@@ -100,7 +120,7 @@ impl Target {
 fn run_progress(p: &Progress<'_>) {
     eprintln!(
         "run: {} seed {}: {} s of virtual time (time_limit {}), {}/{} jobs ended, {} s wall",
-        p.scenario,
+        terminal::printable(p.scenario),
         p.seed,
         p.virtual_time.as_secs(),
         humantime::format_duration(p.time_limit),

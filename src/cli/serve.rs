@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use retrysim::sim::serve::{ServeOptions, Served};
 
-use super::{Format, Outcome, ScenarioSource, UserError};
+use super::{Format, Outcome, ScenarioSource, UserError, terminal};
 
 /// Arguments of `retrysim serve`.
 #[derive(Debug, Args)]
@@ -41,6 +41,9 @@ pub fn run(args: ServeArgs) -> Outcome {
         .build()
         .map_err(|e| UserError(format!("cannot start the runtime: {e}")))?;
     let report = runtime.block_on(async {
+        // Listen for the signals before the address is printed: a script
+        // that reads it and stops the server at once gets the report.
+        let signals = Signals::listen()?;
         let served = Served::start_with(&scenario, options).await.map_err(|e| UserError(e.to_string()))?;
         // The first line is the address alone, for scripts that start the
         // server in the background and read its port.
@@ -54,15 +57,15 @@ pub fn run(args: ServeArgs) -> Outcome {
             .for_
             .map_or("SIGINT or SIGTERM".to_owned(), |d| format!("{} or a signal", humantime::format_duration(d)));
         let key = scenario.api.accounts.first().and_then(|a| a.keys.first());
-        let key = key.map_or(String::new(), |k| format!(" with x-api-key: {k}"));
+        let key = key.map_or(String::new(), |k| format!(" with x-api-key: {}", terminal::printable(k)));
         eprintln!(
             "retrysim serve: {} (seed {}) until {until}; POST {}/v1/jobs{key}; GET {}/__retrysim/report",
-            scenario.name,
+            terminal::printable(&scenario.name),
             args.seed,
             served.url(),
             served.url()
         );
-        wait(args.for_).await?;
+        signals.wait(args.for_).await;
         Ok::<_, UserError>(served.stop().await)
     })?;
     let out = match args.format {
@@ -72,26 +75,51 @@ pub fn run(args: ServeArgs) -> Outcome {
     Ok((out, if report.broken { ExitCode::FAILURE } else { ExitCode::SUCCESS }))
 }
 
-/// Until `limit` passes, or SIGINT, or SIGTERM.
-async fn wait(limit: Option<Duration>) -> Result<(), UserError> {
-    let limit = async {
-        match limit {
-            Some(d) => tokio::time::sleep(d).await,
-            None => std::future::pending().await,
+/// SIGINT and SIGTERM, listened for from the moment this is made.
+struct Signals {
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn listen() -> Result<Signals, UserError> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let listen = |kind: SignalKind, name: &str| {
+                signal(kind).map_err(|e| UserError(format!("cannot listen for {name}: {e}")))
+            };
+            Ok(Signals {
+                int: listen(SignalKind::interrupt(), "SIGINT")?,
+                term: listen(SignalKind::terminate(), "SIGTERM")?,
+            })
         }
-    };
-    #[cfg(unix)]
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| UserError(format!("cannot listen for SIGTERM: {e}")))?;
-    #[cfg(unix)]
-    let term = term.recv();
-    #[cfg(not(unix))]
-    let term = std::future::pending::<Option<()>>();
-    tokio::select! {
-        biased;
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-        () = limit => {}
+        #[cfg(not(unix))]
+        Ok(Signals {})
     }
-    Ok(())
+
+    /// Until `limit` passes, or SIGINT, or SIGTERM.
+    async fn wait(mut self, limit: Option<Duration>) {
+        let limit = async {
+            match limit {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        #[cfg(unix)]
+        tokio::select! {
+            biased;
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+            () = limit => {}
+        }
+        #[cfg(not(unix))]
+        tokio::select! {
+            biased;
+            _ = tokio::signal::ctrl_c() => {}
+            () = limit => {}
+        }
+    }
 }

@@ -106,7 +106,7 @@ fn oversized_numbers_and_files_are_refused_briefly() {
     std::fs::write(&huge, format!("name = \"x\"\n{line}")).unwrap();
     let (code, _, err) = retrysim(&["run", "--config", huge.to_str().unwrap()]);
     assert_eq!(code, 2, "{}", &err[..err.len().min(500)]);
-    assert!(err.contains("is over 1048576 bytes"), "{}", &err[..err.len().min(500)]);
+    assert!(err.contains("over the 1 MiB (1048576 bytes) a scenario file may have"), "{}", &err[..err.len().min(500)]);
 
     let dense = scratch("dense.toml");
     std::fs::write(&dense, format!("name = \"x\"\nbad = [{}\n", "1,".repeat(100_000))).unwrap();

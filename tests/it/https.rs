@@ -223,3 +223,39 @@ fn a_plain_client_names_what_https_needs() {
         assert!(e.message.contains("with_tls_config"), "{e}");
     });
 }
+
+/// What `openssl req -x509` makes: one self-signed certificate for the host,
+/// marked CA:TRUE, served as the server's own.
+fn ca_as_leaf() -> Pki {
+    let key = KeyPair::generate().expect("a key");
+    let mut params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).expect("parameters");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let cert = params.self_signed(&key).expect("a self-signed certificate");
+    Pki {
+        ca: cert.der().clone(),
+        leaf: cert.der().clone(),
+        key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+    }
+}
+
+#[tokio::test]
+async fn a_ca_certificate_served_as_the_servers_own_says_what_that_means_and_how_to_make_a_leaf() {
+    let ca = ca_as_leaf();
+    let (url, seen) = tls_server(&ca, 0).await;
+    // Even a client that trusts that very certificate refuses it.
+    let config = tls::config_trusting([ca.ca.clone()]).expect("a usable root");
+    let client = RetryClient::new(TokioClock::real(), HyperTransport::with_tls_config(config), Policy::background());
+    let e = client.execute(post(&url), &mut seeded_rng(1), &Default::default()).await.expect_err("a CA as a leaf");
+    assert_eq!((e.reason.clone(), e.attempts), (GiveUpReason::Unsendable, 1), "{e}");
+    let failure = e.last_failure.expect("the transport's failure").message;
+    assert!(failure.contains("CaUsedAsEndEntity"), "the error as rustls gives it: {failure}");
+    assert!(failure.contains("presents a CA certificate (basicConstraints CA:TRUE"), "what it means: {failure}");
+    assert!(failure.contains(tls::LEAF_FROM_CA), "how to make a leaf: {failure}");
+    assert!(!failure.contains("trust its CA with"), "trusting it more does not help: {failure}");
+    assert!(seen.lock().unwrap().is_empty(), "no request reached the server");
+    // The negative control: the usual leaf signed by a CA is served and answers.
+    let pki = pki();
+    let (url, _) = tls_server(&pki, 0).await;
+    let trusted = HyperTransport::with_tls_config(tls::config_trusting([pki.ca.clone()]).unwrap());
+    assert_eq!(trusted.send(post(&url)).await.expect("a leaf signed by the CA").status(), StatusCode::CREATED);
+}

@@ -267,9 +267,9 @@ fn the_readme_memory_table_is_the_bench_runs_figures() {
 
 #[test]
 fn a_hunt_seed_the_wall_bound_stops_says_so_and_replays_with_a_longer_bound() {
-    // 1 ns: every run that reaches the first wall check (256 ticks) stops there.
+    // 1 ms, the smallest bound: seed 1's run (about 10 ms) stops at a wall check.
     let mut cmd = bin();
-    cmd.args(["hunt", "--seeds", "1", "--max-wall", "1ns", "--format", "json"]);
+    cmd.args(["hunt", "--seeds", "1", "--max-wall", "1ms", "--format", "json"]);
     let out = within(cmd, Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");

@@ -2,6 +2,7 @@
 mod blackbox;
 mod cancel;
 mod cli;
+mod cli_limits;
 mod compare;
 mod docs;
 mod driver;

@@ -49,6 +49,8 @@ use crate::sim::world::api::{
 };
 use crate::sim::world::net::{CloseTiming, Fault, ScheduledFault};
 
+pub use crate::sim::checks::shards::{Merged, merge_summaries};
+
 /// Which scenarios a hunt draws.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -1113,7 +1115,8 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool, options: &RunOp
         Err(p) => Err(format!("the simulation panicked: {}", panic_text(p.as_ref()))),
     };
     let failed = |message: String| {
-        let longer = wall_bound.get().map(|b| format!(" --max-wall {}m", (b.as_secs() * 6).div_ceil(60).max(1)));
+        let longer =
+            wall_bound.get().map(|b| format!(" --max-wall {}m", b.as_secs().saturating_mul(6).div_ceil(60).max(1)));
         Finding {
             seed,
             kind: ran,
@@ -1236,133 +1239,6 @@ pub fn hunt(config: &HuntConfig, progress: &(dyn Fn(u64, u64) + Sync)) -> Vec<Se
     let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     results.sort_by_key(|r| r.seed);
     results
-}
-
-/// Several shards' JSON summaries (`retrysim hunt --format json`, one seed
-/// range each) merged into one verdict.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Merged {
-    /// The shards' ranges, `(start, seeds_run)`, sorted.
-    pub shards: Vec<(u64, u64)>,
-    /// The first seed of the whole range.
-    pub start: u64,
-    /// Seeds run over all shards.
-    pub seeds_run: u64,
-    /// What the shards drew (every shard must agree).
-    pub scenario_kind: serde_json::Value,
-    /// Deliberate defects turned on (every shard must agree).
-    pub sabotage: serde_json::Value,
-    /// Failing seeds per invariant or check, summed over the shards.
-    pub by_invariant: std::collections::BTreeMap<String, u64>,
-    /// Every finding of every shard, sorted by seed, each with its replay line.
-    pub violations: Vec<serde_json::Value>,
-}
-
-impl Merged {
-    /// The seeds that failed, ascending.
-    pub fn failing_seeds(&self) -> Vec<u64> {
-        let seeds: std::collections::BTreeSet<u64> =
-            self.violations.iter().filter_map(|v| v["seed"].as_u64()).collect();
-        seeds.into_iter().collect()
-    }
-
-    /// The verdict as text: the range, the shards, and every failing
-    /// seed's finding with its replay line.
-    pub fn text(&self) -> String {
-        use std::fmt::Write as _;
-        let mut out = String::new();
-        let last = self.start + self.seeds_run.saturating_sub(1);
-        let failing = self.failing_seeds();
-        let _ = writeln!(
-            out,
-            "hunt (merged {} shards): seeds {}..={last}, {} failing",
-            self.shards.len(),
-            self.start,
-            failing.len()
-        );
-        if self.violations.is_empty() {
-            let _ = write!(out, "no violations");
-            return out;
-        }
-        let _ = writeln!(out, "violations by invariant (seeds):");
-        for (inv, n) in &self.by_invariant {
-            let _ = writeln!(out, "  {inv:<28} {n}");
-        }
-        let _ = writeln!(out, "failing seeds:");
-        for f in &self.violations {
-            let text = |k: &str| f[k].as_str().unwrap_or("").to_owned();
-            let _ = writeln!(out, "  seed {} [{}] {}: {}", f["seed"], text("kind"), text("invariant"), text("message"));
-            let _ = writeln!(out, "    replay: {}", text("replay"));
-        }
-        out.pop();
-        out
-    }
-}
-
-/// Merges shard summaries (the JSON texts of `retrysim hunt --format json`).
-/// An error names the shard that is not a summary, shards that disagree on
-/// what they drew, an interrupted shard, and ranges that overlap or leave a
-/// gap.
-pub fn merge_summaries(shards: &[(String, String)]) -> Result<Merged, String> {
-    if shards.is_empty() {
-        return Err("no shard summaries to merge".into());
-    }
-    let mut parsed = Vec::new();
-    for (name, text) in shards {
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("{name}: not a hunt summary (JSON): {e}"))?;
-        let (Some(start), Some(seeds)) = (v["start"].as_u64(), v["seeds_run"].as_u64()) else {
-            return Err(format!("{name}: not a hunt summary (no start or seeds_run)"));
-        };
-        if !v["violations"].is_array() {
-            return Err(format!("{name}: not a hunt summary (no violations list)"));
-        }
-        // A signal stops a hunt with seeds still running: what finished need
-        // not be the range's first `seeds_run` seeds, so it covers no range.
-        if let Some(line) = v["interrupted"].as_str() {
-            return Err(format!("{name}: an interrupted shard ({line}); run that shard again"));
-        }
-        parsed.push((name, start, seeds, v));
-    }
-    parsed.sort_by_key(|p| p.1);
-    let (kind, sabotage) = (parsed[0].3["scenario_kind"].clone(), parsed[0].3["sabotage"].clone());
-    for (name, _, _, v) in &parsed {
-        if v["scenario_kind"] != kind || v["sabotage"] != sabotage {
-            return Err(format!("{name}: drew another scenario kind or sabotage than {}", parsed[0].0));
-        }
-    }
-    for pair in parsed.windows(2) {
-        let (a, b) = (&pair[0], &pair[1]);
-        if a.1 + a.2 != b.1 {
-            return Err(format!(
-                "{} covers seeds {}..{} and {} starts at {}: the shards overlap or leave a gap",
-                a.0,
-                a.1,
-                a.1 + a.2,
-                b.0,
-                b.1
-            ));
-        }
-    }
-    let mut merged = Merged {
-        shards: parsed.iter().map(|p| (p.1, p.2)).collect(),
-        start: parsed[0].1,
-        seeds_run: parsed.iter().map(|p| p.2).sum(),
-        scenario_kind: kind,
-        sabotage,
-        by_invariant: Default::default(),
-        violations: Vec::new(),
-    };
-    for (_, _, _, v) in &parsed {
-        if let Some(by) = v["by_invariant"].as_object() {
-            for (k, n) in by {
-                *merged.by_invariant.entry(k.clone()).or_default() += n.as_u64().unwrap_or(0);
-            }
-        }
-        merged.violations.extend(v["violations"].as_array().into_iter().flatten().cloned());
-    }
-    merged.violations.sort_by_key(|f| f["seed"].as_u64().unwrap_or(0));
-    Ok(merged)
 }
 
 /// How a hunt with one deliberate defect fared: what `retrysim hunt

@@ -340,25 +340,11 @@ impl std::fmt::Display for InvalidScenario {
 
 impl std::error::Error for InvalidScenario {}
 
-/// A TOML reader's error, its echo of the offending line cut to a length a
-/// terminal shows (one dense line can be megabytes), and a number past
-/// TOML's 64 bits said as such.
+/// A TOML reader's error, a number past TOML's 64 bits said as such (the
+/// command line cuts long quoted lines where it prints errors).
 fn toml_error(e: toml::de::Error) -> InvalidScenario {
-    const LINE: usize = 200;
     let text = e.to_string();
-    let mut out = String::new();
-    for line in text.trim_end().lines() {
-        if !out.is_empty() {
-            out.push('\n');
-        }
-        match line.char_indices().nth(LINE) {
-            Some((at, _)) => {
-                out.push_str(&line[..at]);
-                out.push_str("...");
-            }
-            None => out.push_str(line),
-        }
-    }
+    let mut out = text.trim_end().to_owned();
     if text.contains("as i128") {
         out.push_str("\nthe number does not fit in TOML's integers (-9223372036854775808..=9223372036854775807)");
     }

@@ -32,13 +32,14 @@
 //! only on how fast 50 tries burn, so at 30 ms a try it gives up on 312 jobs
 //! over 60 s, at 3 ms on 360 jobs in 7 s.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
 use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
-use crate::core::lock;
 use crate::core::policy::Policy;
 use crate::gate::pacing::PacingConfig;
 use crate::sim::run::runner::{Report, RunOptions, Traces};
@@ -579,12 +580,36 @@ pub fn run(preset: &Preset, seeds: u32, threads: usize) -> Result<Comparison, Co
     run_observed(preset, seeds, threads, RunOptions::default(), &|_, _| {}, &|| false)
 }
 
+/// Row `row` of `preset` on `seed`: its figures, or why the run did not
+/// finish (a panic in it too).
+fn run_row(preset: &Preset, row: usize, seed: u64, options: RunOptions) -> Result<RunFigures, CompareError> {
+    let r = &preset.rows[row];
+    let failed = |message: String, wall_bound: Option<Duration>| CompareError {
+        preset: preset.name.clone(),
+        row: r.name.clone(),
+        seed,
+        message,
+        wall_bound,
+    };
+    // Only the figures are read: no job keeps its events.
+    match catch_unwind(AssertUnwindSafe(|| options.traces(Traces::None).run(&r.scenario, seed))) {
+        Ok(Ok(report)) => Ok(RunFigures::of(&report)),
+        Ok(Err(e)) => Err(failed(e.message, e.wall_bound)),
+        Err(p) => {
+            let text = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+            Err(failed(format!("the simulation panicked: {}", text.unwrap_or_default()), None))
+        }
+    }
+}
+
 /// [`run`], each run under `options` (its wall-time bound, say; only the
 /// figures are read, so no job keeps its trace), calling `progress(runs
-/// done, runs in all)` after each run, and starting no new run once
-/// `stop()` is true: each row then summarises the seeds it finished (its
-/// `runs`), a row with none is left out, and the comparison's `seeds` are
-/// still `1..=seeds`.
+/// done, runs in all)` after each run, and returning as soon as `stop()` is
+/// true (it is asked after each run and every 50 ms): each row then
+/// summarises the seeds it finished (its `runs`), a row with none is left
+/// out, and the comparison's `seeds` are still `1..=seeds`. The runs under
+/// way then go on in their threads until they end, start no other run, and
+/// are left out: a stop does not wait for a long run.
 pub fn run_observed(
     preset: &Preset,
     seeds: u32,
@@ -594,45 +619,59 @@ pub fn run_observed(
     stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<Comparison, CompareError> {
     let seed_list: Vec<u64> = (1..=u64::from(seeds)).collect();
-    let tasks: Vec<(usize, u64)> =
-        (0..preset.rows.len()).flat_map(|row| seed_list.iter().map(move |&seed| (row, seed))).collect();
-    let results: Mutex<Vec<Option<Result<RunFigures, CompareError>>>> = Mutex::new(vec![None; tasks.len()]);
-    let next = AtomicUsize::new(0);
-    let done = AtomicUsize::new(0);
-    let work = || {
-        loop {
+    let tasks: Arc<Vec<(usize, u64)>> =
+        Arc::new((0..preset.rows.len()).flat_map(|row| seed_list.iter().map(move |&seed| (row, seed))).collect());
+    let shared = Arc::new(preset.clone());
+    let next = Arc::new(AtomicUsize::new(0));
+    let halt = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = channel::<(usize, Result<RunFigures, CompareError>)>();
+    let work = {
+        let (tasks, next, halt) = (tasks.clone(), next.clone(), halt.clone());
+        move |tx: Sender<(usize, Result<RunFigures, CompareError>)>| {
+            while !halt.load(Ordering::Relaxed) {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(row, seed)) = tasks.get(i) else { break };
+                if tx.send((i, run_row(&shared, row, seed, options))).is_err() {
+                    break;
+                }
+            }
+        }
+    };
+    let mut started = 0;
+    for _ in 0..threads.clamp(1, tasks.len().max(1)) {
+        let (work, tx) = (work.clone(), tx.clone());
+        if std::thread::Builder::new().name("compare-runs".into()).spawn(move || work(tx)).is_ok() {
+            started += 1;
+        }
+    }
+    if started == 0 {
+        // No thread to be had: the runs go on this one, stopping between runs.
+        for (i, &(row, seed)) in tasks.iter().enumerate() {
             if stop() {
                 break;
             }
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(&(row, seed)) = tasks.get(i) else { break };
-            let r = &preset.rows[row];
-            // Only the figures are read: no job keeps its events.
-            let result =
-                options.traces(Traces::None).run(&r.scenario, seed).map(|report| RunFigures::of(&report)).map_err(
-                    |e| CompareError {
-                        preset: preset.name.clone(),
-                        row: r.name.clone(),
-                        seed,
-                        message: e.message,
-                        wall_bound: e.wall_bound,
-                    },
-                );
-            lock(&results)[i] = Some(result);
-            progress(done.fetch_add(1, Ordering::Relaxed) + 1, tasks.len());
+            let _ = tx.send((i, run_row(preset, row, seed, options)));
         }
-    };
-    let threads = threads.clamp(1, tasks.len().max(1));
-    if threads == 1 {
-        work();
-    } else {
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(work);
-            }
-        });
     }
-    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter();
+    drop(tx);
+    let mut results: Vec<Option<Result<RunFigures, CompareError>>> = vec![None; tasks.len()];
+    let mut done = 0;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok((i, r)) => {
+                results[i] = Some(r);
+                done += 1;
+                progress(done, tasks.len());
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if stop() {
+            halt.store(true, Ordering::Relaxed);
+            break;
+        }
+    }
+    let mut results = results.into_iter();
     let mut rows = Vec::with_capacity(preset.rows.len());
     for row in &preset.rows {
         // After `stop`, a row holds the seeds it finished; one with none is left out.
