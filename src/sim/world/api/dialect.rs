@@ -187,13 +187,21 @@ impl Dialect {
     /// The longest advice the dialect writes for a refusal whose wait is
     /// `wait`: the wait rounded up as [`Dialect::rounding`] says (a whole Unix
     /// second can add almost a second). Never less than `wait`.
-    pub(crate) fn latest(self, wait: Duration) -> Duration {
+    pub fn latest(self, wait: Duration) -> Duration {
         match self.rounding() {
             None => wait,
             Some(Rounding::SecondsUp) => Duration::from_secs(ceil_seconds(wait)),
             Some(Rounding::MillisUp) => Duration::from_millis(ceil_millis(wait)),
             Some(Rounding::UnixSecondUp) => wait + Duration::from_secs(1),
         }
+    }
+
+    /// Whether the dialect advises every refused wait in whole seconds left
+    /// (at least one second for any wait, as `Retry-After` rounded up
+    /// does): `retry-after-ms` may advise less, and so may a whole Unix
+    /// second read without `Date`.
+    pub fn advises_whole_seconds(self) -> bool {
+        self.rounding() == Some(Rounding::SecondsUp)
     }
 
     /// Whether the dialect's advice is a wall-clock instant (read against
