@@ -450,7 +450,8 @@ fn waits_cover_advice(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
         let (EventKind::Answer { n, advice, .. }, EventKind::Wait { ms, .. }) = (&pair[0].kind, &pair[1].kind) else {
             continue;
         };
-        if let Some(w) = advice.wait_ms.map(Millis::saturating_u64)
+        // An upper bound (OpenAI's reset) cuts the backoff: it is no floor.
+        if let Some(w) = advice.wait_ms.map(Millis::saturating_u64).filter(|_| !advice.source.is_upper_bound())
             && *ms < w
         {
             out.push(v(
