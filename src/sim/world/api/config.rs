@@ -193,10 +193,39 @@ impl ApiConfig {
         if let Some(step) = self.script.iter().find(|s| !(100..=999).contains(&s.status)) {
             return Err(format!("script status {} is not an HTTP status", step.status));
         }
+        if let Some(clash) = self.dialect_clash() {
+            return Err(clash);
+        }
         for (i, step) in self.script.iter().enumerate() {
             step.validate_headers().map_err(|e| format!("script step {} (status {}): {e}", i + 1, step.status))?;
         }
         Ok(())
+    }
+}
+
+impl ApiConfig {
+    /// Why `dialect` and the `rate_limit_headers` habit cannot go together,
+    /// if they cannot: both would write a field of the same name on one
+    /// refusal (two `RateLimit-Remaining` lines that disagree, or a
+    /// `RateLimit` of two forms), which no real server sends.
+    fn dialect_clash(&self) -> Option<String> {
+        if !self.rate_limit_headers || self.dialect == Dialect::None {
+            return None;
+        }
+        let habit: &[&str] = match self.rate_limit_fields {
+            RateLimitFields::Draft6 => &["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"],
+            RateLimitFields::XRateLimit => &["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"],
+            RateLimitFields::Structured => &["ratelimit-policy", "ratelimit"],
+            RateLimitFields::Draft6AndStructured => {
+                &["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "ratelimit-policy", "ratelimit"]
+            }
+        };
+        let clash = self.dialect.field_names().into_iter().find(|n| habit.contains(&n.as_str()))?;
+        let fields = toml::Value::try_from(self.rate_limit_fields).map_or_else(|_| String::new(), |v| v.to_string());
+        Some(format!(
+            "dialect = \"{}\" and rate_limit_headers = true (rate_limit_fields = {fields}) both write {clash} on a refusal: turn rate_limit_headers off, or pick rate_limit_fields whose names the dialect does not use",
+            self.dialect.name()
+        ))
     }
 }
 

@@ -185,7 +185,7 @@ impl Dialect {
     }
 
     /// The longest advice the dialect writes for a refusal whose wait is
-    /// `wait`: the wait rounded up as [`Dialect::rounding`] says (a whole Unix
+    /// `wait`: the wait rounded up as the dialect rounds it (a whole Unix
     /// second can add almost a second). Never less than `wait`.
     pub fn latest(self, wait: Duration) -> Duration {
         match self.rounding() {
@@ -217,6 +217,21 @@ impl Dialect {
             .into_iter()
             .chain(OPENAI_FIELDS)
             .chain(GITHUB_FIELDS)
+    }
+
+    /// The names of the fields the dialect writes on a refusal (that of a
+    /// wait of a second), in order.
+    pub(crate) fn field_names(self) -> Vec<HeaderName> {
+        let refused = Refused {
+            wait: Duration::from_secs(1),
+            full_reset: Duration::from_secs(1),
+            limit: 1,
+            window: Duration::from_secs(1),
+            policy: "writes",
+            key: "",
+            wall: WallTime::from_unix_seconds(0),
+        };
+        self.speak(&refused).fields.into_iter().map(|(name, _)| name).collect()
     }
 
     /// The fields the dialect writes for `refused`, in the order its source

@@ -147,3 +147,27 @@ fn the_dialect_key_reads_every_name_and_a_bad_one_lists_them() {
     let text = toml::to_string(&ApiConfig::default()).unwrap();
     assert!(!text.contains("dialect"), "{text}");
 }
+
+#[test]
+fn a_dialect_that_shares_a_field_with_the_rate_limit_headers_is_refused_by_name() {
+    let mut cfg = small();
+    cfg.rate_limit_headers = true;
+    cfg.dialect = Dialect::ExpressDraft6;
+    let e = cfg.validate().unwrap_err();
+    assert!(
+        e.contains("dialect = \"express_draft6\"")
+            && e.contains("rate_limit_fields = \"draft6\"")
+            && e.contains("ratelimit-limit"),
+        "{e}"
+    );
+    cfg.rate_limit_fields = RateLimitFields::Structured;
+    let e = cfg.validate().unwrap_err();
+    assert!(e.contains("ratelimit-policy") && e.contains("\"structured\""), "{e}");
+    // Different names: both go.
+    cfg.rate_limit_fields = RateLimitFields::XRateLimit;
+    assert_eq!(cfg.validate(), Ok(()));
+    cfg.dialect = Dialect::GitHub;
+    assert!(cfg.validate().unwrap_err().contains("x-ratelimit-limit"));
+    cfg.rate_limit_headers = false;
+    assert_eq!(cfg.validate(), Ok(()));
+}
