@@ -85,15 +85,15 @@ pub enum Dialect {
     GitHub,
 }
 
-/// How a dialect rounds the wait it writes.
+/// How a dialect rounds the wait it writes: always up, so it is never early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Rounding {
     /// Whole seconds left, rounded up (`t`, `reset`, `RateLimit-Reset`).
-    SecondsUp,
+    Seconds,
     /// Milliseconds left, rounded up (`retry-after-ms`).
-    MillisUp,
+    Millis,
     /// The end of the wait as a whole Unix second, rounded up (`x-ratelimit-reset`).
-    UnixSecondUp,
+    UnixSecond,
 }
 
 /// The refusal a dialect describes.
@@ -177,10 +177,10 @@ impl Dialect {
         match self {
             Dialect::None => None,
             Dialect::Ietf | Dialect::ExpressDraft6 | Dialect::ExpressDraft7 | Dialect::ExpressDraft8 => {
-                Some(Rounding::SecondsUp)
+                Some(Rounding::Seconds)
             }
-            Dialect::OpenAi => Some(Rounding::MillisUp),
-            Dialect::GitHub => Some(Rounding::UnixSecondUp),
+            Dialect::OpenAi => Some(Rounding::Millis),
+            Dialect::GitHub => Some(Rounding::UnixSecond),
         }
     }
 
@@ -190,9 +190,9 @@ impl Dialect {
     pub fn latest(self, wait: Duration) -> Duration {
         match self.rounding() {
             None => wait,
-            Some(Rounding::SecondsUp) => Duration::from_secs(ceil_seconds(wait)),
-            Some(Rounding::MillisUp) => Duration::from_millis(ceil_millis(wait)),
-            Some(Rounding::UnixSecondUp) => wait + Duration::from_secs(1),
+            Some(Rounding::Seconds) => Duration::from_secs(ceil_seconds(wait)),
+            Some(Rounding::Millis) => Duration::from_millis(ceil_millis(wait)),
+            Some(Rounding::UnixSecond) => wait + Duration::from_secs(1),
         }
     }
 
@@ -201,13 +201,13 @@ impl Dialect {
     /// does): `retry-after-ms` may advise less, and so may a whole Unix
     /// second read without `Date`.
     pub fn advises_whole_seconds(self) -> bool {
-        self.rounding() == Some(Rounding::SecondsUp)
+        self.rounding() == Some(Rounding::Seconds)
     }
 
     /// Whether the dialect's advice is a wall-clock instant (read against
     /// `Date` or the client's own clock), as an HTTP-date `Retry-After` is.
     pub fn is_dated(self) -> bool {
-        self.rounding() == Some(Rounding::UnixSecondUp)
+        self.rounding() == Some(Rounding::UnixSecond)
     }
 
     /// Every field name any dialect writes: what a client that reads only

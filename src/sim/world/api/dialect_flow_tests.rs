@@ -126,8 +126,8 @@ fn a_bad_scripted_header_names_the_step_the_header_and_the_rule() {
         (vec![(ARRIVAL_HEADER.into(), "3".into())], "x-retrysim-arrival"),
     ];
     for (headers, expected) in cases {
-        let mut cfg = ApiConfig::default();
-        cfg.script = vec![ScriptStep::new(200, None, None), ScriptStep { headers, ..ScriptStep::new(429, None, None) }];
+        let script = vec![ScriptStep::new(200, None, None), ScriptStep { headers, ..ScriptStep::new(429, None, None) }];
+        let cfg = ApiConfig { script, ..ApiConfig::default() };
         let e = cfg.validate().unwrap_err();
         assert!(e.starts_with("script step 2 (status 429): ") && e.contains(expected), "{e}\nwanted {expected}");
     }
