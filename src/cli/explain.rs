@@ -208,6 +208,9 @@ impl Read {
         lines.push(format!("class: {} ({answer}), operation: {op}", self.class_name()));
         let source = word(serde_json::to_value(view.source));
         match view.wait_ms {
+            Some(w) if view.source.is_upper_bound() => {
+                lines.push(format!("advice: {source} {} (an upper bound: the backoff, cut to it)", secs(w.duration())))
+            }
             Some(w) => lines.push(format!("advice: {source} {}", secs(w.duration()))),
             None => lines.push("advice: none".to_owned()),
         }

@@ -423,6 +423,17 @@ fn ceil_ms(d: Duration) -> Duration {
     if ms > u64::MAX as u128 { Duration::MAX } else { Duration::from_millis(ms as u64) }
 }
 
+/// The wait under an upper bound from `source` (docs/DESIGN.md, "Rate-limit
+/// dialects"): the backoff draw, cut to the bound; no spread, no
+/// escalation, never too long.
+fn cut_to_bound(source: AdviceSource, bound: Duration, backoff: Duration, window: Option<Duration>) -> WaitWhy {
+    if backoff > bound {
+        WaitWhy { basis: WaitBasis::Bound(source), advised: Some(bound), base: bound, jitter: Duration::ZERO, window }
+    } else {
+        WaitWhy { basis: WaitBasis::Backoff, advised: None, base: backoff, jitter: Duration::ZERO, window }
+    }
+}
+
 /// Decides what to do after an attempt, in the documented order.
 ///
 /// `now` is the monotonic time (only a shared budget reads it); `budget` is
@@ -469,16 +480,7 @@ pub fn decide(
     let advised = a.advice.wait.filter(|_| policy.use_advice);
     let why = match advised {
         None => WaitWhy { basis: WaitBasis::Backoff, advised: None, base: backoff, jitter: Duration::ZERO, window },
-        // An upper bound (docs/DESIGN.md, "Rate-limit dialects"): the backoff,
-        // cut to the bound; no spread, no escalation, never too long.
-        Some(bound) if a.advice.source.is_upper_bound() => {
-            if backoff > bound {
-                let basis = WaitBasis::Bound(a.advice.source);
-                WaitWhy { basis, advised: Some(bound), base: bound, jitter: Duration::ZERO, window }
-            } else {
-                WaitWhy { basis: WaitBasis::Backoff, advised: None, base: backoff, jitter: Duration::ZERO, window }
-            }
-        }
+        Some(bound) if a.advice.source.is_upper_bound() => cut_to_bound(a.advice.source, bound, backoff, window),
         Some(adv) => {
             if adv > policy.max_single_wait {
                 return give_up(GiveUpReason::AdviceTooLong { advised: adv, max_single_wait: policy.max_single_wait });
