@@ -222,6 +222,14 @@ fn advice_words(a: &AdviceView) -> String {
         AdviceSource::HeaderDate => "header date (vs client clock)",
         AdviceSource::BodySeconds => "body retry_after_seconds",
         AdviceSource::BodyReset => "body resetAt",
+        AdviceSource::RetryAfterMs => "header retry-after-ms",
+        AdviceSource::RateLimitField => "RateLimit field",
+        AdviceSource::RateLimitDictionary => "RateLimit field (draft-07 dictionary)",
+        AdviceSource::RateLimitReset => "RateLimit-Reset",
+        AdviceSource::XRateLimitReset => "X-RateLimit-Reset",
+        AdviceSource::ResetUnixTime if a.server_date => "reset Unix time (vs server Date)",
+        AdviceSource::ResetUnixTime => "reset Unix time (vs client clock)",
+        AdviceSource::OpenAiReset => "x-ratelimit-reset-* (upper bound)",
         AdviceSource::None => "none",
     };
     let mut s = format!("advice: {source}");
@@ -253,6 +261,11 @@ fn wait_words(why: &WaitWhy) -> String {
             d(why.base),
             d(why.advised.unwrap_or_default()),
             d(why.jitter)
+        ),
+        WaitBasis::Bound(_) => format!(
+            "backoff cut to the server's bound {} (backoff window {})",
+            d(why.base),
+            d(why.window.unwrap_or_default())
         ),
         WaitBasis::RefusedAgain => format!(
             "refused again: {} (advice {} escalated, backoff window {}) + jitter {}",

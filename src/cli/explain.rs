@@ -244,6 +244,9 @@ impl Read {
         lines.push(format!("class: {} ({answer}), operation: {op}", self.class_name()));
         let source = word(serde_json::to_value(view.source));
         match view.wait_ms {
+            Some(w) if view.source.is_upper_bound() => {
+                lines.push(format!("advice: {source} {} (an upper bound: the backoff, cut to it)", secs(w.duration())))
+            }
             Some(w) => match &self.sent_seconds {
                 Some(digits) => lines.push(format!(
                     "advice: {source} {digits}s as sent, held as {} (the longest wait the core holds)",

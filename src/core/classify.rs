@@ -9,14 +9,18 @@
 //! when the server advised a wait (a valid `Retry-After` or a body hint):
 //! limiters such as Flask-Limiter answer an HTML page and `Retry-After`, and
 //! that advice is the server saying "the window is full, come back then".
+//! Advice in any dialect counts ([`read_advice`]: `RateLimit`,
+//! `X-RateLimit-*`, `retry-after-ms`, ...), and a 403 whose headers show an
+//! exhausted limit and carry advice is throttling too (GitHub's primary
+//! limit answers 403 or 429 with `x-ratelimit-remaining: 0`).
 
 use std::time::SystemTime;
 
 use http::{HeaderMap, Method, StatusCode};
 use serde::Serialize;
 
+use super::advice::{Advice, limit_exhausted, read_advice};
 use super::body::ErrorEnvelope;
-use super::retry_after::{Advice, read_advice};
 
 /// How a transport failure relates to the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -48,8 +52,8 @@ pub enum Outcome<'a> {
         /// The response's headers, for tables that read vendor headers.
         headers: &'a HeaderMap,
         /// A valid advised wait exists: a valid `Retry-After` line, else the
-        /// body's `error.retry_after_seconds` or `error.resetAt` (see
-        /// [`read_advice`]).
+        /// body's `error.retry_after_seconds` or `error.resetAt`, else any
+        /// rate-limit dialect (see [`read_advice`]).
         advised: bool,
     },
     /// No answer.
@@ -182,9 +186,9 @@ impl Classifier for DefaultTable {
             Outcome::Transport(TransportFailure::NotSent) => return Class::Transient,
             Outcome::Transport(TransportFailure::MaybeArrived) => return Class::Ambiguous,
             Outcome::Transport(TransportFailure::Unsendable) => return Class::Terminal,
-            Outcome::Answer { status, code, advised, .. } => (status, code, advised),
+            Outcome::Answer { status, code, advised, headers } => (status, code, advised, Some(headers)),
         };
-        let (status, code, advised) = answer;
+        let (status, code, advised, headers) = answer;
         let listed = |list: &[String]| code.is_some_and(|c| list.iter().any(|l| l == c));
         match status.as_u16() {
             200..=299 => Class::Success,
@@ -192,6 +196,9 @@ impl Classifier for DefaultTable {
             429 if listed(&self.terminal_codes) => Class::Terminal,
             429 if advised => Class::Throttled,
             429 => Class::Unclear,
+            // GitHub's primary limit: a 403 (or 429) with `x-ratelimit-remaining: 0`
+            // (docs/DESIGN.md, "Rate-limit dialects"). Any other 403 is a refusal of access.
+            403 if advised && headers.is_some_and(limit_exhausted) => Class::Throttled,
             409 if code.is_some_and(|c| c.eq_ignore_ascii_case("IDEMPOTENCY_IN_PROGRESS")) => Class::InProgress,
             s if self.transient_statuses.contains(&s) => Class::Transient,
             _ => Class::Terminal,
@@ -409,5 +416,37 @@ mod tests {
         assert_eq!(Operation::of(&Method::PATCH, false), Operation::Unsafe);
         assert!(!Operation::Unsafe.replayable());
         assert!(Operation::Keyed.replayable());
+    }
+
+    /// GitHub's primary limit answers 403 or 429 with `x-ratelimit-remaining:
+    /// 0`: with advice, a 403 that shows an exhausted limit is throttling; a
+    /// 403 without one, or without advice, is still a refusal of access.
+    #[test]
+    fn a_403_with_an_exhausted_limit_and_advice_is_throttled() {
+        let received = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_791_450_000);
+        let mut gh = HeaderMap::new();
+        gh.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
+        gh.insert("x-ratelimit-reset", HeaderValue::from_static("1791450060"));
+        let table = DefaultTable::default();
+        let of = |status: u16, h: &HeaderMap| {
+            classify_answer(&table, StatusCode::from_u16(status).unwrap(), h, None, received).0
+        };
+        assert_eq!(of(403, &gh), Class::Throttled);
+        assert_eq!(of(429, &gh), Class::Throttled);
+        // Remaining 0 but no reset: no advice, so a 403 stays terminal (and a 429 unclear).
+        let mut no_reset = HeaderMap::new();
+        no_reset.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
+        assert_eq!(of(403, &no_reset), Class::Terminal);
+        assert_eq!(of(429, &no_reset), Class::Unclear);
+        // Advice but quota left (GitHub's secondary limit sends Retry-After): terminal.
+        let mut secondary = HeaderMap::new();
+        secondary.insert("x-ratelimit-remaining", HeaderValue::from_static("4999"));
+        secondary.insert("retry-after", HeaderValue::from_static("60"));
+        assert_eq!(of(403, &secondary), Class::Terminal);
+        // Any dialect's advice makes a code-less 429 throttled.
+        let mut field = HeaderMap::new();
+        field.insert("ratelimit", HeaderValue::from_static("\"default\";r=0;t=30"));
+        assert_eq!(of(429, &field), Class::Throttled);
+        assert_eq!(of(403, &field), Class::Throttled);
     }
 }

@@ -1,11 +1,12 @@
 //! The sans-IO decision core. No tokio, no IO, no ambient time or randomness:
 //! every instant and every random draw is an argument.
+pub mod advice;
 pub mod backoff;
 pub mod body;
 pub mod budget;
 pub mod classify;
 pub mod policy;
-pub mod retry_after;
+pub use advice::retry_after;
 
 use std::sync::{Mutex, MutexGuard};
 

@@ -249,6 +249,11 @@ pub enum WaitBasis {
     /// larger of the advice plus a second per such refusal (for a
     /// whole-second advice) and a backoff draw from the escalation's window.
     RefusedAgain,
+    /// The backoff draw was longer than the server's upper bound on the
+    /// wait (a reset "to the initial state", source named; see
+    /// [`AdviceSource::is_upper_bound`]), so the bound was waited: the limit
+    /// is surely back by then.
+    Bound(AdviceSource),
 }
 
 /// Why the core stopped retrying. Every variant says what the caller can do next.
@@ -418,6 +423,17 @@ fn ceil_ms(d: Duration) -> Duration {
     if ms > u64::MAX as u128 { Duration::MAX } else { Duration::from_millis(ms as u64) }
 }
 
+/// The wait under an upper bound from `source` (docs/DESIGN.md, "Rate-limit
+/// dialects"): the backoff draw, cut to the bound; no spread, no
+/// escalation, never too long.
+fn cut_to_bound(source: AdviceSource, bound: Duration, backoff: Duration, window: Option<Duration>) -> WaitWhy {
+    if backoff > bound {
+        WaitWhy { basis: WaitBasis::Bound(source), advised: Some(bound), base: bound, jitter: Duration::ZERO, window }
+    } else {
+        WaitWhy { basis: WaitBasis::Backoff, advised: None, base: backoff, jitter: Duration::ZERO, window }
+    }
+}
+
 /// Decides what to do after an attempt, in the documented order.
 ///
 /// `now` is the monotonic time (only a shared budget reads it); `budget` is
@@ -464,6 +480,7 @@ pub fn decide(
     let advised = a.advice.wait.filter(|_| policy.use_advice);
     let why = match advised {
         None => WaitWhy { basis: WaitBasis::Backoff, advised: None, base: backoff, jitter: Duration::ZERO, window },
+        Some(bound) if a.advice.source.is_upper_bound() => cut_to_bound(a.advice.source, bound, backoff, window),
         Some(adv) => {
             if adv > policy.max_single_wait {
                 return give_up(GiveUpReason::AdviceTooLong { advised: adv, max_single_wait: policy.max_single_wait });
@@ -585,6 +602,37 @@ mod tests {
 
     fn run(p: &Policy, a: &Attempted<'_>) -> Decision {
         decide(p, a, draws(HALF), None, Duration::ZERO)
+    }
+
+    /// An upper bound (OpenAI's reset "to the initial state") cuts the
+    /// backoff and is never a reason to stop, however long.
+    #[test]
+    fn an_upper_bound_cuts_the_backoff_and_never_gives_up_as_too_long() {
+        let p = Policy::background();
+        let bound = |wait: Duration| Advice { source: AdviceSource::OpenAiReset, wait: Some(wait), ..Advice::none() };
+        // Background's first backoff window is 1 s: the half draw is 500 ms.
+        let short = bound(Duration::from_millis(100));
+        let Decision::Retry { wait, why } = run(&p, &attempted(Class::Throttled, &short, 1, S(0))) else { panic!() };
+        assert_eq!(
+            (wait, why.basis, why.jitter),
+            (Duration::from_millis(100), WaitBasis::Bound(AdviceSource::OpenAiReset), Duration::ZERO)
+        );
+        let long = bound(S(360));
+        let Decision::Retry { wait, why } = run(&p, &attempted(Class::Throttled, &long, 1, S(0))) else { panic!() };
+        assert_eq!((wait, why.basis), (Duration::from_millis(500), WaitBasis::Backoff));
+        // Past max_single_wait (60 s): still the backoff, no `advice_too_long`;
+        // refused again: no escalation on a bound.
+        let day = bound(S(86_400));
+        let mut again = attempted(Class::Throttled, &day, 3, S(0));
+        again.throttled = 3;
+        let Decision::Retry { why, .. } = run(&p, &again) else { panic!() };
+        assert_eq!(why.basis, WaitBasis::Backoff);
+        // The same advice as a lower bound gives up at once (the negative control).
+        let lower = Advice { source: AdviceSource::RateLimitField, ..day.clone() };
+        assert!(matches!(
+            run(&p, &attempted(Class::Throttled, &lower, 1, S(0))),
+            Decision::GiveUp { reason: GiveUpReason::AdviceTooLong { .. } }
+        ));
     }
 
     #[test]

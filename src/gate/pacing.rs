@@ -127,14 +127,15 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
-use http::header::{DATE, RETRY_AFTER};
+use http::header::RETRY_AFTER;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use super::{Admission, Feedback, Gate};
+use crate::core::advice::{AdviceSource, read_advice};
 use crate::core::classify::Class;
 use crate::core::duration_text;
-use crate::core::retry_after::{AdviceSource, parse_delta_seconds, parse_http_date, read_advice};
+use crate::core::retry_after::parse_delta_seconds;
 use crate::env::{Clock, TokioClock};
 
 /// The pacing gate's settings. See the [module docs](self) for what each does.
@@ -318,75 +319,9 @@ impl<S: Schedule, C: Clock> Gate for Scheduled<S, C> {
     }
 }
 
-/// What one answer's headers say about the window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RateLimitHeaders {
-    /// `RateLimit-Limit`: attempts per window.
-    pub limit: Option<u32>,
-    /// `RateLimit-Remaining`: attempts left in this window.
-    pub remaining: Option<u32>,
-    /// `RateLimit-Reset`: until the window is whole again.
-    pub reset: Option<Duration>,
-    /// The reset was a Unix time measured against the answer's `Date`: both
-    /// are whole seconds, so `reset` may be up to 2 s late (see "Whole-second
-    /// servers" in the [module docs](self)).
-    pub reset_from_date: bool,
-}
-
-impl RateLimitHeaders {
-    /// Reads `RateLimit-*`, else `X-RateLimit-*` (each field on its own).
-    pub fn read(headers: &HeaderMap) -> RateLimitHeaders {
-        let field = |name: &str| {
-            ["ratelimit-", "x-ratelimit-"]
-                .iter()
-                .find_map(|prefix| headers.get(format!("{prefix}{name}")).and_then(|v| v.to_str().ok()))
-        };
-        let count = |name: &str| field(name).and_then(|v| first_number(v)?.parse::<u32>().ok());
-        let date = || headers.get(DATE).and_then(|v| parse_http_date(v.as_bytes(), SystemTime::UNIX_EPOCH));
-        let reset = field("reset").and_then(|v| reset_value(first_number(v)?, date));
-        RateLimitHeaders {
-            limit: count("limit"),
-            remaining: count("remaining"),
-            reset: reset.map(|(wait, _)| wait),
-            reset_from_date: reset.is_some_and(|(_, from_date)| from_date),
-        }
-    }
-}
-
-/// The first item of a list field, without parameters: `100, 100;w=60` → `100`.
-fn first_number(value: &str) -> Option<&str> {
-    let first = value.split([',', ';']).next()?.trim();
-    (!first.is_empty()).then_some(first)
-}
-
-/// A reset value: delta-seconds (decimals allowed), or a Unix time in
-/// seconds (≥ 10⁹) or milliseconds (≥ 10¹²) measured against `Date` (then
-/// the flag is set: `Date` is whole seconds).
-fn reset_value(text: &str, date: impl FnOnce() -> Option<SystemTime>) -> Option<(Duration, bool)> {
-    let (whole, frac) = text.split_once('.').map_or((text, None), |(w, f)| (w, Some(f)));
-    let digits = |s: &str| !s.is_empty() && s.len() <= 18 && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(whole) || !frac.is_none_or(digits) {
-        return None;
-    }
-    let frac = frac.unwrap_or("");
-    let n: u64 = whole.parse().ok()?;
-    let epoch = |at: Duration| Some((at.saturating_sub(date()?.duration_since(SystemTime::UNIX_EPOCH).ok()?), true));
-    if n >= 1_000_000_000_000 {
-        return epoch(Duration::from_millis(n));
-    }
-    if n >= 1_000_000_000 {
-        return epoch(Duration::from_secs(n));
-    }
-    // Fractions round up to the millisecond: never early.
-    let frac_ms = if frac.is_empty() {
-        0
-    } else {
-        let padded = format!("{frac:0<3}");
-        let ms: u64 = padded[..3].parse().ok()?;
-        ms + u64::from(padded[3..].bytes().any(|b| b != b'0'))
-    };
-    Some((Duration::from_secs(n) + Duration::from_millis(frac_ms), false))
-}
+/// What one answer's counter headers say about the window, read by the
+/// core's reader of them ([`counters`](crate::core::advice::counters)).
+pub use crate::core::advice::counters::RateLimitHeaders;
 
 /// `Retry-After` as the gate can use it: the largest line it can measure,
 /// delta-seconds always, a date only against the answer's own `Date` (the
@@ -800,6 +735,7 @@ mod tests {
     use http::HeaderValue;
 
     use super::*;
+    use crate::core::advice::counters::reset_value;
 
     /// Every async test runs under a bound of virtual time: a gate that
     /// never wakes a waiter fails the test instead of hanging it.

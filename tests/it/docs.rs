@@ -31,8 +31,16 @@ const TOP_FILES: [&str; 3] = ["Cargo.toml", "Cargo.lock", "README.md"];
 /// Kebab-case words the document cites that are not registered names (a
 /// header, a Cargo key, crates and features by their published names). A
 /// new one goes here only if it is not a name of the harness's.
-const NOT_NAMES: [&str; 9] = [
+const NOT_NAMES: [&str; 17] = [
     "x-retrysim-client",
+    "retry-after-ms",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-remaining",
+    "x-ratelimit-reset",
+    "draft-6",
+    "draft-7",
+    "draft-8",
     "default-features",
     "retrysim-turmoil",
     "turmoil-net",

@@ -109,7 +109,40 @@ const HABITS: &[(&str, &[&str])] = &[
     ("api.rate_limit_fields", &["draft6", "x_ratelimit", "structured", "draft6_and_structured"]),
     ("api.rate_limit_reset", &["seconds_left", "unix_seconds"]),
     ("api.rate_limited_body", &["envelope", "html"]),
+    ("api.dialect", &["none", "ietf", "express_draft6", "express_draft7", "express_draft8", "openai", "github"]),
 ];
+
+/// The fewest seeds of the default hunt that must draw each rate-limit
+/// dialect as the only advice (`advice = "none"`), and beside another
+/// advice: where the dialect is alone, `reads-only-retry-after` shows.
+/// What 1..=500 draws now, (alone, beside): ietf (13, 11), express_draft6
+/// (12, 2), express_draft7 (11, 12), express_draft8 (19, 9), openai (8, 7),
+/// github (8, 12): 124 seeds, 71 with the dialect alone.
+const DIALECT_ALONE_AT_LEAST: usize = 8;
+const DIALECT_BESIDE_AT_LEAST: usize = 2;
+
+#[test]
+fn the_default_hunt_draws_every_dialect_alone_and_beside_other_advice() {
+    use retrysim::sim::world::api::{AdviceForm, Dialect};
+    let mut counts: BTreeMap<Dialect, (usize, usize)> = BTreeMap::new();
+    for seed in SEEDS {
+        let s = swarm(seed, Kind::All);
+        if s.api.dialect == Dialect::None {
+            continue;
+        }
+        assert!(!s.api.rate_limit_headers, "seed {seed}: a dialect beside the rate-limit headers");
+        let (alone, beside) = counts.entry(s.api.dialect).or_default();
+        if s.api.advice == AdviceForm::None { *alone += 1 } else { *beside += 1 }
+    }
+    for dialect in Dialect::SPOKEN {
+        let (alone, beside) = counts.get(&dialect).copied().unwrap_or_default();
+        assert!(
+            alone >= DIALECT_ALONE_AT_LEAST && beside >= DIALECT_BESIDE_AT_LEAST,
+            "{}: {alone} seeds of {SEEDS:?} alone and {beside} beside other advice, under {DIALECT_ALONE_AT_LEAST} and {DIALECT_BESIDE_AT_LEAST}",
+            dialect.name()
+        );
+    }
+}
 
 #[test]
 fn the_default_hunt_draws_every_habit_preset() {

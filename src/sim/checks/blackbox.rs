@@ -755,6 +755,7 @@ mod tests {
             lost: false,
             body_digest: 0,
             advertised: None,
+            dialect_wait: None,
         }
     }
 

@@ -157,8 +157,9 @@ pub(crate) fn spread_cap_ns(s: &Spread, advice: u128, whole_seconds: bool) -> u1
 /// The least wait after a zero advice from `source` that `p`'s spread
 /// promises: 1 ms when the spread's cap for it is not zero, else nothing.
 fn zero_advice_floor(p: &Policy, source: AdviceSource) -> Duration {
-    let whole_seconds =
-        matches!(source, AdviceSource::HeaderSeconds | AdviceSource::HeaderDate | AdviceSource::BodySeconds);
+    // A zero the core surely reads in whole seconds, or a body's (as before).
+    let (may, surely) = crate::sim::checks::waits::whole_seconds(source, 0);
+    let whole_seconds = surely || (may && source == AdviceSource::BodySeconds);
     // The cap as the specification states it, not `Spread::cap`, which the client calls.
     if spread_cap_ns(&p.spread, 0, whole_seconds) == 0 { Duration::ZERO } else { Duration::from_millis(1) }
 }

@@ -45,7 +45,8 @@ use crate::sim::run::runner::RunOptions;
 use crate::sim::run::scenario::{BudgetConfig, CoordinatorConfig, DeferralConfig, GateConfig, Hosts, OpMix, Scenario};
 use crate::sim::run::seed::derive;
 use crate::sim::world::api::{
-    AccountConfig, AdviceForm, ConcurrencyConfig, DateForm, Envelope, KeepAlive, LimiterConfig, LimiterKind, ScriptStep,
+    AccountConfig, AdviceForm, ConcurrencyConfig, DateForm, Dialect, Envelope, KeepAlive, LimiterConfig, LimiterKind,
+    ScriptStep,
 };
 use crate::sim::world::net::{CloseTiming, Fault, ScheduledFault};
 
@@ -190,6 +191,9 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     }
     if pacing_clean && s.faults.schedule.is_empty() && g.chance(500) {
         draw_whole_seconds(&mut g, &mut s);
+    }
+    if !matches!(s.fleet.gate, GateConfig::Pacing(_)) && g.chance(300) {
+        draw_dialect(&mut g, &mut s);
     }
     if calm {
         make_ample(&mut s);
@@ -586,6 +590,23 @@ fn draw_whole_seconds(g: &mut Draw, s: &mut Scenario) {
     *writes = (*writes).min((s.fleet.jobs / 6).max(1));
 }
 
+/// A rate-limit dialect on every 429 that advises a wait (drawn last, so
+/// no other seed's scenario moves): one of [`Dialect::SPOKEN`], half the
+/// time the only advice (`advice = "none"`: no `Retry-After`, no hint in the
+/// body), else beside the advice drawn before. No rate-limit headers besides
+/// (`rate_limit_headers`), which would speak a second dialect on the same
+/// refusal. Never with a pacing gate: it reads the rate-limit headers of one
+/// habit (`rate_limit_fields`, `rate_limit_reset`), and would read GitHub's
+/// Unix reset as seconds left. A calm scenario keeps a whole-second dialect
+/// as its only advice ([`make_ample`]).
+fn draw_dialect(g: &mut Draw, s: &mut Scenario) {
+    s.api.dialect = g.pick(&Dialect::SPOKEN);
+    if g.chance(500) {
+        s.api.advice = AdviceForm::None;
+    }
+    s.api.rate_limit_headers = false;
+}
+
 /// A fleet gate, sometimes. Whether it is a pacing gate on the signals it
 /// is built for with nothing else going on (`pacing-no-429` then checks it
 /// spends no request on a 429).
@@ -907,7 +928,7 @@ fn only_the_limiter_refuses(s: &mut Scenario) {
 /// (for a scenario that meets its other conditions): the advice form, the
 /// `Date` header, and the policy's timeouts, deadline and retries.
 pub fn make_ample(s: &mut Scenario) {
-    if matches!(s.api.advice, AdviceForm::None | AdviceForm::Malformed) {
+    if matches!(s.api.advice, AdviceForm::None | AdviceForm::Malformed) && !s.api.dialect.advises_whole_seconds() {
         s.api.advice = AdviceForm::Both;
     }
     if s.api.clock_skew_ms != 0 {

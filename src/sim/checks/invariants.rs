@@ -450,7 +450,8 @@ fn waits_cover_advice(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
         let (EventKind::Answer { n, advice, .. }, EventKind::Wait { ms, .. }) = (&pair[0].kind, &pair[1].kind) else {
             continue;
         };
-        if let Some(w) = advice.wait_ms.map(Millis::saturating_u64)
+        // An upper bound (OpenAI's reset) cuts the backoff: it is no floor.
+        if let Some(w) = advice.wait_ms.map(Millis::saturating_u64).filter(|_| !advice.source.is_upper_bound())
             && *ms < w
         {
             out.push(v(
@@ -598,7 +599,9 @@ fn advice_respected(r: &Report, out: &mut Vec<Violation>) {
         let Some(job) = jobs.get(client) else { continue };
         for pair in arrivals.windows(2) {
             let (a, b) = (pair[0], pair[1]);
-            let Some(wait) = a.retry_after else { continue };
+            // Retry-After, the body's hint or the dialect's fields, whichever
+            // allows the earliest retry: retrysim's client reads them all.
+            let Some(wait) = a.any_advice() else { continue };
             if a.lost {
                 continue;
             }
@@ -611,8 +614,10 @@ fn advice_respected(r: &Report, out: &mut Vec<Violation>) {
             // A `SeveralLines` answer's largest line may be its date (for a
             // zero wait, the next whole second), read on the client's clock
             // even where the client reports the seconds line it tied with.
+            // GitHub's reset in Unix seconds is a date too, where it binds.
             let dated = matches!(advice.source, AdviceSource::HeaderDate | AdviceSource::BodyReset)
-                || s.api.advice == crate::sim::world::api::AdviceForm::SeveralLines;
+                || s.api.advice == crate::sim::world::api::AdviceForm::SeveralLines
+                || (s.api.dialect.is_dated() && a.dialect_wait == Some(wait));
             let client_clock = dated && !advice.server_date;
             if client_clock && b.at + lag >= from + wait {
                 continue;
@@ -801,7 +806,10 @@ pub fn liveness_expected(s: &Scenario) -> Result<(), String> {
     need(f.gate == GateConfig::None, "a fleet gate")?;
     need(s.faults.lost_answers_per_mille == 0, "answers are lost steadily")?;
     need(!s.faults.schedule.iter().any(|f| f.fault == Fault::Cancel), "the caller cancels jobs")?;
-    need(!matches!(api.advice, AdviceForm::None | AdviceForm::Malformed), "refusals carry no usable advice")?;
+    need(
+        !matches!(api.advice, AdviceForm::None | AdviceForm::Malformed) || api.dialect.advises_whole_seconds(),
+        "refusals carry no usable advice",
+    )?;
     need(api.send_date || api.clock_skew_ms == 0, "a date advice may be read against a skewed client clock")?;
     let latency = s.net.max_latency;
     need(

@@ -25,7 +25,7 @@ use crate::env::{Rng, seeded_rng};
 use crate::sim::run::runner::Report;
 use crate::sim::run::seed::derive;
 use crate::sim::world::api::{
-    Advertised, AdviceForm, ApiConfig, Arrival, ArrivalOutcome, LimiterKind, LossDecision, RetryAfterRounding,
+    Advertised, AdviceForm, ApiConfig, Arrival, ArrivalOutcome, Dialect, LimiterKind, LossDecision, RetryAfterRounding,
     ScriptStep,
 };
 use crate::sim::world::net::{CloseTiming, ConnRecord, Fault};
@@ -378,6 +378,36 @@ fn advice_bounds(api: &crate::sim::world::api::ApiConfig, remaining: Duration) -
     }
 }
 
+/// What is wrong with the dialect's advice of a request-rate refusal that
+/// the reference limiter would lift `remaining` later, if anything: a
+/// dialect speaks on every such refusal, never advises less than
+/// `remaining`, and no more than its rounding adds ([`Dialect::latest`]).
+fn dialect_advice(api: &ApiConfig, a: &Arrival, remaining: Duration) -> Option<String> {
+    let dialect = api.dialect;
+    // express's draft 6 leaves out a reset of 0, and with it the advice.
+    if dialect == Dialect::None || (dialect == Dialect::ExpressDraft6 && remaining.is_zero()) {
+        return None;
+    }
+    let Some(advised) = a.dialect_wait else {
+        let name = dialect.name();
+        return Some(format!(
+            " was refused with no advice of its dialect recorded, where {name} advises every refusal"
+        ));
+    };
+    let latest = dialect.latest(remaining);
+    (advised < remaining || advised > latest).then(|| {
+        format!(
+            " was refused with a {} advice of {} ms; {} would admit a request {} ms later, so the dialect's rounding allows {} to {} ms",
+            dialect.name(),
+            advised.as_millis(),
+            described(api.limiter.kind),
+            remaining.as_millis(),
+            remaining.as_millis(),
+            latest.as_millis()
+        )
+    })
+}
+
 /// The wait each request-rate refusal advised, against the reference
 /// limiter's: within the bounds of `advice_bounds`. Applies where
 /// [`check_model`] does, to refusals the reference agrees with (a verdict it
@@ -391,6 +421,9 @@ pub fn check_model_advice(r: &Report) -> Vec<ModelViolation> {
         let Some(remaining) = refused else { continue };
         if !refused_by_limiter(a) {
             continue;
+        }
+        if let Some(what) = dialect_advice(api, a, remaining) {
+            return blame(i, a, what);
         }
         let Some(advised) = a.retry_after else {
             let advises = match api.advice {

@@ -125,15 +125,41 @@ struct Read {
     /// whole milliseconds in the trace do not tell, so a floor counts no
     /// escalation second for it.
     header: bool,
+    /// Whether the advice is an upper bound (OpenAI's reset "to the initial
+    /// state"): the policy waits its backoff cut to it, with no spread and no
+    /// escalation, so it bounds a wait from above only.
+    bound: bool,
     source: AdviceSource,
+}
+
+/// Whether an advice from `source`, `ms` whole milliseconds in the trace,
+/// may be in whole seconds as the core's `Advice::in_whole_seconds` reads
+/// it, and whether it surely is: `Retry-After`, the `RateLimit` field's `t`,
+/// the draft -07 `reset` and a Unix reset are whole seconds always; a
+/// body's `retry_after_seconds` may be (its fraction does not show in whole
+/// milliseconds), and a `RateLimit-Reset` / `X-RateLimit-Reset` may be where
+/// the trace shows no fraction; `resetAt`, `retry-after-ms` and an upper
+/// bound never are.
+pub(crate) fn whole_seconds(source: AdviceSource, ms: u128) -> (bool, bool) {
+    match source {
+        AdviceSource::HeaderSeconds
+        | AdviceSource::HeaderDate
+        | AdviceSource::RateLimitField
+        | AdviceSource::RateLimitDictionary
+        | AdviceSource::ResetUnixTime => (true, true),
+        AdviceSource::BodySeconds => (true, false),
+        AdviceSource::RateLimitReset | AdviceSource::XRateLimitReset => (ms.is_multiple_of(1_000), false),
+        AdviceSource::BodyReset | AdviceSource::RetryAfterMs | AdviceSource::OpenAiReset | AdviceSource::None => {
+            (false, false)
+        }
+    }
 }
 
 impl Read {
     fn of(ms: Millis, source: AdviceSource) -> Read {
-        let exact = matches!(source, AdviceSource::HeaderSeconds | AdviceSource::HeaderDate);
-        let whole_seconds = exact || source == AdviceSource::BodySeconds;
+        let (whole_seconds, exact) = whole_seconds(source, ms.0);
         let hi_ns = ms.0.saturating_mul(MS).saturating_add(if exact { 0 } else { MS - 1 });
-        Read { ms: ms.0, hi_ns, whole_seconds, header: exact, source }
+        Read { ms: ms.0, hi_ns, whole_seconds, header: exact, bound: source.is_upper_bound(), source }
     }
 
     /// The spread's largest cap for this advice: a zero in whole seconds
@@ -158,9 +184,10 @@ struct At {
     previous: Option<u128>,
 }
 
-/// Whether `p` escalates at `at`: a throttled answer after the first.
+/// Whether `p` escalates at `at`: a throttled answer after the first,
+/// unless its advice is an upper bound (which never escalates).
 fn escalates(p: &Policy, at: &At) -> bool {
-    p.escalate && at.class == Some(Class::Throttled) && at.throttled >= 2
+    p.escalate && at.class == Some(Class::Throttled) && at.throttled >= 2 && !at.advice.is_some_and(|a| a.bound)
 }
 
 /// The longest wait `p` may plan at `at`, in whole milliseconds, and how
@@ -168,7 +195,8 @@ fn escalates(p: &Policy, at: &At) -> bool {
 fn longest_ms(p: &Policy, at: &At) -> (u128, String) {
     let retry = at.attempts.saturating_sub(1);
     let backoff = backoff_ns(&p.backoff, retry, at.previous);
-    let Some(a) = at.advice else {
+    let Some(a) = at.advice.filter(|a| !a.bound) else {
+        // An upper bound only cuts the backoff: no longer than its draw.
         return (backoff.div_ceil(MS), format!("the backoff's longest draw for retry {retry}"));
     };
     let mut base = a.hi_ns;
@@ -207,6 +235,11 @@ fn shortest_ms(p: &Policy, at: &At) -> (u128, String) {
     let Some(a) = at.advice else {
         return (backoff.div_ceil(MS), format!("{jitter:?} jitter keeps of retry {retry}'s window"));
     };
+    if a.bound {
+        // The backoff cut to the bound: the shorter of its shortest draw and the bound.
+        let cut = backoff.min(a.ms * MS);
+        return (cut.div_ceil(MS), format!("{jitter:?} jitter keeps of retry {retry}'s window, cut to the bound"));
+    }
     let mut base = a.ms * MS;
     let mut how = format!("the advice ({:?}) as read", a.source);
     if p.advice_mode == AdviceMode::MaxOfAdviceAndBackoff && backoff > base {
@@ -269,7 +302,7 @@ struct SpreadTally {
 impl SpreadTally {
     fn count(&mut self, j: &JobRecord, p: &Policy, at: &At, wait_ms: u64, at_ms: u64) {
         let Some(a) = at.advice else { return };
-        if a.ms == 0 || p.advice_mode != AdviceMode::AdvicePlusSpread || escalates(p, at) {
+        if a.ms == 0 || a.bound || p.advice_mode != AdviceMode::AdvicePlusSpread || escalates(p, at) {
             return;
         }
         let cap_ms = spread_cap_ns(&p.spread, a.ms * MS, a.whole_seconds) / MS;

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::{Replayable, RetryClient};
 use crate::core::policy::Policy;
 use crate::env::Transport;
-use crate::sim::run::defects::{ClosedAsNotSent, Defects, FirstRetryAfter, FreshKeys};
+use crate::sim::run::defects::{ClosedAsNotSent, Defects, FreshKeys, ReadsAdvice};
 use crate::sim::run::scenario::{Builtin, Scenario};
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{BoxFuture, Host, Job, JobEnd, JobOutcome, MakeSubject, Promises, Subject};
@@ -120,19 +120,18 @@ pub(crate) fn builtin(kind: Builtin, defects: Defects, policy: &Policy, host: Ho
         }
         Arc::new(Retrysim { client, declared, replayable, own_token: defects.ignore_cancel })
     }
-    let first_line = defects.first_retry_after_line;
     let closed = defects.closed_after_write_as_not_sent;
     if defects.fresh_key_each_attempt {
         let transport = FreshKeys::new(
             ClosedAsNotSent::new(SimTransport::new(), closed),
             derive(seed, "fresh-keys", host.worker.unwrap_or(0) as u64),
         );
-        let client = RetryClient::new(host.clock.clone(), FirstRetryAfter::new(transport, first_line), running);
+        let client = RetryClient::new(host.clock.clone(), ReadsAdvice::new(transport, &defects), running);
         finish(client, host, defects, declared, replayable)
     } else {
         let client = RetryClient::new(
             host.clock.clone(),
-            FirstRetryAfter::new(ClosedAsNotSent::new(SimTransport::new(), closed), first_line),
+            ReadsAdvice::new(ClosedAsNotSent::new(SimTransport::new(), closed), &defects),
             running,
         );
         finish(client, host, defects, declared, replayable)

@@ -159,6 +159,12 @@ defects! {
     /// headers): a pacing gate then trusts a bound up to 2 s late instead
     /// of learning the window of a whole-second server.
     pacing_trusts_rounded_reset = "pacing-trusts-rounded-reset", "a pacing gate told a whole-second Unix reset as seconds left";
+    /// A client that reads only `Retry-After` (and the body): every field of
+    /// a rate-limit dialect on a 429 or a 403 goes unread (a transport that
+    /// hands the driver a response without them, as a client written before
+    /// the dialects sees it), so where a dialect is the only advice the
+    /// client retries on its backoff alone.
+    reads_only_retry_after = "reads-only-retry-after", "a client that reads only Retry-After: a rate-limit dialect's advice unread";
 }
 
 /// The defects by their command-line names, in a fixed order.
@@ -502,27 +508,42 @@ impl<T: Transport> Transport for ClosedAsNotSent<T> {
     }
 }
 
-/// A transport that, when `on`, keeps only the first `Retry-After` line of
-/// every response, as a middleware copying `headers.get(..)` would.
-pub(crate) struct FirstRetryAfter<T> {
+/// A transport that reads advice as a careless middleware would: with
+/// `first-retry-after-line`, only the first `Retry-After` line of every
+/// response, as one copying `headers.get(..)` would; with
+/// `reads-only-retry-after`, no field of any rate-limit dialect on a 429 or
+/// a 403 (`Dialect::every_field`), as a client written before them
+/// reads: `Retry-After` and the body are all it sees.
+pub(crate) struct ReadsAdvice<T> {
     inner: T,
-    on: bool,
+    first_line: bool,
+    only_retry_after: bool,
 }
 
-impl<T> FirstRetryAfter<T> {
-    /// Wraps `inner`; a plain pass-through unless `on`.
-    pub fn new(inner: T, on: bool) -> FirstRetryAfter<T> {
-        FirstRetryAfter { inner, on }
+impl<T> ReadsAdvice<T> {
+    /// Wraps `inner` with the advice-reading slips of `defects`; a plain
+    /// pass-through when neither is on.
+    pub fn new(inner: T, defects: &Defects) -> ReadsAdvice<T> {
+        ReadsAdvice {
+            inner,
+            first_line: defects.first_retry_after_line,
+            only_retry_after: defects.reads_only_retry_after,
+        }
     }
 }
 
-impl<T: Transport> Transport for FirstRetryAfter<T> {
+impl<T: Transport> Transport for ReadsAdvice<T> {
     async fn send(&self, req: Request<Bytes>) -> Result<Response<Bytes>, TransportError> {
         let mut res = self.inner.send(req).await?;
-        if self.on
+        if self.first_line
             && let Some(first) = res.headers().get(http::header::RETRY_AFTER).cloned()
         {
             res.headers_mut().insert(http::header::RETRY_AFTER, first);
+        }
+        if self.only_retry_after && matches!(res.status().as_u16(), 403 | 429) {
+            for name in crate::sim::world::api::Dialect::every_field() {
+                res.headers_mut().remove(name);
+            }
         }
         Ok(res)
     }

@@ -157,7 +157,7 @@ const POLICY: [Key; 18] = [
     flag("policy.idempotency_keys"),
 ];
 
-const SCENARIO: [Key; 103] = {
+const SCENARIO: [Key; 107] = {
     let [a0, a1, a2, a3, a4, a5, a6, a7, a8, a9] = aimd_keys!("fleet.gate");
     let [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9] = aimd_keys!("fleet.coordinator.fallback");
     [
@@ -195,6 +195,10 @@ const SCENARIO: [Key; 103] = {
         choice("api.rate_limit_reset", &["seconds_left", "unix_seconds"]),
         choice("api.retry_after_rounding", &["up", "down", "truncate"]),
         choice("api.rate_limited_body", &["envelope", "html"]),
+        choice(
+            "api.dialect",
+            &["none", "ietf", "express_draft6", "express_draft7", "express_draft8", "openai", "github"],
+        ),
         int("api.processing_ms", 0, 3_600_000, "up to an hour"),
         list("api.script", 10_000, ""),
         int("api.script[].status", 100, 999, ""),
@@ -202,6 +206,9 @@ const SCENARIO: [Key; 103] = {
         int("api.script[].retry_after_s", 0, 365 * DAY as i128, "up to a year"),
         list("api.script[].written_codes", 16, ""),
         text("api.script[].written_codes[]", 200),
+        list("api.script[].headers", 32, "[name, value] pairs; a legal, unreserved header each"),
+        list("api.script[].headers[]", 2, "a [name, value] pair"),
+        text("api.script[].headers[][]", 1024),
         flag("api.script_repeat"),
         flag("api.keep_alive.enabled"),
         int("api.keep_alive.idle_timeout_ms", 0, LONGEST_MS, "0: never"),

@@ -26,15 +26,22 @@ const ANONYMOUS: &str = "(anonymous)";
 pub(super) enum Early {
     /// The next step of the configured script.
     Scripted(ScriptStep),
-    /// An error; `wait_s` is the wait to advise, if waiting helps.
-    Refused { code: ErrorCode, wait_s: Option<u64>, meter: Meter },
+    /// An error; `wait_s` is the wait to advise, if waiting helps, and
+    /// `wait` the same wait before its rounding to whole seconds (what a
+    /// dialect writes in its own rounding).
+    Refused { code: ErrorCode, wait_s: Option<u64>, wait: Option<Duration>, meter: Meter },
     /// A stored idempotent answer.
     Replay { stored: StoredAnswer, meter: Meter },
 }
 
 impl Api {
     pub(super) fn admit(&mut self, req: &Request<Bytes>, arrival: usize, now: Duration) -> Result<Run, Early> {
-        let refused = |code, wait_s, meter| Early::Refused { code, wait_s, meter };
+        let refused = |code, wait_s: Option<u64>, meter| Early::Refused {
+            code,
+            wait_s,
+            wait: wait_s.map(Duration::from_secs),
+            meter,
+        };
         if let Some(step) = self.next_script_step() {
             return Err(Early::Scripted(step));
         }
@@ -61,7 +68,7 @@ impl Api {
                 r => r,
             };
             let seconds = habits::retry_after_seconds(rounding, wait, self.clock.at(now));
-            return Err(refused(code, Some(seconds), meter));
+            return Err(Early::Refused { code, wait_s: Some(seconds), wait: Some(wait), meter });
         }
         let queue = self.config.concurrency.as_ref();
         if let Some(cap) = queue.filter(|cap| self.running.len() >= cap.max_in_flight as usize) {
@@ -101,7 +108,8 @@ impl Api {
             Caller::Account(i) => match self.accounts[i].reserve(cost, self.clock.at(now)) {
                 Ok(reservation) => Some(reservation),
                 Err(Denial::Quota { wait }) => {
-                    return Err(refused(ErrorCode::QuotaExceeded, Some(ceil_seconds(wait).max(1)), meter));
+                    let wait_s = Some(ceil_seconds(wait).max(1));
+                    return Err(Early::Refused { code: ErrorCode::QuotaExceeded, wait_s, wait: Some(wait), meter });
                 }
                 Err(Denial::Credits) => return Err(refused(ErrorCode::InsufficientCredits, None, meter)),
             },

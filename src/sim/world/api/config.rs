@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::dialect::Dialect;
+
 /// One simulated API. Unknown TOML keys are an error (a typo must not silently
 /// fall back to a default).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,6 +67,11 @@ pub struct ApiConfig {
     /// The body of a request-rate refusal (429 `RATE_LIMITED`).
     #[serde(skip_serializing_if = "is_default")]
     pub rate_limited_body: RateLimitedBody,
+    /// The rate-limit dialect every 429 that advises a wait speaks besides
+    /// `Retry-After` (`advice = "none"`: instead of it). See
+    /// [`Dialect`] and docs/guide/real-servers-habits.md.
+    #[serde(skip_serializing_if = "is_default")]
+    pub dialect: Dialect,
     /// How long an accepted request runs between `begin` and `complete`.
     pub processing_ms: u64,
     /// Answers handed to arriving requests, in order, before any other check.
@@ -139,6 +146,7 @@ impl Default for ApiConfig {
             rate_limit_reset: ResetForm::default(),
             retry_after_rounding: RetryAfterRounding::default(),
             rate_limited_body: RateLimitedBody::default(),
+            dialect: Dialect::default(),
             processing_ms: 0,
             script: Vec::new(),
             script_repeat: false,
@@ -185,7 +193,39 @@ impl ApiConfig {
         if let Some(step) = self.script.iter().find(|s| !(100..=999).contains(&s.status)) {
             return Err(format!("script status {} is not an HTTP status", step.status));
         }
+        if let Some(clash) = self.dialect_clash() {
+            return Err(clash);
+        }
+        for (i, step) in self.script.iter().enumerate() {
+            step.validate_headers().map_err(|e| format!("script step {} (status {}): {e}", i + 1, step.status))?;
+        }
         Ok(())
+    }
+}
+
+impl ApiConfig {
+    /// Why `dialect` and the `rate_limit_headers` habit cannot go together,
+    /// if they cannot: both would write a field of the same name on one
+    /// refusal (two `RateLimit-Remaining` lines that disagree, or a
+    /// `RateLimit` of two forms), which no real server sends.
+    fn dialect_clash(&self) -> Option<String> {
+        if !self.rate_limit_headers || self.dialect == Dialect::None {
+            return None;
+        }
+        let habit: &[&str] = match self.rate_limit_fields {
+            RateLimitFields::Draft6 => &["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"],
+            RateLimitFields::XRateLimit => &["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"],
+            RateLimitFields::Structured => &["ratelimit-policy", "ratelimit"],
+            RateLimitFields::Draft6AndStructured => {
+                &["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "ratelimit-policy", "ratelimit"]
+            }
+        };
+        let clash = self.dialect.field_names().into_iter().find(|n| habit.contains(&n.as_str()))?;
+        let fields = toml::Value::try_from(self.rate_limit_fields).map_or_else(|_| String::new(), |v| v.to_string());
+        Some(format!(
+            "dialect = \"{}\" and rate_limit_headers = true (rate_limit_fields = {fields}) both write {clash} on a refusal: turn rate_limit_headers off, or pick rate_limit_fields whose names the dialect does not use",
+            self.dialect.name()
+        ))
     }
 }
 
@@ -394,13 +434,74 @@ pub struct ScriptStep {
     /// default): `code` alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub written_codes: Vec<String>,
+    /// Headers the answer carries besides the model's own, in order, as
+    /// `[name, value]` pairs: `headers = [["retry-after-ms", "1500"]]`. A
+    /// name may repeat (several field lines). At most
+    /// [`ScriptStep::MAX_HEADERS`], each value at most
+    /// [`ScriptStep::MAX_HEADER_VALUE`] bytes of visible ASCII; not the
+    /// transport's framing nor the model's own bookkeeping (see
+    /// [`ScriptStep::validate_headers`]). The ledger records no advice from
+    /// them: the checks judge only the advice the model words itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<(String, String)>,
 }
 
 impl ScriptStep {
     /// A step that answers `status` with `code` (written once) and advises
     /// `retry_after_s` seconds.
     pub fn new(status: u16, code: Option<&str>, retry_after_s: Option<u64>) -> ScriptStep {
-        ScriptStep { status, code: code.map(str::to_owned), retry_after_s, written_codes: Vec::new() }
+        ScriptStep {
+            status,
+            code: code.map(str::to_owned),
+            retry_after_s,
+            written_codes: Vec::new(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// The most headers one scripted answer may carry.
+    pub const MAX_HEADERS: usize = 32;
+    /// The longest value, in bytes, of a scripted header.
+    pub const MAX_HEADER_VALUE: usize = 1_024;
+    /// Headers a script may not set: the transport's framing, and the
+    /// arrival number the network layer reads to mark a lost answer.
+    pub const RESERVED_HEADERS: [&str; 5] =
+        ["content-length", "transfer-encoding", "connection", "upgrade", super::ARRIVAL_HEADER];
+
+    /// Whether `headers` can be sent: a legal name (RFC 9110 token, as the
+    /// `http` crate checks it) not in [`ScriptStep::RESERVED_HEADERS`], a
+    /// legal value of visible ASCII (spaces and tabs inside) no longer than
+    /// [`ScriptStep::MAX_HEADER_VALUE`], and no more than
+    /// [`ScriptStep::MAX_HEADERS`] of them. The error names the header and
+    /// what is wrong.
+    pub fn validate_headers(&self) -> Result<(), String> {
+        if self.headers.len() > Self::MAX_HEADERS {
+            return Err(format!("{} headers, at most {} allowed", self.headers.len(), Self::MAX_HEADERS));
+        }
+        for (name, value) in &self.headers {
+            let parsed = http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("header name {name:?} is not a legal field name (RFC 9110 token characters)"))?;
+            if Self::RESERVED_HEADERS.contains(&parsed.as_str()) {
+                return Err(format!(
+                    "header {name:?} is set by the transport or the model, not a script (reserved: {})",
+                    Self::RESERVED_HEADERS.join(", ")
+                ));
+            }
+            if value.len() > Self::MAX_HEADER_VALUE {
+                return Err(format!(
+                    "header {name:?}: value of {} bytes, at most {} allowed",
+                    value.len(),
+                    Self::MAX_HEADER_VALUE
+                ));
+            }
+            if !value.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b)) || value.trim() != value {
+                return Err(format!(
+                    "header {name:?}: value {value:?} is not legal: visible ASCII, with spaces or tabs only inside"
+                ));
+            }
+            http::HeaderValue::from_str(value).map_err(|e| format!("header {name:?}: value {value:?}: {e}"))?;
+        }
+        Ok(())
     }
 }
 

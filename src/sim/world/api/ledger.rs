@@ -89,6 +89,25 @@ pub struct Arrival {
     /// ledger.
     #[serde(skip)]
     pub advertised: Option<Advertised>,
+    /// The wait the answer's rate-limit dialect advised (`[api] dialect`),
+    /// from `answered_at`, apart from `retry_after` (which is `Retry-After`
+    /// and the body's hint): a client that reads only `Retry-After` is held
+    /// to `retry_after`, retrysim's own client to both. `None` (and absent
+    /// from the JSON ledger) where no dialect spoke.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ms_opt")]
+    pub dialect_wait: Option<Duration>,
+}
+
+impl Arrival {
+    /// The earliest wait any advice of the answer allows: the shorter of
+    /// `retry_after` and `dialect_wait` (a client may follow either; the IETF
+    /// draft has `Retry-After` win where both are sent).
+    pub fn any_advice(&self) -> Option<Duration> {
+        match (self.retry_after, self.dialect_wait) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 /// A budget's standing as an answer's `RateLimit-*` headers tell it, before
@@ -153,6 +172,7 @@ impl Ledger {
         a.code = answer.code;
         a.outcome = answer.outcome;
         a.retry_after = answer.advised;
+        a.dialect_wait = answer.dialect_advised;
         a.answered_at = Some(now);
         if let Some(wait) = answer.advised {
             let until = now + wait;
@@ -179,6 +199,8 @@ pub(crate) struct Settled {
     pub(crate) code: Option<String>,
     pub(crate) outcome: ArrivalOutcome,
     pub(crate) advised: Option<Duration>,
+    /// The wait the answer's dialect advised, where one spoke.
+    pub(crate) dialect_advised: Option<Duration>,
 }
 
 fn millis(d: &Duration) -> u64 {
@@ -228,6 +250,7 @@ mod tests {
             lost: false,
             body_digest: 0,
             advertised: None,
+            dialect_wait: None,
         }
     }
 
@@ -237,6 +260,7 @@ mod tests {
             code: Some("RATE_LIMITED".into()),
             outcome: ArrivalOutcome::Refused,
             advised: Some(Duration::from_secs(secs)),
+            dialect_advised: None,
         }
     }
 

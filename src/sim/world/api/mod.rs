@@ -24,6 +24,7 @@
 mod account;
 mod admission;
 mod config;
+mod dialect;
 mod endpoint;
 mod envelope;
 mod habits;
@@ -33,6 +34,8 @@ pub(crate) mod limiter;
 mod response;
 mod wallclock;
 
+#[cfg(test)]
+mod dialect_flow_tests;
 #[cfg(test)]
 mod flow_tests;
 #[cfg(test)]
@@ -45,8 +48,8 @@ use bytes::Bytes;
 use http::{HeaderName, Request, Response};
 
 pub use config::{
-    AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Envelope, KeepAlive, LimiterConfig, LimiterKind,
-    RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding, ScriptStep,
+    AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Dialect, Envelope, KeepAlive, LimiterConfig,
+    LimiterKind, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding, ScriptStep,
 };
 pub use ledger::{Advertised, Arrival, ArrivalOutcome, Ledger, LossDecision, NO_KEY};
 
@@ -235,6 +238,7 @@ impl Api {
             lost: false,
             body_digest: body_digest(req.body()),
             advertised: None,
+            dialect_wait: None,
         });
         match self.admit(req, arrival, now) {
             Ok(run) => {
@@ -284,10 +288,19 @@ impl Api {
                 self.idempotency.finish(scope, key, answer, now + retention);
             }
         }
-        let settled = Settled { status, code: None, outcome, advised: None };
+        let settled = Settled { status, code: None, outcome, advised: None, dialect_advised: None };
         let meter = Some((run.caller, run.endpoint.budget()));
         let content_type = envelope::JSON;
-        let answer = Answer { status, body, content_type, retry_after: Vec::new(), replayed: false, meter, settled };
+        let answer = Answer {
+            status,
+            body,
+            content_type,
+            retry_after: Vec::new(),
+            extra: Vec::new(),
+            replayed: false,
+            meter,
+            settled,
+        };
         self.send(index, answer, now)
     }
 
@@ -324,7 +337,8 @@ impl Api {
         if let Some((scope, key)) = &run.idempotency {
             self.idempotency.abandon(scope, key);
         }
-        let settled = Settled { status: 0, code: None, outcome: ArrivalOutcome::Aborted, advised: None };
+        let settled =
+            Settled { status: 0, code: None, outcome: ArrivalOutcome::Aborted, advised: None, dialect_advised: None };
         self.ledger.settle(index, settled, now);
     }
 

@@ -12,7 +12,8 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
 
 use super::admission::Early;
-use super::config::{RateLimitFields, RateLimitedBody};
+use super::config::{Dialect, RateLimitFields, RateLimitedBody};
+use super::dialect;
 use super::endpoint::BudgetKind;
 use super::envelope::{self, ErrorCode, JSON, Refusal, Style};
 use super::habits;
@@ -27,6 +28,8 @@ pub(super) struct Answer {
     pub(super) body: Bytes,
     pub(super) content_type: &'static str,
     pub(super) retry_after: Vec<String>,
+    /// Headers after `Retry-After`: a dialect's fields, a script's own.
+    pub(super) extra: Vec<(HeaderName, String)>,
     pub(super) replayed: bool,
     pub(super) meter: Meter,
     pub(super) settled: Settled,
@@ -36,8 +39,13 @@ impl Api {
     pub(super) fn early_answer(&self, early: Early, arrival: usize, now: Duration) -> Answer {
         match early {
             Early::Scripted(step) if step.status < 400 => {
-                let settled =
-                    Settled { status: step.status, code: None, outcome: ArrivalOutcome::Scripted, advised: None };
+                let settled = Settled {
+                    status: step.status,
+                    code: None,
+                    outcome: ArrivalOutcome::Scripted,
+                    advised: None,
+                    dialect_advised: None,
+                };
                 let body = Bytes::from_static(br#"{"scripted":true}"#);
                 let content_type = JSON;
                 Answer {
@@ -45,12 +53,15 @@ impl Api {
                     body,
                     content_type,
                     retry_after: Vec::new(),
+                    extra: scripted_headers(&step.headers),
                     replayed: false,
                     meter: None,
                     settled,
                 }
             }
             Early::Scripted(step) => {
+                let wait = step.retry_after_s.map(Duration::from_secs);
+                let headers = scripted_headers(&step.headers);
                 let refusal = Refusal {
                     status: step.status,
                     code: step.code,
@@ -58,9 +69,11 @@ impl Api {
                     retry_after_s: step.retry_after_s,
                     written_codes: step.written_codes,
                 };
-                self.error_answer(&refusal, ArrivalOutcome::Scripted, None, arrival, now)
+                let mut answer = self.error_answer(&refusal, wait, ArrivalOutcome::Scripted, None, arrival, now);
+                answer.extra.extend(headers);
+                answer
             }
-            Early::Refused { code, wait_s, meter } => {
+            Early::Refused { code, wait_s, wait, meter } => {
                 let outcome = match code {
                     ErrorCode::IdempotencyInProgress => ArrivalOutcome::InProgressConflict,
                     ErrorCode::IdempotencyKeyReused => ArrivalOutcome::KeyReused,
@@ -69,15 +82,30 @@ impl Api {
                 };
                 let refusal = Refusal::new(code, self.config.envelope, wait_s);
                 if code == ErrorCode::RateLimited && self.config.rate_limited_body == RateLimitedBody::Html {
-                    return self.html_answer(refusal, outcome, meter, now);
+                    return self.html_answer(refusal, wait, outcome, meter, now);
                 }
-                self.error_answer(&refusal, outcome, meter, arrival, now)
+                self.error_answer(&refusal, wait, outcome, meter, arrival, now)
             }
             Early::Replay { stored, meter } => {
-                let settled =
-                    Settled { status: stored.status, code: None, outcome: ArrivalOutcome::Replayed, advised: None };
+                let settled = Settled {
+                    status: stored.status,
+                    code: None,
+                    outcome: ArrivalOutcome::Replayed,
+                    advised: None,
+                    dialect_advised: None,
+                };
                 let (status, body) = (stored.status, stored.body);
-                Answer { status, body, content_type: JSON, retry_after: Vec::new(), replayed: true, meter, settled }
+                let retry_after = Vec::new();
+                Answer {
+                    status,
+                    body,
+                    content_type: JSON,
+                    retry_after,
+                    extra: Vec::new(),
+                    replayed: true,
+                    meter,
+                    settled,
+                }
             }
         }
     }
@@ -94,7 +122,14 @@ impl Api {
 
     /// A request-rate refusal as Flask-Limiter's HTML page: no code, the
     /// limit of the budget that refused in words, the wait only in the header.
-    fn html_answer(&self, mut refusal: Refusal, outcome: ArrivalOutcome, meter: Meter, now: Duration) -> Answer {
+    fn html_answer(
+        &self,
+        mut refusal: Refusal,
+        wait: Option<Duration>,
+        outcome: ArrivalOutcome,
+        meter: Meter,
+        now: Duration,
+    ) -> Answer {
         refusal.code = None;
         let limiter = &self.config.limiter;
         let limit = match meter {
@@ -103,39 +138,77 @@ impl Api {
         };
         let page = habits::html_page(limit, Duration::from_millis(limiter.window_ms));
         let rendered = envelope::render_html(&refusal, &self.style(now), page);
-        self.rendered_answer(&refusal, rendered, outcome, meter)
+        self.rendered_answer(&refusal, rendered, wait, outcome, meter, now)
     }
 
     fn error_answer(
         &self,
         refusal: &Refusal,
+        wait: Option<Duration>,
         outcome: ArrivalOutcome,
         meter: Meter,
         arrival: usize,
         now: Duration,
     ) -> Answer {
         let rendered = envelope::render(refusal, &self.style(now), arrival);
-        self.rendered_answer(refusal, rendered, outcome, meter)
+        self.rendered_answer(refusal, rendered, wait, outcome, meter, now)
     }
 
     fn rendered_answer(
         &self,
         refusal: &Refusal,
         rendered: envelope::Rendered,
+        wait: Option<Duration>,
         outcome: ArrivalOutcome,
         meter: Meter,
+        now: Duration,
     ) -> Answer {
-        let settled =
-            Settled { status: refusal.status, code: refusal.code.clone(), outcome, advised: rendered.advised };
+        let spoken = self.dialect_fields(refusal.status, wait, meter, now);
+        let settled = Settled {
+            status: refusal.status,
+            code: refusal.code.clone(),
+            outcome,
+            advised: rendered.advised,
+            dialect_advised: spoken.advised,
+        };
         Answer {
             status: refusal.status,
             body: rendered.body,
             content_type: rendered.content_type,
             retry_after: rendered.retry_after_header,
+            extra: spoken.fields,
             replayed: false,
             meter,
             settled,
         }
+    }
+
+    /// What the configured dialect says of a refusal of `status` that
+    /// advises `wait`: nothing unless it is a 429 that advises a wait. The
+    /// limit described is the budget the request drew from (a scripted
+    /// answer, which draws from none, describes the writes').
+    fn dialect_fields(&self, status: u16, wait: Option<Duration>, meter: Meter, now: Duration) -> dialect::Spoken {
+        let (Some(wait), 429, true) = (wait, status, self.config.dialect != Dialect::None) else {
+            return dialect::Spoken { fields: Vec::new(), advised: None };
+        };
+        let wall = self.clock.at(now);
+        let limiter = &self.config.limiter;
+        let window = Duration::from_millis(limiter.window_ms);
+        let first = self.config.accounts.first().map_or("", |a| a.name.as_str());
+        let (standing, window, policy, key) = match meter {
+            Some((Caller::Account(i), budget)) => {
+                let name = if budget == BudgetKind::Read { "reads" } else { "writes" };
+                (self.accounts[i].standing(budget, now), window, name, self.accounts[i].name.as_str())
+            }
+            Some((Caller::Anonymous, _)) => {
+                let cap = self.anonymous.as_ref().expect("anonymous callers have a cap");
+                (cap.standing(wall), Duration::from_secs(3_600), "anonymous", "anonymous")
+            }
+            None => (Standing { limit: limiter.writes, remaining: 0, reset: wait }, window, "writes", first),
+        };
+        let refused =
+            dialect::Refused { wait, full_reset: standing.reset, limit: standing.limit, window, policy, key, wall };
+        self.config.dialect.speak(&refused)
     }
 
     /// Turns an answer into a response and records it in the ledger.
@@ -153,6 +226,9 @@ impl Api {
         }
         for value in answer.retry_after {
             headers.append(header::RETRY_AFTER, text_value(value));
+        }
+        for (name, value) in answer.extra {
+            headers.append(name, text_value(value));
         }
         if let (true, Some((caller, budget))) = (self.config.rate_limit_headers, answer.meter) {
             let (standing, policy, window) = match caller {
@@ -223,6 +299,18 @@ const X_RATELIMIT_FIELDS: [HeaderName; 3] = [
 /// Draft 10's structured fields.
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// A script's headers, as `ApiConfig::validate` let them through (one that
+/// would not parse is left out rather than sent broken).
+fn scripted_headers(headers: &[(String, String)]) -> Vec<(HeaderName, String)> {
+    headers
+        .iter()
+        .filter_map(|(name, value)| {
+            let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
+            HeaderValue::from_str(value).is_ok().then(|| (name, value.clone()))
+        })
+        .collect()
+}
 
 /// A header value the model wrote: always visible ASCII.
 fn text_value(text: String) -> HeaderValue {

@@ -57,79 +57,17 @@ use http::HeaderMap;
 use http::header::{DATE, RETRY_AFTER};
 use serde::Serialize;
 
-use super::body::ErrorEnvelope;
+use crate::core::body::ErrorEnvelope;
 
-/// Where an advised wait came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AdviceSource {
-    /// `Retry-After: 12`
-    HeaderSeconds,
-    /// `Retry-After: <HTTP-date>` in any of RFC 9110's three forms.
-    HeaderDate,
-    /// `error.retry_after_seconds` in the body.
-    BodySeconds,
-    /// `error.resetAt` in the body.
-    BodyReset,
-    /// No usable advice: the policy's backoff decides.
-    None,
-}
+// The advice types and the reader of every dialect live in the parent module; they are
+// re-exported here so `core::retry_after::read_advice` keeps working.
+pub use super::{Advice, AdviceSource, HeaderState, read_advice};
 
 /// Why a `Retry-After` field value was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InvalidRetryAfter {
     /// A short, human explanation, e.g. `"'+5' is neither delta-seconds (1*DIGIT) nor an HTTP-date"`.
     pub reason: String,
-}
-
-/// What the header said, independent of which source was finally used.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum HeaderState {
-    /// No `Retry-After` field line.
-    Missing,
-    /// At least one field line was valid (the largest valid wait was taken).
-    Valid,
-    /// Field lines were present but none was valid.
-    Invalid {
-        /// Why the first invalid line was rejected, for the trace.
-        reason: String,
-    },
-}
-
-/// The advised wait for one response.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Advice {
-    /// Where the wait came from: a header, the body, or nowhere.
-    pub source: AdviceSource,
-    /// The advised wait before any jitter; `None` exactly when `source` is `None`.
-    pub wait: Option<Duration>,
-    /// What the `Retry-After` lines said, even when the body's advice won.
-    pub header: HeaderState,
-    /// True when the chosen wait is a date (`HeaderDate` or `BodyReset`) measured against the
-    /// response's own valid `Date` header.
-    pub server_date_used: bool,
-}
-
-impl Advice {
-    /// No advice at all (e.g. a transport error).
-    pub fn none() -> Advice {
-        Advice { source: AdviceSource::None, wait: None, header: HeaderState::Missing, server_date_used: false }
-    }
-
-    /// Whether the wait was given in whole seconds, so that the true wait
-    /// may be up to a second longer: `Retry-After` in either form (a
-    /// delta-seconds value of N means somewhere in [N, N+1) s, and an
-    /// HTTP-date and the `Date` it is read against have whole seconds), and a
-    /// body's `retry_after_seconds` without a fraction. A `resetAt` is not:
-    /// it carries milliseconds.
-    pub fn in_whole_seconds(&self) -> bool {
-        match self.source {
-            AdviceSource::HeaderSeconds | AdviceSource::HeaderDate => true,
-            AdviceSource::BodySeconds => self.wait.is_some_and(|w| w.subsec_nanos() == 0),
-            AdviceSource::BodyReset | AdviceSource::None => false,
-        }
-    }
 }
 
 /// Parses strict delta-seconds: `1*DIGIT` (ASCII) after trimming spaces and tabs; saturates.
@@ -199,14 +137,13 @@ pub fn parse_http_date(value: &[u8], reference: SystemTime) -> Option<SystemTime
     shift_cycles(date, cycles)?.checked_add(Duration::from_secs(u64::from(leap)))
 }
 
-/// Reads the advice of one response: its `Retry-After` field lines, its `Date`,
-/// and its parsed error body; `received_at` is the client's wall clock at receipt.
-pub fn read_advice(headers: &HeaderMap, body: Option<&ErrorEnvelope>, received_at: SystemTime) -> Advice {
-    let server_date = server_date(headers, received_at);
-    let reference = server_date.unwrap_or(received_at);
-    // Only a date is measured against the server's clock; seconds are relative already.
-    let dated = |source| server_date.is_some() && matches!(source, AdviceSource::HeaderDate | AdviceSource::BodyReset);
-
+/// Reads the `Retry-After` field lines against `reference` (the server's `Date`, else the
+/// client's clock at receipt): the largest valid wait (on a tie the earlier line), and what the
+/// lines said.
+pub(super) fn read_field(
+    headers: &HeaderMap,
+    reference: SystemTime,
+) -> (Option<(AdviceSource, Duration)>, HeaderState) {
     let mut best: Option<(AdviceSource, Duration)> = None;
     let mut first_invalid: Option<String> = None;
     for value in headers.get_all(RETRY_AFTER) {
@@ -219,37 +156,34 @@ pub fn read_advice(headers: &HeaderMap, body: Option<&ErrorEnvelope>, received_a
             }
         }
     }
-    if let Some((source, wait)) = best {
-        return Advice { source, wait: Some(wait), header: HeaderState::Valid, server_date_used: dated(source) };
-    }
-    let header = match first_invalid {
+    let state = match (best, first_invalid) {
+        (Some(_), _) => HeaderState::Valid,
         // Lines were present and none was valid.
-        Some(reason) => HeaderState::Invalid { reason },
-        None => HeaderState::Missing,
+        (None, Some(reason)) => HeaderState::Invalid { reason },
+        (None, None) => HeaderState::Missing,
     };
-    let fallback = body.and_then(|b| {
-        let seconds = b.retry_after_seconds.as_ref().and_then(body_seconds);
-        let seconds = seconds.map(|w| (AdviceSource::BodySeconds, w));
-        seconds.or_else(|| {
-            let reset = b.reset_at.as_ref()?.as_str()?;
-            let reset = parse_rfc3339_instant(reset)?;
-            Some((AdviceSource::BodyReset, wait_until(reset, reference)))
-        })
-    });
-    match fallback {
-        Some((source, wait)) => Advice { source, wait: Some(wait), header, server_date_used: dated(source) },
-        None => Advice { header, ..Advice::none() },
-    }
+    (best, state)
+}
+
+/// The body's hints: `error.retry_after_seconds`, else `error.resetAt` measured against
+/// `reference`.
+pub(super) fn read_body(body: &ErrorEnvelope, reference: SystemTime) -> Option<(AdviceSource, Duration)> {
+    let seconds = body.retry_after_seconds.as_ref().and_then(body_seconds);
+    let seconds = seconds.map(|w| (AdviceSource::BodySeconds, w));
+    seconds.or_else(|| {
+        let reset = body.reset_at.as_ref()?.as_str()?;
+        let reset = parse_rfc3339_instant(reset)?;
+        Some((AdviceSource::BodyReset, wait_until(reset, reference)))
+    })
 }
 
 /// The response's `Date`, if every `Date` line is a valid HTTP-date and they agree (a singleton
 /// field sent twice with different values tells us nothing reliable).
-fn server_date(headers: &HeaderMap, received_at: SystemTime) -> Option<SystemTime> {
+pub(super) fn server_date(headers: &HeaderMap, received_at: SystemTime) -> Option<SystemTime> {
     let mut dates = headers.get_all(DATE).iter().map(|v| parse_http_date(v.as_bytes(), received_at));
     let first = dates.next()??;
     dates.all(|d| d == Some(first)).then_some(first)
 }
-
 /// `error.retry_after_seconds`: a JSON number ≥ 0, rounded up to whole milliseconds so a
 /// fractional hint never makes us early. Anything else is ignored.
 fn body_seconds(value: &serde_json::Value) -> Option<Duration> {
@@ -436,12 +370,12 @@ fn civil(t: SystemTime) -> (i64, Stamp) {
     (year, Stamp { month, day, second_of_day: secs.rem_euclid(86_400), nanos })
 }
 
-fn wait_until(date: SystemTime, reference: SystemTime) -> Duration {
+pub(super) fn wait_until(date: SystemTime, reference: SystemTime) -> Duration {
     date.duration_since(reference).unwrap_or(Duration::ZERO)
 }
 
 /// Trims optional whitespace as HTTP defines it: SP and HTAB only.
-fn trim_ows(mut v: &[u8]) -> &[u8] {
+pub(super) fn trim_ows(mut v: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = v {
         v = rest;
     }
@@ -457,7 +391,7 @@ fn digits_value(d: &[u8]) -> Option<i64> {
 }
 
 /// Quotes a field value for a reason string: non-printable bytes escaped, long values cut.
-fn quote(value: &[u8]) -> String {
+pub(super) fn quote(value: &[u8]) -> String {
     const MAX: usize = 64;
     if value.len() > MAX {
         format!("'{}'... ({} bytes)", value[..MAX].escape_ascii(), value.len())
