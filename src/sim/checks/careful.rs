@@ -157,8 +157,7 @@ pub(crate) fn spread_cap_ns(s: &Spread, advice: u128, whole_seconds: bool) -> u1
 /// The least wait after a zero advice from `source` that `p`'s spread
 /// promises: 1 ms when the spread's cap for it is not zero, else nothing.
 fn zero_advice_floor(p: &Policy, source: AdviceSource) -> Duration {
-    let whole_seconds =
-        matches!(source, AdviceSource::HeaderSeconds | AdviceSource::HeaderDate | AdviceSource::BodySeconds);
+    let whole_seconds = source.maybe_whole_seconds();
     // The cap as the specification states it, not `Spread::cap`, which the client calls.
     if spread_cap_ns(&p.spread, 0, whole_seconds) == 0 { Duration::ZERO } else { Duration::from_millis(1) }
 }
@@ -172,7 +171,8 @@ fn zero_advice_spread(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>) 
         let (EventKind::Answer { n, advice, .. }, EventKind::Wait { ms, .. }) = (&pair[0].kind, &pair[1].kind) else {
             continue;
         };
-        if advice.wait_ms != Some(Millis::of(Duration::ZERO)) {
+        // A zero upper bound (a reset "to the initial state" already past) promises no spread.
+        if advice.wait_ms != Some(Millis::of(Duration::ZERO)) || advice.source.is_upper_bound() {
             continue;
         }
         let floor = zero_advice_floor(p, advice.source);

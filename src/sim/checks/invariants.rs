@@ -611,8 +611,10 @@ fn advice_respected(r: &Report, out: &mut Vec<Violation>) {
             // A `SeveralLines` answer's largest line may be its date (for a
             // zero wait, the next whole second), read on the client's clock
             // even where the client reports the seconds line it tied with.
-            let dated = matches!(advice.source, AdviceSource::HeaderDate | AdviceSource::BodyReset)
-                || s.api.advice == crate::sim::world::api::AdviceForm::SeveralLines;
+            let dated = matches!(
+                advice.source,
+                AdviceSource::HeaderDate | AdviceSource::BodyReset | AdviceSource::ResetUnixTime
+            ) || s.api.advice == crate::sim::world::api::AdviceForm::SeveralLines;
             let client_clock = dated && !advice.server_date;
             if client_clock && b.at + lag >= from + wait {
                 continue;
