@@ -319,6 +319,31 @@ mod tests {
         assert!(AdviceSource::OpenAiReset.is_upper_bound() && !AdviceSource::RateLimitField.is_upper_bound());
     }
 
+    proptest::proptest! {
+        /// Any bytes in any dialect's fields: never a panic, and a wait
+        /// exactly when a source is named.
+        #[test]
+        fn any_field_bytes_never_panic(
+            values in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40), 10),
+            received in 0u64..4_000_000_000,
+        ) {
+            const NAMES: [&str; 10] = [
+                "retry-after", "retry-after-ms", "ratelimit", "ratelimit-remaining", "ratelimit-reset",
+                "x-ratelimit-remaining", "x-ratelimit-reset", "x-ratelimit-remaining-tokens",
+                "x-ratelimit-reset-tokens", "date",
+            ];
+            let mut h = HeaderMap::new();
+            for (name, value) in NAMES.iter().zip(&values) {
+                if let Ok(v) = HeaderValue::from_bytes(value) {
+                    h.append(*name, v);
+                }
+            }
+            let a = read_advice(&h, None, at(received));
+            proptest::prop_assert_eq!(a.wait.is_some(), a.source != AdviceSource::None);
+            let _ = limit_exhausted(&h);
+        }
+    }
+
     #[test]
     fn exhausted_limits_in_any_dialect() {
         assert!(limit_exhausted(&headers(&[("x-ratelimit-remaining", "0")])));
