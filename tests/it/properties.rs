@@ -20,7 +20,7 @@
 //!
 //! The parsers' own model properties (delta-seconds and HTTP-date round
 //! trips, arbitrary bytes never panic) live next to the parser, in
-//! `src/core/retry_after.rs`; [`parser`] adds what the whole pipeline adds:
+//! `src/core/advice/retry_after.rs`; [`parser`] adds what the whole pipeline adds:
 //! the `Date` correction, several field lines, the body fallback, and the
 //! client reading exactly what the simulated server advised.
 

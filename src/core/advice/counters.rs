@@ -9,7 +9,7 @@
 //!   seconds (GitHub, Flask-Limiter, express-rate-limit's legacy
 //!   `Math.ceil(resetTime / 1000)`), of at least 10¹² one in milliseconds.
 //!   Huge values saturate (and are then a Unix time far away).
-//! - As advice ([`advice`]): a family whose `Remaining` is 0 and whose
+//! - As advice (in [`read_advice`](super::read_advice)): a family whose `Remaining` is 0 and whose
 //!   `Reset` is readable; a Unix time is measured against the response's
 //!   own `Date` when valid, else against the client's clock at receipt.
 //! - For the pacing gate ([`RateLimitHeaders::read`]): each field on its

@@ -77,6 +77,30 @@ pub enum AdviceSource {
 }
 
 impl AdviceSource {
+    /// Whether the source always states its wait in whole seconds (a
+    /// delta-seconds value, an Integer `t` or `reset`, or an instant read
+    /// against a whole-second `Date`), so the true wait may be up to a
+    /// second longer than said.
+    pub fn surely_whole_seconds(self) -> bool {
+        matches!(
+            self,
+            AdviceSource::HeaderSeconds
+                | AdviceSource::HeaderDate
+                | AdviceSource::RateLimitField
+                | AdviceSource::RateLimitDictionary
+                | AdviceSource::ResetUnixTime
+        )
+    }
+
+    /// Whether the source may state its wait in whole seconds: those of
+    /// [`surely_whole_seconds`](Self::surely_whole_seconds), and the numbers
+    /// that may carry a fraction (a body's `retry_after_seconds`,
+    /// `RateLimit-Reset`, `X-RateLimit-Reset`): whole when they have none.
+    pub fn maybe_whole_seconds(self) -> bool {
+        self.surely_whole_seconds()
+            || matches!(self, AdviceSource::BodySeconds | AdviceSource::RateLimitReset | AdviceSource::XRateLimitReset)
+    }
+
     /// Whether the wait is an upper bound (the limit is surely back by
     /// then, maybe long before) rather than the least wait: the policy then
     /// waits its backoff, cut to the bound (docs/DESIGN.md).
@@ -131,19 +155,10 @@ impl Advice {
     /// `resetAt` is not (it carries milliseconds), nor `retry-after-ms`, nor
     /// an upper bound.
     pub fn in_whole_seconds(&self) -> bool {
-        match self.source {
-            AdviceSource::HeaderSeconds
-            | AdviceSource::HeaderDate
-            | AdviceSource::RateLimitField
-            | AdviceSource::RateLimitDictionary
-            | AdviceSource::ResetUnixTime => true,
-            AdviceSource::BodySeconds | AdviceSource::RateLimitReset | AdviceSource::XRateLimitReset => {
-                self.wait.is_some_and(|w| w.subsec_nanos() == 0)
-            }
-            AdviceSource::BodyReset | AdviceSource::RetryAfterMs | AdviceSource::OpenAiReset | AdviceSource::None => {
-                false
-            }
+        if self.source.surely_whole_seconds() {
+            return true;
         }
+        self.source.maybe_whole_seconds() && self.wait.is_some_and(|w| w.subsec_nanos() == 0)
     }
 }
 
@@ -302,6 +317,31 @@ mod tests {
         assert!(!whole(&[("retry-after-ms", "2000")]));
         assert!(!whole(&OPENAI));
         assert!(AdviceSource::OpenAiReset.is_upper_bound() && !AdviceSource::RateLimitField.is_upper_bound());
+    }
+
+    proptest::proptest! {
+        /// Any bytes in any dialect's fields: never a panic, and a wait
+        /// exactly when a source is named.
+        #[test]
+        fn any_field_bytes_never_panic(
+            values in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40), 10),
+            received in 0u64..4_000_000_000,
+        ) {
+            const NAMES: [&str; 10] = [
+                "retry-after", "retry-after-ms", "ratelimit", "ratelimit-remaining", "ratelimit-reset",
+                "x-ratelimit-remaining", "x-ratelimit-reset", "x-ratelimit-remaining-tokens",
+                "x-ratelimit-reset-tokens", "date",
+            ];
+            let mut h = HeaderMap::new();
+            for (name, value) in NAMES.iter().zip(&values) {
+                if let Ok(v) = HeaderValue::from_bytes(value) {
+                    h.append(*name, v);
+                }
+            }
+            let a = read_advice(&h, None, at(received));
+            proptest::prop_assert_eq!(a.wait.is_some(), a.source != AdviceSource::None);
+            let _ = limit_exhausted(&h);
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //!   `RateLimit: limit=5, remaining=0, reset=37` (Integers), which is not a
 //!   valid List; it is read when the List parse fails.
 //!
-//! The wait ([`advice`]) is the longest `t` of the items with `r=0`: an
+//! The wait (in [`read_advice`](super::read_advice)) is the longest `t` of the items with `r=0`: an
 //! item with quota left does not bound it, and an exhausted item without
 //! `t` says nothing of when. A field that parses as neither form, or whose
 //! items break these rules, is malformed and ignored whole ("Malformed

@@ -173,7 +173,8 @@ fn zero_advice_spread(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>) 
         let (EventKind::Answer { n, advice, .. }, EventKind::Wait { ms, .. }) = (&pair[0].kind, &pair[1].kind) else {
             continue;
         };
-        if advice.wait_ms != Some(Millis::of(Duration::ZERO)) {
+        // A zero upper bound (a reset "to the initial state" already past) promises no spread.
+        if advice.wait_ms != Some(Millis::of(Duration::ZERO)) || advice.source.is_upper_bound() {
             continue;
         }
         let floor = zero_advice_floor(p, advice.source);

@@ -180,6 +180,10 @@ struct At {
     class: Option<Class>,
     /// The advice of the last answer, if the policy reads advice and it had one.
     advice: Option<Read>,
+    /// An upper bound on the wait instead (an OpenAI reset "to the initial
+    /// state"), whole milliseconds as the trace shows it: the client waits
+    /// its backoff, cut to it (docs/DESIGN.md, "Rate-limit dialects").
+    bound_ms: Option<u128>,
     /// The previous wait, for decorrelated jitter.
     previous: Option<u128>,
 }
@@ -233,6 +237,12 @@ fn shortest_ms(p: &Policy, at: &At) -> (u128, String) {
     let backoff = backoff_floor_ns(&p.backoff, retry);
     let jitter = p.backoff.jitter;
     let Some(a) = at.advice else {
+        if let Some(bound) = at.bound_ms.filter(|b| b * MS < backoff) {
+            return (
+                bound,
+                format!("the server's upper bound, under what {jitter:?} jitter keeps of retry {retry}'s window"),
+            );
+        }
         return (backoff.div_ceil(MS), format!("{jitter:?} jitter keeps of retry {retry}'s window"));
     };
     if a.bound {
@@ -360,7 +370,7 @@ impl SpreadTally {
 /// `backoff-floor` and `wait-lower-bound`, the first breach of each only)
 /// and counts it for the spread.
 fn walk(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>, spread: &mut SpreadTally) {
-    let mut at = At { attempts: 0, throttled: 0, class: None, advice: None, previous: None };
+    let mut at = At { attempts: 0, throttled: 0, class: None, advice: None, bound_ms: None, previous: None };
     let deadline_end = u128::from(j.started_ms) + nanos(p.deadline).div_ceil(MS);
     let reserve = nanos(p.min_attempt_time) / MS;
     let (mut reported, mut floored, mut lowered) = (false, false, false);
@@ -370,9 +380,12 @@ fn walk(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>, spread: &mut S
             EventKind::Answer { class, advice, .. } => {
                 at.throttled += u32::from(*class == Class::Throttled);
                 at.class = Some(*class);
-                at.advice = advice.wait_ms.filter(|_| p.use_advice).map(|ms| Read::of(ms, advice.source));
+                let read = advice.wait_ms.filter(|_| p.use_advice);
+                let bound = advice.source.is_upper_bound();
+                at.advice = read.filter(|_| !bound).map(|ms| Read::of(ms, advice.source));
+                at.bound_ms = read.filter(|_| bound).map(|ms| ms.0);
             }
-            EventKind::NoAnswer { class, .. } => (at.class, at.advice) = (Some(*class), None),
+            EventKind::NoAnswer { class, .. } => (at.class, at.advice, at.bound_ms) = (Some(*class), None, None),
             EventKind::Wait { ms, .. } => {
                 spread.count(j, p, &at, *ms, e.at_ms);
                 let (policy, how) = longest_ms(p, &at);
@@ -464,7 +477,7 @@ mod tests {
     fn at(attempts: u32, throttled: u32, advice: Option<(u64, AdviceSource)>) -> At {
         let class = Some(if throttled > 0 { Class::Throttled } else { Class::Transient });
         let advice = advice.map(|(ms, source)| Read::of(Millis(u128::from(ms)), source));
-        At { attempts, throttled, class, advice, previous: Some(9_000 * MS) }
+        At { attempts, throttled, class, advice, bound_ms: None, previous: Some(9_000 * MS) }
     }
 
     /// The floors, by hand, on a backoff of 100 ms doubling to 1 s.
@@ -506,5 +519,22 @@ mod tests {
         assert_eq!(floor(&p, &at(4, 1, header)), 250);
         p.escalate = false;
         assert_eq!(floor(&p, &at(4, 3, header)), 250);
+    }
+
+    /// An upper bound (OpenAI's reset): the backoff's floor, or the bound
+    /// when that is shorter; the longest is the backoff's window, and a
+    /// dialect's whole seconds escalate like `Retry-After`'s.
+    #[test]
+    fn an_upper_bound_lowers_the_floor_and_whole_second_dialects_escalate() {
+        let floor = |p: &Policy, at: &At| shortest_ms(p, at).0;
+        let b = Backoff { base: D(100), cap: D(1000), jitter: Jitter::None };
+        let p = Policy { backoff: b, advice_mode: AdviceMode::AdvicePlusSpread, escalate: true, ..Policy::standard() };
+        let bounded = |ms| At { bound_ms: Some(ms), ..at(4, 1, None) };
+        assert_eq!(floor(&p, &bounded(300)), 300, "under retry 3's 800 ms window");
+        assert_eq!(floor(&p, &bounded(5000)), 800);
+        assert_eq!(longest_ms(&p, &bounded(300)).0, 800);
+        let field = Some((250, AdviceSource::RateLimitField));
+        assert_eq!(floor(&p, &at(4, 3, field)), 2250, "two seconds added as for a header");
+        assert_eq!(floor(&p, &at(4, 3, Some((250, AdviceSource::RetryAfterMs)))), 250);
     }
 }
