@@ -220,7 +220,10 @@ fn a_config_file_round_trips_and_bad_files_name_the_key() {
     refused(&["run", "--config", bad.to_str().unwrap()], "the scenario file sets nothing");
     let shown = ok(&["scenarios", "--show", "blinkimg-1s"]);
     std::fs::write(&bad, shown.replace("window_ms = 1000", "window_ms = 0")).unwrap();
-    refused(&["run", "--config", bad.to_str().unwrap()], "api.limiter.window_ms = 0 would turn the limiter off");
+    refused(
+        &["run", "--config", bad.to_str().unwrap()],
+        "api.limiter.window_ms = 0 is not allowed: write an integer in 1..=7776000000 (must be positive: 0 would turn the limiter off)",
+    );
     let deadline = shown.lines().find(|l| l.starts_with("deadline = ")).expect("the policy has a deadline");
     std::fs::write(&bad, shown.replace(deadline, "deadline = \"0s\"")).unwrap();
     refused(&["run", "--config", bad.to_str().unwrap()], "policy.deadline = \"0s\" would send nothing");

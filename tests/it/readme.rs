@@ -9,7 +9,7 @@ pub const README: &str = include_str!("../../README.md");
 
 /// Every page, as its path from the repository root and its text: the README
 /// first, then the guide's pages in the order the README lists them.
-pub const PAGES: [(&str, &str); 17] = [
+pub const PAGES: [(&str, &str); 18] = [
     ("README.md", README),
     ("docs/guide/core.md", include_str!("../../docs/guide/core.md")),
     ("docs/guide/comparing-policies.md", include_str!("../../docs/guide/comparing-policies.md")),
@@ -23,6 +23,7 @@ pub const PAGES: [(&str, &str); 17] = [
     ("docs/guide/driver.md", include_str!("../../docs/guide/driver.md")),
     ("docs/guide/lean-build.md", include_str!("../../docs/guide/lean-build.md")),
     ("docs/guide/command-line.md", include_str!("../../docs/guide/command-line.md")),
+    ("docs/guide/scenario-keys.md", include_str!("../../docs/guide/scenario-keys.md")),
     ("docs/guide/snapshots.md", include_str!("../../docs/guide/snapshots.md")),
     ("docs/guide/timelines.md", include_str!("../../docs/guide/timelines.md")),
     ("docs/guide/determinism.md", include_str!("../../docs/guide/determinism.md")),

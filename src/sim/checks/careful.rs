@@ -154,11 +154,34 @@ pub(crate) fn spread_cap_ns(s: &Spread, advice: u128, whole_seconds: bool) -> u1
     if whole_seconds && advice == 0 { cap.max(s.rounded_zero.as_nanos()) } else { cap }
 }
 
+/// Whether an advice from `source`, `ms` whole milliseconds in the trace,
+/// may be in whole seconds as the core's `Advice::in_whole_seconds` reads
+/// it, and whether it surely is: `Retry-After`, the `RateLimit` field's `t`,
+/// the draft -07 `reset` and a Unix reset are whole seconds always; a
+/// body's `retry_after_seconds` may be (its fraction does not show in whole
+/// milliseconds), and a `RateLimit-Reset` / `X-RateLimit-Reset` may be where
+/// the trace shows no fraction; `resetAt`, `retry-after-ms` and an upper
+/// bound never are.
+pub(crate) fn whole_seconds(source: AdviceSource, ms: u128) -> (bool, bool) {
+    match source {
+        AdviceSource::HeaderSeconds
+        | AdviceSource::HeaderDate
+        | AdviceSource::RateLimitField
+        | AdviceSource::RateLimitDictionary
+        | AdviceSource::ResetUnixTime => (true, true),
+        AdviceSource::BodySeconds => (true, false),
+        AdviceSource::RateLimitReset | AdviceSource::XRateLimitReset => (ms.is_multiple_of(1_000), false),
+        AdviceSource::BodyReset | AdviceSource::RetryAfterMs | AdviceSource::OpenAiReset | AdviceSource::None => {
+            (false, false)
+        }
+    }
+}
+
 /// The least wait after a zero advice from `source` that `p`'s spread
 /// promises: 1 ms when the spread's cap for it is not zero, else nothing.
 fn zero_advice_floor(p: &Policy, source: AdviceSource) -> Duration {
     // A zero the core surely reads in whole seconds, or a body's (as before).
-    let (may, surely) = crate::sim::checks::waits::whole_seconds(source, 0);
+    let (may, surely) = whole_seconds(source, 0);
     let whole_seconds = surely || (may && source == AdviceSource::BodySeconds);
     // The cap as the specification states it, not `Spread::cap`, which the client calls.
     if spread_cap_ns(&p.spread, 0, whole_seconds) == 0 { Duration::ZERO } else { Duration::from_millis(1) }

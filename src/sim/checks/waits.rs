@@ -55,7 +55,7 @@ use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
 use crate::core::classify::Class;
 use crate::core::policy::Policy;
 use crate::core::retry_after::AdviceSource;
-use crate::sim::checks::careful::{runs_with_policy, spread_cap_ns};
+use crate::sim::checks::careful::{runs_with_policy, spread_cap_ns, whole_seconds};
 use crate::sim::checks::fleet::FleetViolation;
 use crate::sim::run::job::JobRecord;
 use crate::sim::run::runner::Report;
@@ -130,29 +130,6 @@ struct Read {
     /// escalation, so it bounds a wait from above only.
     bound: bool,
     source: AdviceSource,
-}
-
-/// Whether an advice from `source`, `ms` whole milliseconds in the trace,
-/// may be in whole seconds as the core's `Advice::in_whole_seconds` reads
-/// it, and whether it surely is: `Retry-After`, the `RateLimit` field's `t`,
-/// the draft -07 `reset` and a Unix reset are whole seconds always; a
-/// body's `retry_after_seconds` may be (its fraction does not show in whole
-/// milliseconds), and a `RateLimit-Reset` / `X-RateLimit-Reset` may be where
-/// the trace shows no fraction; `resetAt`, `retry-after-ms` and an upper
-/// bound never are.
-pub(crate) fn whole_seconds(source: AdviceSource, ms: u128) -> (bool, bool) {
-    match source {
-        AdviceSource::HeaderSeconds
-        | AdviceSource::HeaderDate
-        | AdviceSource::RateLimitField
-        | AdviceSource::RateLimitDictionary
-        | AdviceSource::ResetUnixTime => (true, true),
-        AdviceSource::BodySeconds => (true, false),
-        AdviceSource::RateLimitReset | AdviceSource::XRateLimitReset => (ms.is_multiple_of(1_000), false),
-        AdviceSource::BodyReset | AdviceSource::RetryAfterMs | AdviceSource::OpenAiReset | AdviceSource::None => {
-            (false, false)
-        }
-    }
 }
 
 impl Read {

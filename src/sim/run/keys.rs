@@ -2,7 +2,7 @@
 //!
 //! A scenario is checked against this table twice: its TOML text before it
 //! is read (so a wrong type or a value out of range names its key, not the
-//! table around it) and the [`Scenario`] value itself, whatever built it (a
+//! table around it) and the `Scenario` value itself, whatever built it (a
 //! file, a preset, a generator, a user's code). The second walk refuses any
 //! key the table does not list, so a new field cannot skip its range: the
 //! named scenarios' test fails until it has one. `docs/guide/scenario-keys.md`
@@ -12,11 +12,23 @@
 //! realistic: a range exists so that arithmetic on user numbers cannot wrap,
 //! a run cannot spin without virtual time passing, and memory stays bounded.
 //! Cross-key rules (`min_latency <= max_latency`, `heartbeat < silence`, ...)
-//! live in [`Scenario::validate`].
+//! live in `Scenario::validate`.
 
 use std::time::Duration;
 
-use super::scenario::{InvalidScenario, Scenario};
+use serde::Serialize;
+
+/// Why a scenario is not runnable: what is wrong, naming the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidScenario(pub String);
+
+impl std::fmt::Display for InvalidScenario {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InvalidScenario {}
 
 /// The largest scenario file read, in bytes: the biggest shipped scenario is
 /// a few kilobytes, and a TOML parser's memory grows with its input.
@@ -138,7 +150,7 @@ macro_rules! aimd_keys {
 /// A policy's keys under `policy.` (and `fleet.deferral.policy.`, read as these).
 const POLICY: [Key; 18] = [
     text("policy.name", 200),
-    int("policy.max_retries", 0, 100_000, ""),
+    int("policy.max_retries", 0, u32::MAX as i128, "4294967295: no cap but the deadline"),
     dur("policy.deadline", MS, LONGEST, "must be positive: a zero deadline sends nothing"),
     dur("policy.max_single_wait", ZERO, LONGEST, ""),
     dur("policy.min_attempt_time", ZERO, LONGEST, ""),
@@ -152,7 +164,7 @@ const POLICY: [Key; 18] = [
     dur("policy.spread.max", ZERO, LONGEST, ""),
     dur("policy.spread.rounded_zero", ZERO, LONGEST, ""),
     flag("policy.escalate"),
-    int("policy.unclear_max_retries", 0, 100_000, ""),
+    int("policy.unclear_max_retries", 0, u32::MAX as i128, ""),
     flag("policy.use_advice"),
     flag("policy.idempotency_keys"),
 ];
@@ -461,9 +473,9 @@ pub(crate) fn check_toml(table: &toml::Table) -> Result<(), InvalidScenario> {
     table.iter().try_for_each(|(k, v)| walk(k, v))
 }
 
-/// Checks every key a scenario value has against [`KEYS`]; a key with no
-/// entry is refused, so that none skips its range.
-pub(crate) fn check_value(s: &Scenario) -> Result<(), InvalidScenario> {
+/// Checks every key a scenario value (`Scenario`, serialised) has against
+/// [`KEYS`]; a key with no entry is refused, so that none skips its range.
+pub(crate) fn check_value(s: &impl Serialize) -> Result<(), InvalidScenario> {
     fn walk(path: &str, value: &serde_json::Value) -> Result<(), InvalidScenario> {
         use serde_json::Value;
         let leaf = match value {

@@ -328,17 +328,7 @@ impl ClientConfig {
     }
 }
 
-/// Why a scenario is not runnable.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvalidScenario(pub String);
-
-impl std::fmt::Display for InvalidScenario {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for InvalidScenario {}
+pub use super::keys::InvalidScenario;
 
 /// A TOML reader's error, a number past TOML's 64 bits said as such (the
 /// command line cuts long quoted lines where it prints errors).

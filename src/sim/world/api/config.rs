@@ -7,8 +7,6 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use super::dialect::Dialect;
-
 /// One simulated API. Unknown TOML keys are an error (a typo must not silently
 /// fall back to a default).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -503,6 +501,31 @@ impl ScriptStep {
         }
         Ok(())
     }
+}
+
+/// A rate-limit dialect a refusal speaks besides (or instead of)
+/// `Retry-After`. See the module doc of `sim::world::api::dialect` for each
+/// one's source and rounding.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dialect {
+    /// No fields of a dialect: the advice is `Retry-After` and the body's hint alone.
+    #[default]
+    None,
+    /// draft-ietf-httpapi-ratelimit-headers-10/-11: `RateLimit: "writes";r=0;t=2`.
+    Ietf,
+    /// express-rate-limit `draft-6`: `RateLimit-Limit/-Remaining/-Reset`.
+    ExpressDraft6,
+    /// express-rate-limit `draft-7`: `RateLimit: limit=5, remaining=0, reset=37`.
+    ExpressDraft7,
+    /// express-rate-limit `draft-8`: `RateLimit: "5-in-1min"; r=0; t=37`.
+    ExpressDraft8,
+    /// OpenAI: `retry-after-ms`, `x-ratelimit-*-requests` / `-tokens`.
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// GitHub's primary limit: `x-ratelimit-remaining: 0`, `x-ratelimit-reset` in Unix seconds.
+    #[serde(rename = "github")]
+    GitHub,
 }
 
 #[cfg(test)]

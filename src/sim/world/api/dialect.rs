@@ -16,7 +16,7 @@
 //!   structured fields: `RateLimit-Policy: "writes";q=30;w=1` and `RateLimit:
 //!   "writes";r=0;t=2`; `t` is the wait in whole seconds, rounded up, `w` the
 //!   window rounded up (the draft has no sub-second precision). Written as
-//!   the `structured` habit writes them (`habits::structured_fields`).
+//!   the `structured` habit writes them (`structured_fields`).
 //! - `express_draft6`, `express_draft7`, `express_draft8`: express-rate-limit
 //!   8.6's `standardHeaders` (`source/headers.ts`): the reset is
 //!   `Math.max(0, Math.ceil(ms / 1000))`, the window `Math.ceil(windowMs /
@@ -54,36 +54,10 @@
 use std::time::Duration;
 
 use http::HeaderName;
-use serde::{Deserialize, Serialize};
 
-use super::habits;
+use super::config::Dialect;
 use super::limiter::{Standing, ceil_seconds};
 use super::wallclock::WallTime;
-
-/// A rate-limit dialect a refusal speaks besides (or instead of)
-/// `Retry-After`. See the module doc of `sim::world::api::dialect` for each
-/// one's source and rounding.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Dialect {
-    /// No fields of a dialect: the advice is `Retry-After` and the body's hint alone.
-    #[default]
-    None,
-    /// draft-ietf-httpapi-ratelimit-headers-10/-11: `RateLimit: "writes";r=0;t=2`.
-    Ietf,
-    /// express-rate-limit `draft-6`: `RateLimit-Limit/-Remaining/-Reset`.
-    ExpressDraft6,
-    /// express-rate-limit `draft-7`: `RateLimit: limit=5, remaining=0, reset=37`.
-    ExpressDraft7,
-    /// express-rate-limit `draft-8`: `RateLimit: "5-in-1min"; r=0; t=37`.
-    ExpressDraft8,
-    /// OpenAI: `retry-after-ms`, `x-ratelimit-*-requests` / `-tokens`.
-    #[serde(rename = "openai")]
-    OpenAi,
-    /// GitHub's primary limit: `x-ratelimit-remaining: 0`, `x-ratelimit-reset` in Unix seconds.
-    #[serde(rename = "github")]
-    GitHub,
-}
 
 /// How a dialect rounds the wait it writes: always up, so it is never early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,7 +218,7 @@ impl Dialect {
             Dialect::None => (vec![], None),
             Dialect::Ietf => {
                 let standing = Standing { limit, remaining: 0, reset: r.wait };
-                let (policy, current) = habits::structured_fields(r.policy, standing, r.window);
+                let (policy, current) = structured_fields(r.policy, standing, r.window);
                 (vec![(RATELIMIT_POLICY, policy), (RATELIMIT, current)], seconds)
             }
             Dialect::ExpressDraft6 => {
@@ -380,12 +354,32 @@ fn go_duration(ms: u64) -> String {
     }
 }
 
+/// The draft-10 structured fields for one budget: `(RateLimit-Policy, RateLimit)`.
+pub(crate) fn structured_fields(policy: &str, standing: Standing, window: Duration) -> (String, String) {
+    let w = ceil_seconds(window).max(1);
+    let t = ceil_seconds(standing.reset);
+    (format!("\"{policy}\";q={};w={w}", standing.limit), format!("\"{policy}\";r={};t={t}", standing.remaining))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    #[test]
+    fn structured_fields_follow_draft_10s_examples() {
+        let standing = Standing { limit: 30, remaining: 12, reset: ms(400) };
+        assert_eq!(
+            structured_fields("writes", standing, ms(1_000)),
+            ("\"writes\";q=30;w=1".to_owned(), "\"writes\";r=12;t=1".to_owned())
+        );
+        let whole = Standing { limit: 120, remaining: 120, reset: Duration::ZERO };
+        assert_eq!(structured_fields("writes", whole, ms(60_000)).1, "\"writes\";r=120;t=0");
+        // No sub-second windows in the draft: w rounds up.
+        assert_eq!(structured_fields("writes", whole, ms(250)).0, "\"writes\";q=120;w=1");
     }
 
     /// A refusal of 5 per minute with `wait` ms to go, 500 ms into a wall second.

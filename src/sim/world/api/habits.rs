@@ -92,7 +92,7 @@
 use std::time::Duration;
 
 use super::config::{ResetForm, RetryAfterRounding};
-use super::limiter::{Standing, ceil_seconds, whole_seconds_at_least_one};
+use super::limiter::{ceil_seconds, whole_seconds_at_least_one};
 use super::wallclock::WallTime;
 
 /// A request-rate refusal's `Retry-After`, in whole seconds, for a refusal at
@@ -119,13 +119,6 @@ pub(crate) fn reset_value(form: ResetForm, reset: Duration, wall: WallTime) -> u
         ResetForm::SecondsLeft => ceil_seconds(reset),
         ResetForm::UnixSeconds => flask_reset_at(wall.plus(reset)).unix_seconds(),
     }
-}
-
-/// The draft-10 structured fields for one budget: `(RateLimit-Policy, RateLimit)`.
-pub(crate) fn structured_fields(policy: &str, standing: Standing, window: Duration) -> (String, String) {
-    let w = ceil_seconds(window).max(1);
-    let t = ceil_seconds(standing.reset);
-    (format!("\"{policy}\";q={};w={w}", standing.limit), format!("\"{policy}\";r={};t={t}", standing.remaining))
 }
 
 /// The `Content-Type` of [`html_page`] (Werkzeug's `HTTPException.get_headers`).
@@ -230,19 +223,6 @@ mod tests {
         assert_eq!(reset_value(ResetForm::UnixSeconds, ms(700), wall(500)), 1_791_450_002);
         // A reset exactly on a whole second still gains one: int(x + 1.0 + 1).
         assert_eq!(reset_value(ResetForm::UnixSeconds, ms(500), wall(500)), 1_791_450_002);
-    }
-
-    #[test]
-    fn structured_fields_follow_draft_10s_examples() {
-        let standing = Standing { limit: 30, remaining: 12, reset: ms(400) };
-        assert_eq!(
-            structured_fields("writes", standing, ms(1_000)),
-            ("\"writes\";q=30;w=1".to_owned(), "\"writes\";r=12;t=1".to_owned())
-        );
-        let whole = Standing { limit: 120, remaining: 120, reset: Duration::ZERO };
-        assert_eq!(structured_fields("writes", whole, ms(60_000)).1, "\"writes\";r=120;t=0");
-        // No sub-second windows in the draft: w rounds up.
-        assert_eq!(structured_fields("writes", whole, ms(250)).0, "\"writes\";q=120;w=1");
     }
 
     /// `limits` 5.8.0's memory storage, line by line, on integer milliseconds

@@ -256,7 +256,7 @@ impl Api {
                 headers.append(reset, HeaderValue::from(reset_value));
             }
             if matches!(fields, RateLimitFields::Structured | RateLimitFields::Draft6AndStructured) {
-                let (policy, current) = habits::structured_fields(policy, standing, window);
+                let (policy, current) = super::dialect::structured_fields(policy, standing, window);
                 headers.append(RATELIMIT_POLICY, text_value(policy));
                 headers.append(RATELIMIT, text_value(current));
             }
