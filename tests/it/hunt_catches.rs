@@ -32,10 +32,11 @@ const AT_LEAST: u64 = 10;
 /// `pacing-ignores-reset`: on a whole-second server a gate without the reset
 /// is held by each refusal's `Retry-After` (rounded past the reset) and
 /// spends one refused probe per window, which pacing-no-429 allows once
-/// there; 8 seeds of 500 remained, and 7 since the core reads a reset in
-/// Unix seconds as advice (issue 53): seed 391's workers, told
-/// `X-RateLimit-Reset` against `Date` beside a malformed `Retry-After`, now
-/// wait for the reset themselves, so a gate that ignores it no longer shows.
+/// there; 8 seeds of 500 remained, and 7 since the core reads every
+/// rate-limit dialect (issue 53): on seed 391 the server's `Retry-After` is
+/// malformed and its `X-RateLimit-Reset` a Unix time 2 s ahead, past the
+/// drawn policy's `max_single_wait`, so its workers now give up at once
+/// instead of retrying into the window a gate without the reset opens.
 const RARE: [(&str, u64); 4] = [
     ("max-of-advice-only", 6),
     ("aimd-never-grows", 8),
