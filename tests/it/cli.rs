@@ -226,7 +226,10 @@ fn a_config_file_round_trips_and_bad_files_name_the_key() {
     );
     let deadline = shown.lines().find(|l| l.starts_with("deadline = ")).expect("the policy has a deadline");
     std::fs::write(&bad, shown.replace(deadline, "deadline = \"0s\"")).unwrap();
-    refused(&["run", "--config", bad.to_str().unwrap()], "policy.deadline = \"0s\" would send nothing");
+    refused(
+        &["run", "--config", bad.to_str().unwrap()],
+        "policy.deadline = \"0s\" is not allowed: write a duration in 1ms..=90days (must be positive: a zero deadline sends nothing)",
+    );
     // A run cut at its time_limit replays from the file it read, not by a name.
     let short = dir.join("short.toml");
     let shown = ok(&["scenarios", "--show", "deadline-wins"]);

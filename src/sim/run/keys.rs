@@ -362,7 +362,7 @@ fn in_one_unit(d: Duration) -> String {
         (1_000_000, "ms"),
     ];
     let ns = d.as_nanos();
-    match UNITS.iter().find(|(unit, _)| ns > 0 && ns % unit == 0) {
+    match UNITS.iter().find(|(unit, _)| ns > 0 && ns.is_multiple_of(*unit)) {
         Some((unit, name)) => format!("{}{name}", ns / unit),
         None if ns == 0 => "0s".into(),
         None => format!("{}us", d.as_micros()),
