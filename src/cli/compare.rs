@@ -109,7 +109,6 @@ pub fn run(args: CompareArgs) -> Outcome {
                 seed: e.seed,
                 message: e.message.clone(),
                 wall_bound: e.wall_bound,
-                interrupted: false,
             },
             &e.replay(),
         ),

@@ -454,8 +454,7 @@ fn every_key_past_its_range_is_refused_by_name() {
         let mut table = base();
         apply(&mut table, &Mutation { key: k.path, value: past.clone() });
         let e = Scenario::from_toml(&toml::to_string(&table).unwrap()).expect_err(k.path);
-        let named = k.path.replace("[]", "");
-        assert!(e.0.contains(&named) || e.0.contains(k.path.rsplit('.').next().unwrap()), "{}: {e}", k.path);
+        assert!(e.0.starts_with(&format!("{} ", k.path)), "{}: {e}", k.path);
     }
 }
 

@@ -16,10 +16,23 @@ use std::sync::Once;
 
 thread_local! {
     /// The panics of this thread's watched run, when one is watched.
-    static RECORDED: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+    static RECORDED: RefCell<Option<Recorded>> = const { RefCell::new(None) };
 }
 
 static HOOK: Once = Once::new();
+
+/// The most panic messages a run keeps (one that panics in a loop goes on
+/// counting).
+const KEPT: usize = 16;
+
+/// What a watched run's panics came to.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Recorded {
+    /// The first [`KEPT`] messages, each with where it panicked.
+    pub(crate) first: Vec<String>,
+    /// Every panic.
+    pub(crate) count: usize,
+}
 
 /// Watches the panics of the calling thread until it is dropped.
 pub(crate) struct Watch {
@@ -37,12 +50,12 @@ impl Watch {
                 }
             }));
         });
-        RECORDED.with(|r| *r.borrow_mut() = Some(Vec::new()));
+        RECORDED.with(|r| *r.borrow_mut() = Some(Recorded::default()));
         Watch { _not_send: std::marker::PhantomData }
     }
 
-    /// The panics recorded so far, in order.
-    pub(crate) fn panics(&self) -> Vec<String> {
+    /// The panics recorded so far.
+    pub(crate) fn panics(&self) -> Recorded {
         RECORDED.with(|r| r.borrow().clone().unwrap_or_default())
     }
 }
@@ -58,7 +71,7 @@ fn record(info: &PanicHookInfo<'_>) -> bool {
     RECORDED
         .try_with(|r| {
             let Ok(mut r) = r.try_borrow_mut() else { return false };
-            let Some(panics) = r.as_mut() else { return false };
+            let Some(recorded) = r.as_mut() else { return false };
             let message = info
                 .payload()
                 .downcast_ref::<String>()
@@ -66,11 +79,9 @@ fn record(info: &PanicHookInfo<'_>) -> bool {
                 .or_else(|| info.payload().downcast_ref::<&str>().copied())
                 .unwrap_or("a panic without a message");
             let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
-            // A run that panics in a loop keeps the first few; the count says the rest.
-            if panics.len() < 16 {
-                panics.push(format!("{message}{at}"));
-            } else {
-                panics.push(String::new());
+            recorded.count += 1;
+            if recorded.first.len() < KEPT {
+                recorded.first.push(format!("{message}{at}"));
             }
             true
         })
@@ -87,13 +98,13 @@ mod tests {
         let caught = std::panic::catch_unwind(|| panic!("boom {}", 1));
         assert!(caught.is_err());
         let panics = watch.panics();
-        assert_eq!(panics.len(), 1);
-        assert!(panics[0].starts_with("boom 1 at src/sim/run/panics.rs:"), "{panics:?}");
+        assert_eq!(panics.count, 1);
+        assert!(panics.first[0].starts_with("boom 1 at src/sim/run/panics.rs:"), "{panics:?}");
         drop(watch);
         // Another thread is not watched by this one's watch.
         let watch = Watch::start();
         let other = std::thread::spawn(|| std::panic::catch_unwind(|| panic!("elsewhere")).is_err()).join();
         assert_eq!(other.ok(), Some(true));
-        assert!(watch.panics().is_empty());
+        assert_eq!(watch.panics().count, 0);
     }
 }

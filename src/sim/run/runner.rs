@@ -144,14 +144,11 @@ pub struct RunError {
     /// The wall-time bound ([`RunOptions::max_wall`]) when that is what
     /// stopped the run: the simulation itself may be fine, only slow.
     pub wall_bound: Option<Duration>,
-    /// Whether [`RunOptions::stop_when`]'s function stopped the run (a
-    /// signal, say): not a finding about the run.
-    pub interrupted: bool,
 }
 
 impl RunError {
     fn of(s: &Scenario, seed: u64, message: String) -> RunError {
-        RunError { scenario: s.name.clone(), seed, message, wall_bound: None, interrupted: false }
+        RunError { scenario: s.name.clone(), seed, message, wall_bound: None }
     }
 }
 
@@ -228,7 +225,6 @@ pub struct RunOptions {
     hooks: Hooks,
     max_wall: Option<Duration>,
     max_requests: Option<usize>,
-    stop: Option<fn() -> bool>,
     progress: Option<(Duration, ProgressFn)>,
     steps: StepMode,
 }
@@ -260,15 +256,6 @@ impl RunOptions {
     /// read between steps, never by the simulation.
     pub fn max_wall(mut self, bound: Option<Duration>) -> RunOptions {
         self.max_wall = bound;
-        self
-    }
-
-    /// Stops a run (with a [`RunError`] whose `interrupted` is set) soon
-    /// after `stop` answers true: it is asked between steps and inside busy
-    /// ones, as the wall-time bound is (the command line's SIGINT and
-    /// SIGTERM stop runs in progress this way).
-    pub fn stop_when(mut self, stop: fn() -> bool) -> RunOptions {
-        self.stop = Some(stop);
         self
     }
 
@@ -430,10 +417,8 @@ impl RunOptions {
         let mut watch = Watch::new(self);
         // Looked at inside steps too: a host busy within one tick never
         // reaches the look between steps.
-        let deadline = self.max_wall.and_then(|b| watch.began.checked_add(b));
-        let stop = self.stop;
-        if deadline.is_some() || stop.is_some() {
-            sim.interrupt_when(move || deadline.is_some_and(|d| Instant::now() >= d) || stop.is_some_and(|f| f()));
+        if let Some(deadline) = self.max_wall.and_then(|b| watch.began.checked_add(b)) {
+            sim.interrupt_when(move || Instant::now() >= deadline);
         }
         let driven = self.drive_watched(sim, world, &mut watch);
         sim.clear_interrupt();
@@ -523,18 +508,18 @@ enum Client {
 impl Client {
     /// Why a run with these `panics` (as [`panics::Watch`] recorded them)
     /// failed, if it did.
-    fn panicked(self, panics: &[String], report: &Report) -> Option<String> {
+    fn panicked(self, panics: &panics::Recorded, report: &Report) -> Option<String> {
         let users: Vec<&str> = match self {
             Client::Own => Vec::new(),
             Client::Users => report.records.iter().filter_map(|r| r.panic.as_deref()).collect(),
         };
         let mut theirs = users.len();
-        let first = panics.iter().find(|p| {
+        let first = panics.first.iter().find(|p| {
             let user = theirs > 0 && users.iter().any(|u| p.starts_with(u));
             theirs -= usize::from(user);
             !user
         })?;
-        let count = panics.len() - users.len().min(panics.len());
+        let count = panics.count - users.len().min(panics.count);
         let whose = match self {
             Client::Own => "in retrysim's own code: a bug, please report it with the replay line",
             Client::Users => {
@@ -603,7 +588,6 @@ fn fault_switches(s: &Scenario) -> Vec<(Duration, usize, bool)> {
 /// every 256 ticks (a skip may cover more), never inside the simulation.
 struct Watch {
     max_wall: Option<Duration>,
-    stop: Option<fn() -> bool>,
     progress: Option<(Duration, ProgressFn)>,
     began: Instant,
     shown: Duration,
@@ -616,7 +600,6 @@ impl Watch {
     fn new(options: &RunOptions) -> Watch {
         Watch {
             max_wall: options.max_wall,
-            stop: options.stop,
             progress: options.progress,
             began: Instant::now(),
             shown: Duration::ZERO,
@@ -625,18 +608,9 @@ impl Watch {
         }
     }
 
-    /// The error of a run the wall-time bound or the stop function stopped.
+    /// The error of a run the wall-time bound stopped.
     fn stopped(&self, sim: &turmoil::Sim<'_>, world: &World<'_>) -> RunError {
         let (s, bound) = (world.s, self.max_wall.unwrap_or_default());
-        if self.stop.is_some_and(|f| f()) {
-            let message = format!(
-                "stopped when asked to, at {} of virtual time with {} of {} jobs ended",
-                humantime::format_duration(Duration::from_secs(sim.elapsed().as_secs())),
-                world.shared.ended(),
-                s.fleet.jobs
-            );
-            return RunError { interrupted: true, ..RunError::of(s, world.seed, message) };
-        }
         let message = format!(
             "stopped after {} of wall time, the bound, at {} of virtual time with {} of {} jobs ended",
             humantime::format_duration(bound),
@@ -649,9 +623,6 @@ impl Watch {
 
     /// Stops the run past the bound; says what it does when it is time to.
     fn look(&mut self, sim: &turmoil::Sim<'_>, world: &World<'_>) -> Result<(), RunError> {
-        if self.stop.is_some_and(|f| f()) {
-            return Err(self.stopped(sim, world));
-        }
         if self.steps < self.looked + 256 || (self.max_wall.is_none() && self.progress.is_none()) {
             return Ok(());
         }
