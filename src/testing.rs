@@ -79,10 +79,8 @@
 use std::fmt;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use crate::core::lock;
 use crate::sim::checks::hunt;
 use crate::sim::checks::invariants as check;
 use crate::sim::run::clients::ScenarioClient;
@@ -291,24 +289,19 @@ impl Harness {
             Err(_) => seeds.collect(),
         };
         let test = current_test();
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(seeds.len().max(1));
-        let next = AtomicU64::new(0);
-        let results = Mutex::new(Vec::with_capacity(seeds.len()));
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-                        let Some(&seed) = seeds.get(i) else { break };
-                        let mut checked = self.check_in(seed, test.as_deref());
-                        checked.report = None;
-                        lock(&results).push(checked);
-                    }
-                });
-            }
-        });
-        let mut checked = results.into_inner().unwrap_or_else(|e| e.into_inner());
-        checked.sort_by_key(|c| c.seed);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let seed_loop = hunt::SeedLoop { threads, name: "harness-seeds", fall_back: true };
+        let (harness, runs) = (self.clone(), seeds.len());
+        let ran = seed_loop.run(
+            runs,
+            move |i| {
+                let mut checked = harness.check_in(seeds[i], test.as_deref());
+                checked.report = None;
+                checked
+            },
+            &mut |_| false,
+        );
+        let checked = ran.results.into_iter().map(|(_, c)| c).collect();
         Hunt { checked }
     }
 }

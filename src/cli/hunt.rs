@@ -12,10 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{RecvTimeoutError, channel};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use retrysim::sim::checks::hunt::{self, DeterminismSample, Finding, HuntConfig, Kind, SeedResult, Target};
@@ -171,56 +168,27 @@ pub fn run(args: HuntArgs) -> Outcome {
 /// the hunt goes on with those it has (an error if it has none).
 fn run_seeds(config: &HuntConfig) -> Result<Vec<SeedResult>, UserError> {
     let meter = Meter::new("hunt", "seeds", config.seeds);
-    let (tx, rx) = channel::<SeedResult>();
-    let next = Arc::new(AtomicU64::new(0));
-    let mut started = 0;
-    for _ in 0..config.threads.max(1) {
-        if progress::interrupted().is_some() {
-            break;
+    let (mut done, mut failing) = (0u64, 0u64);
+    let hunted = hunt::hunt_watched(config, &mut |r| {
+        if let Some(r) = r {
+            done += 1;
+            failing += u64::from(!r.findings.is_empty());
         }
-        let (tx, next, config) = (tx.clone(), next.clone(), *config);
-        let worker = std::thread::Builder::new().name("hunt-seeds".into()).spawn(move || {
-            while progress::interrupted().is_none() {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= config.seeds {
-                    break;
-                }
-                let seed = config.start + i;
-                let twice = config.determinism.applies(seed);
-                if tx.send(hunt::check_seed(seed, &config.target, twice, &config.options)).is_err() {
-                    break;
-                }
-            }
-        });
-        match worker {
-            Ok(_) => started += 1,
-            Err(e) if started == 0 => return Err(UserError(format!("cannot start a worker thread: {e}"))),
-            Err(e) => {
-                eprintln!("warning: hunt runs on {started} threads, not {}: cannot start more ({e})", config.threads);
-                break;
-            }
-        }
-    }
-    drop(tx);
-    let mut results = Vec::with_capacity(config.seeds.min(1 << 20) as usize);
-    let mut failing = 0u64;
-    loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(r) => {
-                failing += u64::from(!r.findings.is_empty());
-                results.push(r);
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
-        }
-        meter.set(results.len() as u64, &format!(", {failing} failing"));
-        if progress::interrupted().is_some() {
-            break;
-        }
-    }
+        meter.set(done, &format!(", {failing} failing"));
+        progress::interrupted().is_some()
+    });
     meter.finish();
-    results.sort_by_key(|r| r.seed);
-    Ok(results)
+    match hunted.refused {
+        Some(e) if hunted.threads == 0 => return Err(UserError(format!("cannot start a worker thread: {e}"))),
+        Some(e) => {
+            eprintln!(
+                "warning: hunt runs on {} threads, not {}: cannot start more ({e})",
+                hunted.threads, config.threads
+            )
+        }
+        None => {}
+    }
+    Ok(hunted.results)
 }
 
 /// `--merge`: shard summaries into one verdict. Each file is read (at most

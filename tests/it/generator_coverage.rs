@@ -164,6 +164,22 @@ fn the_default_hunt_draws_every_habit_preset() {
     }
 }
 
+/// Every fault kind (`FaultKind::ALL`, from the faults' home) is scheduled
+/// by some seed of the default hunt: a kind the generator never draws is
+/// never hunted.
+#[test]
+fn the_default_hunt_draws_every_fault_kind() {
+    use retrysim::sim::world::net::FaultKind;
+    let mut seen: BTreeMap<FaultKind, usize> = BTreeMap::new();
+    for seed in SEEDS {
+        for f in swarm(seed, Kind::All).faults.schedule {
+            *seen.entry(f.fault.kind()).or_default() += 1;
+        }
+    }
+    let never: Vec<FaultKind> = FaultKind::ALL.into_iter().filter(|k| !seen.contains_key(k)).collect();
+    assert!(never.is_empty(), "seeds {SEEDS:?} never draw {never:?} (drawn: {seen:?})");
+}
+
 /// A value at an edge, as a predicate on a drawn scenario.
 type Edge = (&'static str, fn(&Scenario) -> bool);
 

@@ -408,14 +408,7 @@ impl Net {
     /// dropped on its way (so the client may never have read it).
     fn answer_cut(&self, at: Duration) -> bool {
         let end = at + self.worst_trip + self.tick;
-        self.faults.iter().any(|(from, f)| match f {
-            Fault::Hold { until } | Fault::LatencySpike { until, .. } | Fault::Partition { until } => {
-                *from <= end && at <= *until
-            }
-            Fault::Bounce => at <= *from && *from <= end,
-            // A close race drops a request unread: no answer left.
-            Fault::LoseAnswer | Fault::LimiterPartition { .. } | Fault::Cancel | Fault::CloseRace { .. } => false,
-        })
+        self.faults.iter().any(|(from, f)| f.may_cut_answer(*from, at, end))
     }
 
     /// Whether the client may have read `a`'s answer before it sent a

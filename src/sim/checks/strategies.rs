@@ -579,4 +579,24 @@ mod tests {
             }
         }
     }
+
+    /// `arb_fault` draws every fault kind that needs nothing of the
+    /// scenario (the limiter service's partition needs per-worker hosts and
+    /// the service, which `arb_scenario` does not build).
+    #[test]
+    fn arb_fault_draws_every_kind_that_needs_nothing() {
+        use crate::sim::world::faults::Needs;
+        use crate::sim::world::net::FaultKind;
+        let mut runner = TestRunner::new_with_rng(
+            Config::default(),
+            proptest::test_runner::TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha),
+        );
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..500 {
+            seen.insert(arb_fault(8_000).new_tree(&mut runner).expect("a fault").current().fault.kind());
+        }
+        let wanted: std::collections::BTreeSet<FaultKind> =
+            FaultKind::ALL.into_iter().filter(|k| k.needs() == Needs::Nothing).collect();
+        assert_eq!(seen, wanted);
+    }
 }

@@ -25,6 +25,7 @@ use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{BlindSpot, MakeSubject, Promises};
 use crate::sim::world::api::{Api, Ledger};
+use crate::sim::world::faults::{Link, Switch};
 use crate::sim::world::limiter_service::LIMITER_HOST;
 use crate::sim::world::net::{API_HOST, ConnRecord, Fault, RacedRequest, Server, ServerFaults, serve};
 use crate::sim::world::timers;
@@ -711,32 +712,40 @@ fn count_unreported_attempts(records: &mut [JobRecord], ledger: &Ledger) {
     }
 }
 
-fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, shared: &Shared, fault: &Fault, start: bool, s: &Scenario) {
+/// Cuts or holds `link` (`on`), or mends or releases it: one fleet host
+/// talks to the API as the fleet's, per-worker hosts each for themselves.
+fn switch_link(sim: &mut turmoil::Sim<'_>, s: &Scenario, link: Link, hold: bool, on: bool) {
     let fleet = fleet_hosts(s);
-    match (fault, start) {
-        (Fault::Partition { .. } | Fault::Hold { .. } | Fault::LimiterPartition { .. }, _) if fleet.len() > 1 => {
-            for host in &fleet {
-                let peer = if matches!(fault, Fault::LimiterPartition { .. }) { LIMITER_HOST } else { API_HOST };
-                match (fault, start) {
-                    (Fault::Hold { .. }, true) => sim.hold(host.as_str(), peer),
-                    (Fault::Hold { .. }, false) => sim.release(host.as_str(), peer),
-                    (_, true) => sim.partition(host.as_str(), peer),
-                    (_, false) => sim.repair(host.as_str(), peer),
-                }
-            }
+    let peer = match link {
+        Link::Api => API_HOST,
+        Link::Limiter => LIMITER_HOST,
+    };
+    let hosts: Vec<&str> = match (fleet.len() > 1, link) {
+        (true, _) => fleet.iter().map(String::as_str).collect(),
+        (false, Link::Limiter) => vec![fleet[0].as_str()],
+        (false, Link::Api) => vec![FLEET_HOST],
+    };
+    for host in hosts {
+        match (hold, on) {
+            (true, true) => sim.hold(host, peer),
+            (true, false) => sim.release(host, peer),
+            (false, true) => sim.partition(host, peer),
+            (false, false) => sim.repair(host, peer),
         }
-        (Fault::LimiterPartition { .. }, true) => sim.partition(fleet[0].as_str(), LIMITER_HOST),
-        (Fault::LimiterPartition { .. }, false) => sim.repair(fleet[0].as_str(), LIMITER_HOST),
-        (Fault::LoseAnswer, _) => lock(&server.faults).lose_next += 1,
-        (Fault::LatencySpike { latency, .. }, true) => sim.set_max_message_latency(*latency),
-        (Fault::LatencySpike { .. }, false) => sim.set_max_message_latency(s.net.max_latency),
-        (Fault::Partition { .. }, true) => sim.partition(FLEET_HOST, API_HOST),
-        (Fault::Partition { .. }, false) => sim.repair(FLEET_HOST, API_HOST),
-        (Fault::Hold { .. }, true) => sim.hold(FLEET_HOST, API_HOST),
-        (Fault::Hold { .. }, false) => sim.release(FLEET_HOST, API_HOST),
-        (Fault::Cancel, _) => shared.cancel_running(crate::trace::ms(sim.elapsed())),
-        (Fault::CloseRace { timing }, _) => server.close_race(*timing),
-        (Fault::Bounce, _) => {
+    }
+}
+
+/// Carries out what `fault` does to the world when it starts (`start`) or
+/// heals ([`Fault::switch`]).
+fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, shared: &Shared, fault: &Fault, start: bool, s: &Scenario) {
+    match fault.switch(start) {
+        Switch::Cut { link, on } => switch_link(sim, s, link, false, on),
+        Switch::Hold { link, on } => switch_link(sim, s, link, true, on),
+        Switch::LoseNextAnswer => lock(&server.faults).lose_next += 1,
+        Switch::MaxLatency(latency) => sim.set_max_message_latency(latency.unwrap_or(s.net.max_latency)),
+        Switch::CancelRunning => shared.cancel_running(crate::trace::ms(sim.elapsed())),
+        Switch::CloseRace(timing) => server.close_race(timing),
+        Switch::Bounce => {
             sim.bounce(API_HOST);
             // The restart kills the requests that were running: their keys
             // must not stay "in progress" forever.

@@ -247,11 +247,7 @@ impl Shared {
     fn delay(&self, now: Duration) -> Duration {
         let mut delay = Duration::ZERO;
         for f in &self.schedule {
-            match f.fault {
-                Fault::Hold { until } if f.at <= now && now < until => delay = delay.max(until - now),
-                Fault::LatencySpike { latency, until } if f.at <= now && now < until => delay = delay.max(latency),
-                _ => {}
-            }
+            delay = delay.max(f.fault.message_delay(f.at, now));
         }
         delay
     }
@@ -295,13 +291,10 @@ impl Served {
         let addr = listener.local_addr().map_err(|error| ServeError::Bind { addr: options.addr, error })?;
         let (mut schedule, mut not_served) = (Vec::new(), Vec::new());
         for f in &s.faults.schedule {
-            match f.fault {
-                Fault::LoseAnswer | Fault::LatencySpike { .. } | Fault::Hold { .. } => schedule.push(f.clone()),
-                Fault::Partition { .. }
-                | Fault::Bounce
-                | Fault::LimiterPartition { .. }
-                | Fault::Cancel
-                | Fault::CloseRace { .. } => not_served.push(format!("{:?} at {} ms", f.fault, f.at.as_millis())),
+            if f.fault.kind().served() {
+                schedule.push(f.clone());
+            } else {
+                not_served.push(format!("{:?} at {} ms", f.fault, f.at.as_millis()));
             }
         }
         schedule.sort_by_key(|f| f.at);

@@ -34,14 +34,13 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
 use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
 use crate::core::policy::Policy;
 use crate::gate::pacing::PacingConfig;
+use crate::sim::checks::hunt::SeedLoop;
 use crate::sim::run::runner::{Report, RunOptions, Traces};
 use crate::sim::run::scenario::{self, Builtin, GateConfig, Scenario};
 use crate::sim::world::api::{LimiterConfig, LimiterKind};
@@ -622,54 +621,25 @@ pub fn run_observed(
     let tasks: Arc<Vec<(usize, u64)>> =
         Arc::new((0..preset.rows.len()).flat_map(|row| seed_list.iter().map(move |&seed| (row, seed))).collect());
     let shared = Arc::new(preset.clone());
-    let next = Arc::new(AtomicUsize::new(0));
-    let halt = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = channel::<(usize, Result<RunFigures, CompareError>)>();
     let work = {
-        let (tasks, next, halt) = (tasks.clone(), next.clone(), halt.clone());
-        move |tx: Sender<(usize, Result<RunFigures, CompareError>)>| {
-            while !halt.load(Ordering::Relaxed) {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(row, seed)) = tasks.get(i) else { break };
-                if tx.send((i, run_row(&shared, row, seed, options))).is_err() {
-                    break;
-                }
-            }
+        let tasks = tasks.clone();
+        move |i: usize| {
+            let (row, seed) = tasks[i];
+            run_row(&shared, row, seed, options)
         }
     };
-    let mut started = 0;
-    for _ in 0..threads.clamp(1, tasks.len().max(1)) {
-        let (work, tx) = (work.clone(), tx.clone());
-        if std::thread::Builder::new().name("compare-runs".into()).spawn(move || work(tx)).is_ok() {
-            started += 1;
-        }
-    }
-    if started == 0 {
-        // No thread to be had: the runs go on this one, stopping between runs.
-        for (i, &(row, seed)) in tasks.iter().enumerate() {
-            if stop() {
-                break;
-            }
-            let _ = tx.send((i, run_row(preset, row, seed, options)));
-        }
-    }
-    drop(tx);
-    let mut results: Vec<Option<Result<RunFigures, CompareError>>> = vec![None; tasks.len()];
     let mut done = 0;
-    loop {
-        match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok((i, r)) => {
-                results[i] = Some(r);
-                done += 1;
-                progress(done, tasks.len());
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
+    let seed_loop = SeedLoop { threads, name: "compare-runs", fall_back: true };
+    let ran = seed_loop.run(tasks.len(), work, &mut |r| {
+        if r.is_some() {
+            done += 1;
+            progress(done, tasks.len());
         }
-        if stop() {
-            halt.store(true, Ordering::Relaxed);
-            break;
-        }
+        stop()
+    });
+    let mut results: Vec<Option<Result<RunFigures, CompareError>>> = vec![None; tasks.len()];
+    for (i, r) in ran.results {
+        results[i] = Some(r);
     }
     let mut results = results.into_iter();
     let mut rows = Vec::with_capacity(preset.rows.len());

@@ -29,7 +29,6 @@ use crate::sim::run::job::job_of_label;
 use crate::sim::run::runner::{JobOutcome, JobRecord, Report};
 use crate::sim::run::scenario::GateConfig;
 use crate::sim::world::api::{Arrival, ArrivalOutcome, LimiterKind};
-use crate::sim::world::net::Fault;
 
 /// The most lanes drawn; more workers share lanes.
 pub const MAX_LANES: usize = 48;
@@ -578,16 +577,7 @@ fn faults(r: &Report) -> Vec<FaultSpan> {
         .map(|f| {
             let from_ms = ms(f.at);
             let to_ms = f.fault.until().map_or(from_ms, |u| ms(u).max(from_ms));
-            let kind = match f.fault {
-                Fault::LoseAnswer => "lose-answer",
-                Fault::LatencySpike { .. } => "latency",
-                Fault::Partition { .. } => "partition",
-                Fault::Hold { .. } => "hold",
-                Fault::Bounce => "bounce",
-                Fault::LimiterPartition { .. } => "limiter-partition",
-                Fault::Cancel => "cancel",
-                Fault::CloseRace { .. } => "close-race",
-            };
+            let kind = f.fault.kind().label();
             FaultSpan { kind, from_ms, to_ms }
         })
         .collect()

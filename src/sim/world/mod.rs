@@ -2,6 +2,7 @@
 //! gate that knows the API's window, and the timers the runner watches.
 pub mod api;
 pub mod connector;
+pub(crate) mod faults;
 pub mod limiter_service;
 pub mod net;
 pub mod oracle;

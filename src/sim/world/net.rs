@@ -15,7 +15,7 @@ use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rand_pcg::Pcg64;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::core::duration_text;
 use crate::core::lock;
@@ -34,172 +34,7 @@ pub(crate) fn sim_now() -> Duration {
     turmoil::sim_elapsed().unwrap_or_default()
 }
 
-/// A fault at a scheduled virtual time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Fault {
-    /// The next answer the API produces after `at` is lost after the handler
-    /// ran (and charged): the connection is cut before the answer leaves.
-    LoseAnswer,
-    /// Every message takes up to `latency` until `until`: the simulation's
-    /// largest latency, on every link (a limiter service's too).
-    LatencySpike {
-        /// What each message takes meanwhile.
-        #[serde(with = "duration_text")]
-        latency: Duration,
-        /// When it heals, in virtual time since the run began.
-        #[serde(with = "duration_text")]
-        until: Duration,
-    },
-    /// The fleet and the API cannot reach each other until `until`.
-    Partition {
-        /// When it heals, in virtual time since the run began.
-        #[serde(with = "duration_text")]
-        until: Duration,
-    },
-    /// Messages between the fleet and the API are held (not lost) until `until`.
-    Hold {
-        /// When it heals, in virtual time since the run began.
-        #[serde(with = "duration_text")]
-        until: Duration,
-    },
-    /// The API process restarts: open connections break, idle pooled ones
-    /// too (the next request on one meets a reset); its state (the limiter,
-    /// the idempotency store) lives on, as a real database would.
-    Bounce,
-    /// A keep-alive connection closing just as a client reuses it (the
-    /// server's idle timeout racing the client's next request), in one of
-    /// its three timings.
-    CloseRace {
-        /// When the close reaches the client, against its next write.
-        timing: CloseTiming,
-    },
-    /// The fleet's workers cannot reach the limiter service (per-worker
-    /// hosts with a coordinator) until `until`; the API stays reachable.
-    LimiterPartition {
-        /// When it heals, in virtual time since the run began.
-        #[serde(with = "duration_text")]
-        until: Duration,
-    },
-    /// The fleet's caller cancels every front-end job running at `at` (a
-    /// user who closed the page, a deploy draining its workers). Each must
-    /// end within one clock step, whether it was waiting to retry, queued
-    /// at a gate or waiting for an answer (invariant 12).
-    Cancel,
-}
-
-impl Fault {
-    /// When the fault heals, for faults that last.
-    pub fn until(&self) -> Option<Duration> {
-        match self {
-            Fault::LatencySpike { until, .. }
-            | Fault::Partition { until }
-            | Fault::Hold { until }
-            | Fault::LimiterPartition { until } => Some(*until),
-            Fault::LoseAnswer | Fault::Bounce | Fault::Cancel | Fault::CloseRace { .. } => None,
-        }
-    }
-}
-
-/// When a server's close of a keep-alive connection reaches the client,
-/// against the client's next request on it (hyper #2136, golang/go #19943).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CloseTiming {
-    /// The server closes every idle connection (a FIN) and the client sees
-    /// it before it writes again: nothing is sent on it, and a pooled client
-    /// sends on a new connection (hyper-util's `retry_canceled_requests`).
-    FinBeforeWrite,
-    /// The next request on a reused connection is written and read, then
-    /// dropped unanswered and the connection closed (a FIN): it never ran,
-    /// and the client cannot know that (hyper's `IncompleteMessage`).
-    FinAfterWrite,
-    /// The next request on a reused connection meets a reset (an RST), unread:
-    /// it never ran, and the client sees `ECONNRESET` after writing.
-    Rst,
-}
-
-impl CloseTiming {
-    /// Every timing, in order.
-    pub const ALL: [CloseTiming; 3] = [CloseTiming::FinBeforeWrite, CloseTiming::FinAfterWrite, CloseTiming::Rst];
-
-    /// The timing's name in scenario files and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            CloseTiming::FinBeforeWrite => "fin_before_write",
-            CloseTiming::FinAfterWrite => "fin_after_write",
-            CloseTiming::Rst => "rst",
-        }
-    }
-}
-
-/// A class of transport fault as a client sees it, whatever caused it. A
-/// client path that cannot express one of these to the retry code above it
-/// declares it a [`BlindSpot`](crate::sim::run::subject::BlindSpot), and a
-/// scenario that injects it is then not applicable to that client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FaultClass {
-    /// No connection could be made, so nothing was sent (a partition, a
-    /// restarting API): retrysim's [`TransportFailure::NotSent`](crate::core::classify::TransportFailure::NotSent).
-    ConnectFailed,
-    /// The request reached the API and may have run, and its answer never
-    /// came (a lost answer, a restart or a partition mid-exchange):
-    /// retrysim's [`TransportFailure::MaybeArrived`](crate::core::classify::TransportFailure::MaybeArrived).
-    AnswerLost,
-    /// An answer held or slowed long enough for a client's own timeout to
-    /// fire (a hold, a latency spike): the request may have run.
-    AnswerLate,
-}
-
-impl FaultClass {
-    /// Every class, in order.
-    pub const ALL: [FaultClass; 3] = [FaultClass::ConnectFailed, FaultClass::AnswerLost, FaultClass::AnswerLate];
-
-    /// The class's name in reports: `connect-failed`, `answer-lost`, `answer-late`.
-    pub fn name(self) -> &'static str {
-        match self {
-            FaultClass::ConnectFailed => "connect-failed",
-            FaultClass::AnswerLost => "answer-lost",
-            FaultClass::AnswerLate => "answer-late",
-        }
-    }
-
-    /// The classes `fault` can show a client.
-    pub fn of_fault(fault: &Fault) -> &'static [FaultClass] {
-        match fault {
-            Fault::LoseAnswer => &[FaultClass::AnswerLost],
-            // On a pooled connection a partition is a silent hang until the
-            // client's own timeout: the request may have arrived.
-            Fault::Partition { .. } => &[FaultClass::ConnectFailed, FaultClass::AnswerLost, FaultClass::AnswerLate],
-            Fault::Bounce => &[FaultClass::ConnectFailed, FaultClass::AnswerLost],
-            Fault::Hold { .. } | Fault::LatencySpike { .. } => &[FaultClass::AnswerLate],
-            // Seen before the write: a pooled client resends by itself.
-            Fault::CloseRace { timing: CloseTiming::FinBeforeWrite } => &[],
-            Fault::CloseRace { .. } => &[FaultClass::AnswerLost],
-            // Between the workers and the limiter service, or the caller's
-            // own cancellation: nothing between the client and the API.
-            Fault::LimiterPartition { .. } | Fault::Cancel => &[],
-        }
-    }
-}
-
-impl std::fmt::Display for FaultClass {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A fault and the virtual time it starts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScheduledFault {
-    /// When the fault starts, in virtual time since the run began.
-    #[serde(with = "duration_text")]
-    pub at: Duration,
-    /// What happens then, e.g. `{ kind = "partition", until = "3s" }`.
-    pub fault: Fault,
-}
+pub use crate::sim::world::faults::{CloseTiming, Fault, FaultClass, FaultKind, ScheduledFault};
 
 /// What the server side reads about faults while it runs.
 #[derive(Debug)]
@@ -699,26 +534,5 @@ impl Default for SimTransport {
 impl Transport for SimTransport {
     async fn send(&self, req: Request<Bytes>) -> Result<Response<Bytes>, TransportError> {
         pooled_send(&self.client, req).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Reports and findings name timings and fault classes as scenario
-    /// files and JSON reports spell them (their serde names).
-    #[test]
-    fn timings_and_fault_classes_are_named_as_serde_spells_them() {
-        let serde_name = |v: serde_json::Value| v.as_str().map(str::to_owned).expect("a string");
-        for timing in CloseTiming::ALL {
-            assert_eq!(timing.name(), serde_name(serde_json::to_value(timing).expect("serializes")));
-        }
-        for class in FaultClass::ALL {
-            assert_eq!(class.name(), serde_name(serde_json::to_value(class).expect("serializes")));
-            assert_eq!(class.to_string(), class.name());
-        }
-        assert_eq!([CloseTiming::FinBeforeWrite, CloseTiming::Rst].map(CloseTiming::name), ["fin_before_write", "rst"]);
-        assert_eq!(FaultClass::AnswerLate.to_string(), "answer-late");
     }
 }
