@@ -948,4 +948,36 @@ mod tests {
             }
         }
     }
+
+    /// Every value of every server habit ([`habits::KNOBS`]: limiter kinds,
+    /// advice forms, date forms, envelopes, roundings, rate-limit fields and
+    /// resets, refusal bodies and dialects) is drawn by some seed of the
+    /// default hunt (`retrysim hunt`: seeds 1..=500).
+    #[test]
+    fn the_default_hunt_draws_every_habit() {
+        use crate::sim::world::api::habits::registry::KNOBS;
+        let drawn: Vec<Scenario> = (1..=500).map(|seed| swarm(seed, Kind::All)).collect();
+        for knob in KNOBS {
+            let seen: std::collections::BTreeSet<&str> = drawn.iter().map(|s| (knob.of)(&s.api)).collect();
+            let never: Vec<&str> = (knob.names)().into_iter().filter(|v| !seen.contains(v)).collect();
+            assert!(never.is_empty(), "seeds 1..=500 never draw {} = {never:?} (drawn: {seen:?})", knob.key);
+        }
+    }
+
+    /// The scenario keys' registry allows exactly each habit's values.
+    #[test]
+    fn the_key_registry_allows_every_habit_value() {
+        use crate::sim::run::keys::{Allowed, KEYS};
+        use crate::sim::world::api::habits::registry::KNOBS;
+        for knob in KNOBS {
+            let key = KEYS.iter().flat_map(|k| k.iter()).find(|k| k.path == knob.key);
+            let Some(Allowed::Choice(allowed)) = key.map(|k| k.allowed) else {
+                panic!("{}: not a choice in the key registry", knob.key)
+            };
+            let (mut allowed, mut names) = (allowed.to_vec(), (knob.names)());
+            allowed.sort_unstable();
+            names.sort_unstable();
+            assert_eq!(allowed, names, "{}", knob.key);
+        }
+    }
 }

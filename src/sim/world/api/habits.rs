@@ -148,6 +148,231 @@ fn granularity(window: Duration) -> String {
     format!("{n} {unit}")
 }
 
+/// Every server habit: a knob of [`ApiConfig`](super::ApiConfig) that says
+/// how a real server words its refusals, listed in `KNOBS` with each value
+/// named by an exhaustive `match` (a new value does not compile until it has
+/// a name). The tests check each list against serde's own list of the type's
+/// values (a value missing from `ALL` fails them), that the hunt's default
+/// seeds draw every value (`hunt::worlds`) and that the scenario keys'
+/// registry allows exactly these names. The tests' list: the production code
+/// matches on the types themselves.
+#[cfg(test)]
+pub(crate) mod registry {
+    use super::super::config::{
+        AdviceForm, ApiConfig, DateForm, Dialect, Envelope, LimiterKind, RateLimitFields, RateLimitedBody, ResetForm,
+        RetryAfterRounding,
+    };
+
+    /// A server habit: one knob of [`ApiConfig`].
+    pub(crate) trait Habit: Copy + PartialEq + std::fmt::Debug + 'static {
+        /// The knob's key in a scenario file.
+        const KEY: &'static str;
+        /// Every value, the default first.
+        const ALL: &'static [Self];
+        /// The value as scenario files spell it.
+        fn name(self) -> &'static str;
+        /// The value `api` has.
+        fn of(api: &ApiConfig) -> Self;
+    }
+
+    /// One habit knob, its type forgotten: for lists and coverage.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Knob {
+        /// The key in a scenario file, e.g. `api.retry_after_rounding`.
+        pub key: &'static str,
+        /// Every value's name, the default first.
+        pub names: fn() -> Vec<&'static str>,
+        /// The name of the value a scenario's API has.
+        pub of: fn(&ApiConfig) -> &'static str,
+    }
+
+    pub(crate) fn names<H: Habit>() -> Vec<&'static str> {
+        H::ALL.iter().map(|h| h.name()).collect()
+    }
+
+    fn name_of<H: Habit>(api: &ApiConfig) -> &'static str {
+        H::of(api).name()
+    }
+
+    const fn knob<H: Habit>() -> Knob {
+        Knob { key: H::KEY, names: names::<H>, of: name_of::<H> }
+    }
+
+    /// Every habit a server can have.
+    pub(crate) const KNOBS: [Knob; 9] = [
+        knob::<LimiterKind>(),
+        knob::<AdviceForm>(),
+        knob::<DateForm>(),
+        knob::<Envelope>(),
+        knob::<RetryAfterRounding>(),
+        knob::<RateLimitFields>(),
+        knob::<ResetForm>(),
+        knob::<RateLimitedBody>(),
+        knob::<Dialect>(),
+    ];
+
+    impl Habit for LimiterKind {
+        const KEY: &'static str = "api.limiter.kind";
+        const ALL: &'static [Self] = &[
+            LimiterKind::FixedWindow,
+            LimiterKind::TokenBucket,
+            LimiterKind::SlidingWindow,
+            LimiterKind::MovingWindow,
+        ];
+        fn name(self) -> &'static str {
+            match self {
+                LimiterKind::FixedWindow => "fixed_window",
+                LimiterKind::TokenBucket => "token_bucket",
+                LimiterKind::SlidingWindow => "sliding_window",
+                LimiterKind::MovingWindow => "moving_window",
+            }
+        }
+        fn of(api: &ApiConfig) -> Self {
+            api.limiter.kind
+        }
+    }
+
+    impl Habit for AdviceForm {
+        const KEY: &'static str = "api.advice";
+        const ALL: &'static [Self] = &[
+            AdviceForm::Both,
+            AdviceForm::HeaderSeconds,
+            AdviceForm::HeaderDate,
+            AdviceForm::BodyOnly,
+            AdviceForm::None,
+            AdviceForm::Malformed,
+            AdviceForm::SeveralLines,
+        ];
+        fn name(self) -> &'static str {
+            match self {
+                AdviceForm::HeaderSeconds => "header_seconds",
+                AdviceForm::HeaderDate => "header_date",
+                AdviceForm::BodyOnly => "body_only",
+                AdviceForm::Both => "both",
+                AdviceForm::None => "none",
+                AdviceForm::Malformed => "malformed",
+                AdviceForm::SeveralLines => "several_lines",
+            }
+        }
+        fn of(api: &ApiConfig) -> Self {
+            api.advice
+        }
+    }
+
+    impl Habit for DateForm {
+        const KEY: &'static str = "api.date_form";
+        const ALL: &'static [Self] = &[DateForm::ImfFixdate, DateForm::Rfc850, DateForm::Asctime];
+        fn name(self) -> &'static str {
+            match self {
+                DateForm::ImfFixdate => "imf_fixdate",
+                DateForm::Rfc850 => "rfc850",
+                DateForm::Asctime => "asctime",
+            }
+        }
+        fn of(api: &ApiConfig) -> Self {
+            api.date_form
+        }
+    }
+
+    impl Habit for Envelope {
+        const KEY: &'static str = "api.envelope";
+        const ALL: &'static [Self] = &[Envelope::Blinkimg, Envelope::Sume];
+        fn name(self) -> &'static str {
+            match self {
+                Envelope::Blinkimg => "blinkimg",
+                Envelope::Sume => "sume",
+            }
+        }
+        fn of(api: &ApiConfig) -> Self {
+            api.envelope
+        }
+    }
+
+    impl Habit for RetryAfterRounding {
+        const KEY: &'static str = "api.retry_after_rounding";
+        const ALL: &'static [Self] = &[RetryAfterRounding::Up, RetryAfterRounding::Down, RetryAfterRounding::Truncate];
+        fn name(self) -> &'static str {
+            match self {
+                RetryAfterRounding::Up => "up",
+                RetryAfterRounding::Down => "down",
+                RetryAfterRounding::Truncate => "truncate",
+            }
+        }
+        fn of(api: &ApiConfig) -> Self {
+            api.retry_after_rounding
+        }
+    }
+
+    impl Habit for RateLimitFields {
+        const KEY: &'static str = "api.rate_limit_fields";
+        const ALL: &'static [Self] = &[
+            RateLimitFields::Draft6,
+            RateLimitFields::XRateLimit,
+            RateLimitFields::Structured,
+            RateLimitFields::Draft6AndStructured,
+        ];
+        fn name(self) -> &'static str {
+            match self {
+                RateLimitFields::Draft6 => "draft6",
+                RateLimitFields::XRateLimit => "x_ratelimit",
+                RateLimitFields::Structured => "structured",
+                RateLimitFields::Draft6AndStructured => "draft6_and_structured",
+            }
+        }
+        fn of(api: &ApiConfig) -> Self {
+            api.rate_limit_fields
+        }
+    }
+
+    impl Habit for ResetForm {
+        const KEY: &'static str = "api.rate_limit_reset";
+        const ALL: &'static [Self] = &[ResetForm::SecondsLeft, ResetForm::UnixSeconds];
+        fn name(self) -> &'static str {
+            match self {
+                ResetForm::SecondsLeft => "seconds_left",
+                ResetForm::UnixSeconds => "unix_seconds",
+            }
+        }
+        fn of(api: &ApiConfig) -> Self {
+            api.rate_limit_reset
+        }
+    }
+
+    impl Habit for RateLimitedBody {
+        const KEY: &'static str = "api.rate_limited_body";
+        const ALL: &'static [Self] = &[RateLimitedBody::Envelope, RateLimitedBody::Html];
+        fn name(self) -> &'static str {
+            match self {
+                RateLimitedBody::Envelope => "envelope",
+                RateLimitedBody::Html => "html",
+            }
+        }
+        fn of(api: &ApiConfig) -> Self {
+            api.rate_limited_body
+        }
+    }
+
+    /// A dialect's name and values are the dialect's own (`dialect.rs`).
+    impl Habit for Dialect {
+        const KEY: &'static str = "api.dialect";
+        const ALL: &'static [Self] = &[
+            Dialect::None,
+            Dialect::Ietf,
+            Dialect::ExpressDraft6,
+            Dialect::ExpressDraft7,
+            Dialect::ExpressDraft8,
+            Dialect::OpenAi,
+            Dialect::GitHub,
+        ];
+        fn name(self) -> &'static str {
+            Dialect::name(self)
+        }
+        fn of(api: &ApiConfig) -> Self {
+            api.dialect
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,5 +617,94 @@ mod tests {
         assert!(html_page(5, ms(172_800_000)).contains("<p>5 per 2 day</p>"));
         assert!(html_page(5, ms(1_500)).contains("<p>5 per 1500 millisecond</p>"));
         assert!(html_page(5, Duration::ZERO).contains("<p>5 per 0 millisecond</p>"));
+    }
+
+    /// The names serde gives the values of `T` (its derive's own list),
+    /// read by a deserializer that asks for an enum and keeps the list.
+    fn serde_names<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+        use serde::de::{Error as _, Visitor};
+        struct Names(Option<&'static [&'static str]>);
+        impl<'de> serde::Deserializer<'de> for &mut Names {
+            type Error = serde::de::value::Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+                Err(Self::Error::custom("not an enum"))
+            }
+            fn deserialize_enum<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                variants: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Self::Error> {
+                self.0 = Some(variants);
+                Err(Self::Error::custom("names kept"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+                option unit unit_struct newtype_struct seq tuple tuple_struct map struct identifier ignored_any
+            }
+        }
+        let mut names = Names(None);
+        let _ = T::deserialize(&mut names);
+        names.0.expect("an enum")
+    }
+
+    use super::registry::{Habit, KNOBS, names};
+    use crate::sim::world::api::{
+        AdviceForm, ApiConfig, DateForm, Dialect, Envelope, RateLimitFields, RateLimitedBody, ResetForm,
+        RetryAfterRounding,
+    };
+
+    fn check_habit<H: Habit + serde::Serialize + serde::de::DeserializeOwned>() {
+        let mut listed = names::<H>();
+        for h in H::ALL {
+            let serde = serde_json::to_value(h).expect("serializes");
+            assert_eq!(Some(h.name()), serde.as_str(), "{}: {h:?}", H::KEY);
+        }
+        assert_eq!(H::of(&ApiConfig::default()), H::ALL[0], "{}: the default first", H::KEY);
+        let mut serde: Vec<&str> = serde_names::<H>().to_vec();
+        listed.sort_unstable();
+        serde.sort_unstable();
+        assert_eq!(listed, serde, "{}: ALL is every value, once", H::KEY);
+    }
+
+    #[test]
+    fn every_habit_lists_every_value_as_serde_spells_it() {
+        check_habit::<LimiterKind>();
+        check_habit::<AdviceForm>();
+        check_habit::<DateForm>();
+        check_habit::<Envelope>();
+        check_habit::<RetryAfterRounding>();
+        check_habit::<RateLimitFields>();
+        check_habit::<ResetForm>();
+        check_habit::<RateLimitedBody>();
+        check_habit::<Dialect>();
+        let keys: std::collections::BTreeSet<&str> = KNOBS.iter().map(|k| k.key).collect();
+        assert_eq!(keys.len(), KNOBS.len());
+    }
+
+    /// Negative control: a habit whose `ALL` leaves a value out fails.
+    #[test]
+    fn a_list_missing_a_value_is_caught() {
+        #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum Two {
+            Listed,
+            Forgotten,
+        }
+        impl Habit for Two {
+            const KEY: &'static str = "api.two";
+            const ALL: &'static [Self] = &[Two::Listed];
+            fn name(self) -> &'static str {
+                match self {
+                    Two::Listed => "listed",
+                    Two::Forgotten => "forgotten",
+                }
+            }
+            fn of(_: &ApiConfig) -> Self {
+                Two::Listed
+            }
+        }
+        assert_eq!(serde_names::<Two>(), ["listed", Two::Forgotten.name()]);
+        assert!(std::panic::catch_unwind(check_habit::<Two>).is_err());
     }
 }

@@ -27,7 +27,7 @@ mod config;
 mod dialect;
 mod endpoint;
 mod envelope;
-mod habits;
+pub(crate) mod habits;
 mod idempotency;
 mod ledger;
 pub(crate) mod limiter;
