@@ -36,6 +36,9 @@ use serde::Serialize;
 
 use crate::sim::checks::check_report;
 use crate::sim::checks::invariants::Violation;
+// Named only by the docs of `judge` and `Finding` (the seed runner moved to `hunt/seeds.rs`).
+#[allow(unused_imports)]
+use crate::sim::checks::invariants::{self as check, Invariant};
 use crate::sim::run::defects::Defects;
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;

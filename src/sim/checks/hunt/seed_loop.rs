@@ -19,6 +19,10 @@ use std::time::Duration;
 /// How often the gathering thread asks whether to stop while it waits.
 const TICK: Duration = Duration::from_millis(50);
 
+/// What a seed loop's caller sees: each result as it comes (`Some((place,
+/// result))`), and `None` while it waits; true stops the loop.
+pub(crate) type Watch<'a, R> = dyn FnMut(Option<(usize, &R)>) -> bool + 'a;
+
 /// How a seed loop runs.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SeedLoop {
@@ -49,7 +53,7 @@ impl SeedLoop {
     /// calling thread with each result as it comes (`Some((i, &result))`),
     /// before each worker thread starts and every 50 ms while waiting
     /// (`None`); when it returns true the loop stops.
-    pub(crate) fn run<R, W>(&self, runs: usize, work: W, watch: &mut dyn FnMut(Option<(usize, &R)>) -> bool) -> Ran<R>
+    pub(crate) fn run<R, W>(&self, runs: usize, work: W, watch: &mut Watch<'_, R>) -> Ran<R>
     where
         R: Send + 'static,
         W: Fn(usize) -> R + Send + Sync + 'static,

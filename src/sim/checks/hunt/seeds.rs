@@ -201,7 +201,7 @@ fn run_seed(config: HuntConfig) -> impl Fn(usize) -> SeedResult + Send + Sync + 
 /// --start START --seeds SEEDS --sabotage DEFECT` reports as failing seeds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Catch {
-    /// The defect (one of [`DEFECTS`]).
+    /// The defect (one of [`DEFECTS`](super::DEFECTS)).
     pub defect: &'static str,
     /// The first failing seed, if any.
     pub first: Option<u64>,
