@@ -46,6 +46,8 @@ use crate::sim::run::seed::derive;
 mod seed_loop;
 mod seeds;
 mod worlds;
+#[cfg(test)]
+mod worlds_tests;
 
 pub(crate) use seed_loop::SeedLoop;
 pub use seeds::{Catch, DeterminismSample, HuntConfig, Hunted, catches, check_seed, hunt, hunt_watched};

@@ -187,6 +187,20 @@ impl FaultKind {
         FaultKind::Cancel,
     ];
 
+    /// The kind as scenario files spell it (`kind = "lose_answer"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::LoseAnswer => "lose_answer",
+            FaultKind::LatencySpike => "latency_spike",
+            FaultKind::Partition => "partition",
+            FaultKind::Hold => "hold",
+            FaultKind::Bounce => "bounce",
+            FaultKind::CloseRace => "close_race",
+            FaultKind::LimiterPartition => "limiter_partition",
+            FaultKind::Cancel => "cancel",
+        }
+    }
+
     /// The kind's label on a timeline (`retrysim timeline`'s fault bands).
     pub fn label(self) -> &'static str {
         match self {
@@ -491,6 +505,10 @@ mod tests {
         let labels: std::collections::BTreeSet<&str> = FaultKind::ALL.iter().map(|k| k.label()).collect();
         assert_eq!(labels.len(), FaultKind::ALL.len(), "{labels:?}");
         assert_eq!(FaultKind::LatencySpike.to_string(), "latency");
+        for f in one_of_each() {
+            let serde = serde_json::to_value(&f.fault).expect("serializes");
+            assert_eq!(serde["kind"].as_str(), Some(f.fault.kind().name()), "{:?}", f.fault);
+        }
     }
 
     /// A fault that lasts is undone when it heals; one that does not last
