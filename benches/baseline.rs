@@ -10,8 +10,8 @@
 
 use std::time::{Duration, Instant};
 
-use retrysim::sim::run::runner::{RunOptions, Traces};
-use retrysim::sim::run::scenario;
+use retrysim::internals::run::runner::{RunOptions, Traces};
+use retrysim::internals::run::scenario;
 
 #[path = "baseline/des.rs"]
 mod des;

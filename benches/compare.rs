@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use divan::Bencher;
 use divan::counter::ItemsCount;
-use retrysim::sim::run::runner;
-use retrysim::sim::run::scenario::{self, Scenario};
-use retrysim::sim::tools::compare::{self, Comparison, PRESETS, Preset};
+use retrysim::internals::run::runner;
+use retrysim::internals::run::scenario::{self, Scenario};
+use retrysim::internals::tools::compare::{self, Comparison, PRESETS, Preset};
 
 const SEEDS: u32 = 5;
 

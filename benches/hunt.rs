@@ -10,8 +10,8 @@
 
 use std::time::Duration;
 
-use retrysim::sim::checks::hunt::{self, Kind, Target};
-use retrysim::sim::run::runner::RunOptions;
+use retrysim::internals::checks::hunt::{self, Kind, Target};
+use retrysim::internals::run::runner::RunOptions;
 
 const SEEDS: u64 = 500;
 const RUNS: usize = 3;

@@ -13,8 +13,8 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use retrysim::sim::run::runner::{RunOptions, Traces};
-use retrysim::sim::run::scenario::{self, Scenario};
+use retrysim::internals::run::runner::{RunOptions, Traces};
+use retrysim::internals::run::scenario::{self, Scenario};
 
 /// The big run with `jobs` jobs.
 fn big(jobs: u32) -> Scenario {

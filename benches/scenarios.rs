@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use retrysim::sim::run::runner::run;
-use retrysim::sim::run::scenario::{NAMES, named};
+use retrysim::internals::run::runner::run;
+use retrysim::internals::run::scenario::{NAMES, named};
 
 const RUNS: usize = 15;
 

@@ -16,8 +16,8 @@
 
 use std::time::{Duration, Instant};
 
-use retrysim::sim::run::runner::{Report, RunOptions};
-use retrysim::sim::run::scenario::{self, Scenario};
+use retrysim::internals::run::runner::{Report, RunOptions};
+use retrysim::internals::run::scenario::{self, Scenario};
 
 const RUNS: usize = 5;
 

@@ -49,10 +49,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use reqwest_middleware::ClientBuilder;
 use retrysim::env::{Rng, seeded_rng};
+use retrysim::internals::run::scenario::ClientConfig;
+use retrysim::internals::run::scenario::{self, GateConfig};
+use retrysim::internals::tools::compare::Figure;
 use retrysim::reqwest::RetryMiddleware;
-use retrysim::sim::run::scenario::ClientConfig;
-use retrysim::sim::run::scenario::{self, GateConfig};
-use retrysim::sim::tools::compare::Figure;
 use retrysim::testing::{
     BlackBoxCheck, FaultClass, Harness, Promises, Report, ReqwestStack, SimReqwest, black_box, from_fn, trace_text,
 };

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use http::Uri;
-use retrysim::sim::run::job;
+use retrysim::internals::run::job;
 use retrysim::testing::{BlackBoxCheck, Scenario, ServeOptions, ServeReport, Served};
 
 #[allow(clippy::duplicate_mod)]
@@ -120,7 +120,7 @@ fn main() -> ExitCode {
     };
     support::say(format_args!("{HEAD}"));
     for name in &scenarios {
-        let Some(s) = retrysim::sim::run::scenario::named(name) else { continue };
+        let Some(s) = retrysim::internals::run::scenario::named(name) else { continue };
         match runtime.block_on(run(&s, seed)) {
             Ok((done, r)) => support::say(format_args!("{}\n", row(name, s.fleet.jobs, done, &r))),
             Err(e) => return support::bad_input(&e),

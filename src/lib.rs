@@ -124,14 +124,19 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "cli")]
+mod cli;
 pub mod client;
 pub mod core;
 pub mod env;
 pub mod gate;
+#[cfg(feature = "sim")]
+#[doc(hidden)]
+pub mod internals;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 #[cfg(feature = "sim")]
-pub mod sim;
+pub(crate) mod sim;
 #[cfg(feature = "sim")]
 pub mod testing;
 #[cfg(feature = "https")]
@@ -153,3 +158,17 @@ pub use tokio_util::sync::CancellationToken;
 /// uses the very types and the thread-local world the harness runs.
 #[cfg(feature = "sim")]
 pub use turmoil;
+
+/// The `retrysim` command line (feature `cli`): parses the process's
+/// arguments, runs the subcommand and prints its output; the exit code says
+/// how it went (2 for bad input).
+///
+/// Hidden, and no part of the API: the binary (`src/main.rs`) is a crate of
+/// its own and needs this one door into the crate-private command line,
+/// which stays in the library so that it reaches the simulator's workings
+/// without making them public.
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+pub fn cli_main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -10,7 +10,7 @@ use http::Request;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use retrysim::sim::run::job::job_of_label;
+use retrysim::internals::run::job::job_of_label;
 use retrysim::testing::{ArrivalOutcome, Harness, Invariant, Report, SimConnector, SimTimer, black_box};
 
 /// hyper-util's client over the simulated network.

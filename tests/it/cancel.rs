@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use crate::support::run;
-use retrysim::sim::checks::check_report;
-use retrysim::sim::checks::invariants::{Invariant, Violation};
-use retrysim::sim::run::runner::JobOutcome;
-use retrysim::sim::run::scenario::{self, GateConfig, Scenario};
-use retrysim::sim::world::net::{Fault, ScheduledFault};
+use retrysim::internals::checks::check_report;
+use retrysim::internals::checks::invariants::{Invariant, Violation};
+use retrysim::internals::run::runner::JobOutcome;
+use retrysim::internals::run::scenario::{self, GateConfig, Scenario};
+use retrysim::internals::world::net::{Fault, ScheduledFault};
 
 const SEED: u64 = 7;
 

@@ -10,8 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
-use retrysim::sim::checks::shards::MAX_SUMMARY_BYTES;
-use retrysim::sim::run::scenario;
+use retrysim::internals::checks::shards::MAX_SUMMARY_BYTES;
+use retrysim::internals::run::scenario;
 
 use crate::support::retrysim;
 
@@ -281,7 +281,7 @@ fn unclear_inputs_get_messages_that_say_what_to_write() {
 fn compare_lists_its_presets_from_one_place_and_checks_svg_before_running() {
     let (_, help, _) = retrysim(&["compare", "--help"]);
     let err = refused(&["compare", "--preset", "nope"], &["nope"]);
-    let list = retrysim::sim::tools::compare::PRESETS.join(", ");
+    let list = retrysim::internals::tools::compare::PRESETS.join(", ");
     assert!(help.contains(&format!("[possible values: {list}]")), "{help}");
     assert!(err.contains(&format!("[possible values: {list}]")), "{err}");
     // A comparison of minutes, refused at once for its picture's folder.

@@ -12,12 +12,12 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use retrysim::sim::checks::blackbox::BlackBoxCheck;
-use retrysim::sim::checks::invariants::Invariant;
-use retrysim::sim::run::scenario::Builtin;
-use retrysim::sim::run::{defects, scenario};
-use retrysim::sim::tools::compare;
-use retrysim::sim::world::net::FaultClass;
+use retrysim::internals::checks::blackbox::BlackBoxCheck;
+use retrysim::internals::checks::invariants::Invariant;
+use retrysim::internals::run::scenario::Builtin;
+use retrysim::internals::run::{defects, scenario};
+use retrysim::internals::tools::compare;
+use retrysim::internals::world::net::FaultClass;
 
 const DOC: &str = "docs/DESIGN.md";
 

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use retrysim::sim::checks::hunt::{self, Kind, SeedResult, Target};
+use retrysim::internals::checks::hunt::{self, Kind, SeedResult, Target};
 use retrysim::testing::{Checked, Harness};
 
 /// What the hunt found on a seed: each invariant or check, and how often.

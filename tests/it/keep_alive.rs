@@ -6,10 +6,10 @@
 use std::collections::BTreeSet;
 
 use crate::support::{replay, run};
-use retrysim::sim::checks::hunt::{Kind, swarm};
-use retrysim::sim::checks::invariants::{Invariant, check_run};
-use retrysim::sim::run::scenario::{self, Scenario};
-use retrysim::sim::world::net::{CloseTiming, Fault};
+use retrysim::internals::checks::hunt::{Kind, swarm};
+use retrysim::internals::checks::invariants::{Invariant, check_run};
+use retrysim::internals::run::scenario::{self, Scenario};
+use retrysim::internals::world::net::{CloseTiming, Fault};
 
 fn named(name: &str) -> Scenario {
     scenario::named(name).unwrap_or_else(|| panic!("no scenario {name}"))

@@ -8,9 +8,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use retrysim::sim::run::render::{Show, render_run, trace_json};
-use retrysim::sim::run::runner::{self, Report, RunOptions, Traces};
-use retrysim::sim::run::scenario::{self, Scenario};
+use retrysim::internals::run::render::{Show, render_run, trace_json};
+use retrysim::internals::run::runner::{self, Report, RunOptions, Traces};
+use retrysim::internals::run::scenario::{self, Scenario};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_retrysim"))

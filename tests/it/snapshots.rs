@@ -3,9 +3,9 @@
 //! readable diff. Review loop: `cargo insta test`, then `cargo insta review`.
 
 use retrysim::core::policy::Policy;
-use retrysim::sim::run::render::{DEFAULT_JOBS, Show, render_run, trace_json};
-use retrysim::sim::run::runner::{PLANTED_SECRETS, Report, run};
-use retrysim::sim::run::scenario::{NAMES, named};
+use retrysim::internals::run::render::{DEFAULT_JOBS, Show, render_run, trace_json};
+use retrysim::internals::run::runner::{PLANTED_SECRETS, Report, run};
+use retrysim::internals::run::scenario::{NAMES, named};
 use retrysim::trace::EventKind;
 
 const SEED: u64 = 7;

@@ -12,10 +12,10 @@ use std::sync::Arc;
 
 use retrysim::RetryClient;
 use retrysim::core::policy::Policy;
-use retrysim::sim::run::clients::Retrysim;
-use retrysim::sim::run::runner::{Report, RunOptions};
-use retrysim::sim::run::scenario::Scenario;
-use retrysim::sim::world::net::SimTransport;
+use retrysim::internals::run::clients::Retrysim;
+use retrysim::internals::run::runner::{Report, RunOptions};
+use retrysim::internals::run::scenario::Scenario;
+use retrysim::internals::world::net::SimTransport;
 use retrysim::testing::{Host, Promises, from_fn};
 
 /// Runs the `retrysim` binary with `args`: its exit code (-1 when a signal

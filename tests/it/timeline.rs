@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::process::Command;
 
 use crate::support::{self, retrysim_ok};
-use retrysim::sim::run::runner::{Report, RunOptions, Traces};
-use retrysim::sim::run::scenario::{self, Scenario};
-use retrysim::sim::tools::compare;
-use retrysim::sim::tools::timeline::{MAX_LANES, Mark, Timeline};
+use retrysim::internals::run::runner::{Report, RunOptions, Traces};
+use retrysim::internals::run::scenario::{self, Scenario};
+use retrysim::internals::tools::compare;
+use retrysim::internals::tools::timeline::{MAX_LANES, Mark, Timeline};
 
 /// A run that keeps no job's trace: the picture reads the ledger and the records.
 fn figures(s: &Scenario, seed: u64) -> Report {

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use retrysim::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
 use retrysim::core::policy::Policy;
-use retrysim::sim::checks::fleet::FleetViolation;
-use retrysim::sim::checks::waits::check_waits;
-use retrysim::sim::run::scenario::{Scenario, named};
-use retrysim::sim::world::api::AdviceForm;
+use retrysim::internals::checks::fleet::FleetViolation;
+use retrysim::internals::checks::waits::check_waits;
+use retrysim::internals::run::scenario::{Scenario, named};
+use retrysim::internals::world::api::AdviceForm;
 use retrysim::trace::EventKind;
 
 use crate::support::run_slipped;

@@ -50,8 +50,6 @@ use crate::sim::world::api::{
 };
 use crate::sim::world::net::{CloseTiming, Fault, ScheduledFault};
 
-pub use crate::sim::checks::shards::{Merged, merge_summaries};
-
 /// Which scenarios a hunt draws.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]

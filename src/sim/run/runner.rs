@@ -34,7 +34,7 @@ use crate::trace::EventKind;
 /// buffer, in messages (turmoil's default is 64; buffers grow lazily).
 pub(crate) const TCP_CAPACITY: usize = 1 << 16;
 
-pub use crate::sim::run::job::{JobKind, JobOutcome, JobRecord, PLANTED_SECRETS, Traces};
+pub use crate::sim::run::job::{JobOutcome, JobRecord, PLANTED_SECRETS, Traces};
 
 /// What a run measured.
 #[derive(Debug, Clone, Serialize)]
