@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the runner's
+//! options and traces: it measures the runner itself.
+//!
 //! How far the harness is from the floor: `cargo bench --bench baseline`
 //! (a few seconds).
 //!

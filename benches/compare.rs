@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the comparison
+//! and the runner: it measures them.
+//!
 //! How fast the harness is: `cargo bench --bench compare` (a few minutes at most).
 //!
 //! divan times, on one thread so the figures do not depend on what else the

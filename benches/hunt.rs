@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the hunt's
+//! `check_seed`: it measures the hunt itself.
+//!
 //! The hunt's throughput: `cargo bench --bench hunt` (about a minute).
 //!
 //! Checks `retrysim hunt`'s default range (seeds 1..=500, every seed twice

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the runner's
+//! options and traces: it measures the runner itself.
+//!
 //! Peak memory of a big run against its jobs: `cargo bench --bench memory`
 //! (about 5 minutes, most of it the 100,000-job runs).
 //!

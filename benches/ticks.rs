@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the runner's
+//! options: it measures the runner itself.
+//!
 //! What one turmoil tick costs: `cargo bench --bench ticks` (about 30 s).
 //!
 //! A run is a loop of ticks, so its wall time is about

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for
+//! `compare::Figure`, to print its table as `retrysim compare` does.
+//!
 //! What people use today, measured: `tower::retry` with a typical policy,
 //! `backon`'s defaults and `backon` with Retry-After as its docs show it,
 //! and reqwest-retry, against retrysim's client and the ideal, on three

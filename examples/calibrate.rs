@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the
+//! comparison's `blinkimg_1s` rows and `retry_after_jitter`, to drive a real
+//! server with the simulator's policies.
+//!
 //! Drives a real rate-limited server with the production driver: a fleet of
 //! workers on [`TokioClock::real`] and [`HyperTransport`], the same policies
 //! and gate as the simulator's `blinkimg-1s` comparison rows.

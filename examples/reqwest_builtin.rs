@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the
+//! simulator's own requests (`job::request`, `kind_of`), sent to `retrysim
+//! serve` on a real socket.
+//!
 //! reqwest's own retry (`reqwest::retry`, reqwest 0.12.23 and later) with
 //! the policy most users would write: retry a 429, a 5xx or any error, for
 //! the API's host. reqwest cannot ride the simulated network (its connector

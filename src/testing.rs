@@ -113,7 +113,9 @@ pub use crate::sim::world::timers::{SimClock, SimTimer};
 /// A scenario's configuration, for scenarios written or changed in code:
 /// start from a named one ([`named`](scenario::named)) or a TOML file
 /// ([`Scenario::from_toml`]) and set the fields your test is about. Every
-/// type here is also what the TOML keys hold (docs/guide/scenario-keys.md).
+/// type here is also what the TOML keys hold (docs/guide/scenario-keys.md);
+/// the faults a schedule holds are [`ScheduledFault`](crate::testing::ScheduledFault)
+/// and [`Fault`](crate::testing::Fault).
 pub mod scenario {
     pub use crate::sim::run::scenario::{
         BudgetConfig, Builtin, ClientConfig, CoordinatorConfig, Faults, Fleet, GateConfig, Hosts, InvalidScenario,
@@ -123,7 +125,6 @@ pub mod scenario {
         AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Dialect, Envelope, KeepAlive, LimiterConfig,
         LimiterKind, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding, ScriptStep,
     };
-    pub use crate::sim::world::net::{CloseTiming, Fault, FaultClass, ScheduledFault};
 }
 
 /// proptest strategies over scenarios, policies and fault schedules, for

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for
+//! `job::job_of_label`, to name jobs as the simulator's ledger does.
+//!
 //! What the integration examples share: hyper-util's client on the
 //! simulated network, the command line (`--scenario`, `--seed`), and the
 //! short report each prints for one checked run.

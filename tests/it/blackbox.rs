@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the black-box
+//! checks one by one (`check_black_box`, `check_black_box_with`) and the hunt's
+//! generator.
+//!
 //! The black-box checks (`sim::checks::blackbox`) on retrysim's own client, next to
 //! the trace-based ones: every named scenario and a swarm of random ones
 //! pass them with the promises of their policy, except the scenario that

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for
+//! `checks::check_report` on bare runs, to show invariant 12 failing.
+//!
 //! Cancellation (invariant 12): the caller cancels the jobs running at one
 //! moment (a `cancel` fault); each ends within one clock step whatever it
 //! was waiting on, and a client that ignores the token is caught.

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the limits the
+//! command line enforces (`shards::MAX_SUMMARY_BYTES`, `compare::PRESETS`) and
+//! `blinkimg_1s`.
+//!
 //! Careless and hostile input to the command line (issue 51): every limit
 //! refused with exit 2 and a message naming the flag or the file, shard
 //! summaries checked before they are merged, SIGINT and SIGTERM stopping

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the comparison
+//! behind `retrysim compare` (`tools::compare`).
+//!
 //! The comparison: brief 002's findings hold on the medians, the Pacing gate
 //! beats the seed's best policy and comes within 10% of the ideal, and the
 //! `compare` command line behaves.

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the registries
+//! the docs cite: `Invariant::ALL`, the defects' and built-in clients' names,
+//! the comparison's presets and habits.
+//!
 //! `docs/DESIGN.md` cannot drift silently from the code it describes:
 //! every repository path it cites in backticks exists, every kebab-case name
 //! it cites is one the code registers (a named scenario above all), its

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the fleet
+//! checks one by one, run against planted leaks (`run::fleet::Hooks`), and the
+//! limiter service's routes.
+//!
 //! Fleet controls: a shared retry budget, admission control, a
 //! limiter service across processes, deferral to a queue. Each property runs
 //! over a fixed set of seeds; each has a negative control that plants a

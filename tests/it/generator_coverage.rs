@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the hunt's
+//! generator (`hunt::swarm`), read seed by seed.
+//!
 //! The hunt's generator draws the whole world: every scenario key (a leaf
 //! of a scenario's TOML) and every variant of the API's habits is drawn
 //! away from its default by at least one seed of the default hunt

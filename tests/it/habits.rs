@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the
+//! comparison's habit rows (`compare::HABITS`, `with_habit`), `check_run` and
+//! retrysim's own client on `SimTransport`.
+//!
 //! Real servers' habits (`sim::world::api::habits`): each named scenario shows its
 //! habit's effect, measured against the same scenario with the habit turned
 //! back to @fastify/rate-limit's (the control, which must not show it). Where

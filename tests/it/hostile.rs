@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the scenario
+//! key registry (`keys::KEYS`, `Allowed`, `markdown`) and the fleet's `Hooks`,
+//! checked key by key.
+//!
 //! Hostile input: every scenario key and flag is checked before a run, and
 //! whatever a user feeds the `retrysim` binary ends in a bounded time and
 //! memory with exit 0 only for valid input, never a panic.

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the hunt's
+//! sabotage table (`DEFECTS`, `catches`, `HuntConfig`) and the defects it
+//! plants.
+//!
 //! The hunt with its default seed count catches every deliberate defect
 //! (`retrysim hunt --sabotage`), and the table of how soon and how often
 //! (`docs/guide/hunting.md`) is what the hunt measures now.

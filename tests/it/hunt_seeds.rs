@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the hunt's
+//! `check_seed` and `judge`, the fleet's `Hooks` and fallback checks, on the
+//! seeds a deep hunt failed on.
+//!
 //! Seeds a deep hunt once failed on, kept as regressions (11 of
 //! 100,000, then 1 more of 100,000 once those were fixed, then 1 more of a
 //! later 100,000-seed hunt, then 5 more of another, then 1 once the hunt

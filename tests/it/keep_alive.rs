@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the hunt's
+//! generator (`hunt::swarm`) and `check_run` on bare runs.
+//!
 //! Keep-alive in the simulator: the API keeps connections open as real
 //! servers do, retrysim's client pools them as in production, and the
 //! faults pooled clients meet (a close racing the next request, a restart)

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the runner's
+//! options (`Traces`, the wall bound, progress) and the renderer (`render_run`,
+//! `trace_json`).
+//!
 //! Long and big runs: the wall-time bound and its signs of life,
 //! progress and interrupts for `compare` and `hunt`, and the traces a run
 //! keeps. Each process test waits for the 5 s progress line, so this file

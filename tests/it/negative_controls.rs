@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the deliberate
+//! defects (`run::defects::Defects`) planted into the client and every checker
+//! called one by one.
+//!
 //! Negative controls: every invariant checker, and the hunt, shown able to
 //! fail. Each test builds a concrete scenario where a deliberate defect
 //! (`[client.defects]`, built around the unchanged driver in `sim::run::defects`) must show, checks that the clean scenario passes, and

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for each
+//! invariant's checker one by one (`check_run`, `check_liveness`,
+//! `check_determinism`) on bare runs, `trace_json` and `PLANTED_SECRETS`.
+//!
 //! docs/DESIGN.md's invariants as properties over the full simulation: each case
 //! is a generated scenario (see `strategies`) run by `sim::run::runner::run` with
 //! a generated seed, then checked by `sim::checks::invariants`.

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the reason and
+//! careful checks one by one (`check_reasons`, `check_careful`) and retrysim's
+//! own client on `SimTransport`, to show each check failing.
+//!
 //! The checks that a client stops for the reason its answers give and keeps
 //! the bound on unclear retries (`sim::checks::reasons`), each shown able to
 //! fail: a classifier built here from the public API makes the slip a

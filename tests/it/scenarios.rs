@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for `check_run`
+//! and `render_run` on bare runs of every named scenario.
+//!
 //! Every named scenario from the seeds, run in the simulator with exact
 //! assertions on what the server saw and what the client did.
 

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the
+//! simulator's own requests (`job::request`, `kind_of`) and bare `runner::run`
+//! as the reference figures for the real socket.
+//!
 //! `retrysim serve`: the simulated API on a real loopback socket,
 //! in real time. The repo's own driver against it gives the simulator's
 //! figures within a stated tolerance; the ledger's verdict catches an

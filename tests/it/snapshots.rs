@@ -1,3 +1,8 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the renderer
+//! itself (`render_run` at every width, `trace_json`) and bare `runner::run`:
+//! the snapshots pin the workings' output for every named scenario, more than
+//! `testing::trace_text` shows.
+//!
 //! Retry traces pinned as insta snapshots in the top-level `snapshots/`
 //! folder: a pull request that changes what a client does shows up as a
 //! readable diff. Review loop: `cargo insta test`, then `cargo insta review`.

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the runner's
+//! options and step counts, the hunt's `check_seed` and the comparison presets:
+//! it measures the workings themselves.
+//!
 //! The speed measurements' yardstick: the plain discrete-event
 //! model of `blinkimg-1s` that `cargo bench --bench baseline` runs against
 //! the harness counts what the harness counts, so the ratio it prints

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for retrysim's own
+//! client on `SimTransport` with the runner's options, for the tests that share
+//! this module.
+//!
 //! What the integration tests share: the `retrysim` binary, a run that must
 //! finish, and the one replay line every failure prints.
 //!

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the timeline
+//! renderer behind `--svg` (`tools::timeline`) and the comparison presets.
+//!
 //! The timeline pictures (`--svg`): their marks are the report's figures,
 //! the blinkimg-1s difference between retrying on advice and pacing shows in
 //! them, the same run gives the same bytes, and big runs stay small.

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the wait
+//! checks one by one (`check_waits`), to show each failing.
+//!
 //! The checks that a planned wait stays between the shortest and the
 //! longest the declared policy may plan and that the spread on an advice is
 //! drawn (`sim::checks::waits`), each shown able to fail: a client built

@@ -216,9 +216,9 @@ pub struct StepCounts {
 /// - every job keeps its whole trace ([`Traces::All`]);
 /// - no hooks;
 /// - no wall-time bound and no progress;
-/// - at most [`MAX_REQUESTS`] requests a run;
+/// - at most `MAX_REQUESTS` requests a run;
 /// - idle stretches skipped, and idle hosts left out of busy steps of runs
-///   with [`LAZY_MIN_HOSTS`](crate::sim::run::advance::LAZY_MIN_HOSTS) hosts or more.
+///   with `LAZY_MIN_HOSTS` hosts or more.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RunOptions {
     traces: Traces,

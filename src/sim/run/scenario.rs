@@ -362,7 +362,7 @@ impl Scenario {
     /// Reads a scenario from TOML; unknown keys and wrong types are errors
     /// that name the key, and values out of range name the allowed range
     /// ([`keys::KEYS`](super::keys::KEYS)). A text over
-    /// [`MAX_SCENARIO_BYTES`](super::keys::MAX_SCENARIO_BYTES) is refused
+    /// `MAX_SCENARIO_BYTES` is refused
     /// before it is parsed.
     pub fn from_toml(text: &str) -> Result<Scenario, InvalidScenario> {
         let max = super::keys::MAX_SCENARIO_BYTES;

@@ -90,7 +90,7 @@ impl SimNet {
     /// A connector over simulated TCP for `hyper_util::client::legacy::Client`.
     /// Keep the pool you run in production, and give it the simulation's
     /// clock with `.pool_timer(SimNet::timer())` (see
-    /// [`connector`](crate::sim::world::connector) for what pooled
+    /// [`SimConnector`](crate::testing::SimConnector) for what pooled
     /// connections meet, and what the harness says when a pool reads the
     /// real clock).
     pub fn connector(&self) -> SimConnector {
