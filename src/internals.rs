@@ -40,6 +40,7 @@ pub mod checks {
     pub mod reasons {
         pub use crate::sim::checks::reasons::check_reasons;
     }
+    #[cfg(feature = "cli")]
     pub mod shards {
         pub use crate::sim::checks::shards::MAX_SUMMARY_BYTES;
     }

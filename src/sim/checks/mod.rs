@@ -9,6 +9,7 @@ pub mod hunt;
 pub mod invariants;
 pub mod model;
 pub mod reasons;
+#[cfg(feature = "cli")]
 pub mod shards;
 #[cfg(feature = "proptest")]
 pub mod strategies;

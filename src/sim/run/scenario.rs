@@ -893,7 +893,9 @@ fn moving_window(name: &str) -> Scenario {
     s
 }
 
-/// A clear error for an unknown name, listing the valid ones.
+/// A clear error for an unknown name, listing the valid ones (the command
+/// line's).
+#[cfg(any(feature = "cli", test))]
 pub fn unknown(name: &str) -> String {
     format!("unknown scenario {name:?}; the named scenarios are: {}", NAMES.join(", "))
 }
