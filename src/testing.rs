@@ -114,8 +114,7 @@ pub use crate::sim::world::timers::{SimClock, SimTimer};
 /// start from a named one ([`named`](scenario::named)) or a TOML file
 /// ([`Scenario::from_toml`]) and set the fields your test is about. Every
 /// type here is also what the TOML keys hold (docs/guide/scenario-keys.md);
-/// the faults a schedule holds are [`ScheduledFault`](crate::testing::ScheduledFault)
-/// and [`Fault`](crate::testing::Fault).
+/// the faults a schedule holds are [`ScheduledFault`] and [`Fault`].
 pub mod scenario {
     pub use crate::sim::run::scenario::{
         BudgetConfig, Builtin, ClientConfig, CoordinatorConfig, Faults, Fleet, GateConfig, Hosts, InvalidScenario,
