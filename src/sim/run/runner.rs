@@ -261,7 +261,7 @@ impl RunOptions {
 
     /// Stops a run once it has sent this many requests (a [`RunError`]
     /// that names the cap): the API keeps every request for the checks, so
-    /// this bounds a run's memory. [`MAX_REQUESTS`] by default.
+    /// this bounds a run's memory. `MAX_REQUESTS` by default.
     pub fn max_requests(mut self, cap: usize) -> RunOptions {
         self.max_requests = Some(cap);
         self
