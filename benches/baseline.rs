@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the runner's
+//! options and traces: it measures the runner itself.
+//!
 //! How far the harness is from the floor: `cargo bench --bench baseline`
 //! (a few seconds).
 //!
@@ -10,8 +13,8 @@
 
 use std::time::{Duration, Instant};
 
-use retrysim::sim::run::runner::{RunOptions, Traces};
-use retrysim::sim::run::scenario;
+use retrysim::internals::run::runner::{RunOptions, Traces};
+use retrysim::internals::run::scenario;
 
 #[path = "baseline/des.rs"]
 mod des;

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the comparison
+//! and the runner: it measures them.
+//!
 //! How fast the harness is: `cargo bench --bench compare` (a few minutes at most).
 //!
 //! divan times, on one thread so the figures do not depend on what else the
@@ -21,9 +24,9 @@ use std::time::{Duration, Instant};
 
 use divan::Bencher;
 use divan::counter::ItemsCount;
-use retrysim::sim::run::runner;
-use retrysim::sim::run::scenario::{self, Scenario};
-use retrysim::sim::tools::compare::{self, Comparison, PRESETS, Preset};
+use retrysim::internals::run::runner;
+use retrysim::internals::run::scenario::{self, Scenario};
+use retrysim::internals::tools::compare::{self, Comparison, PRESETS, Preset};
 
 const SEEDS: u32 = 5;
 

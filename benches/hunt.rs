@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the hunt's
+//! `check_seed`: it measures the hunt itself.
+//!
 //! The hunt's throughput: `cargo bench --bench hunt` (about a minute).
 //!
 //! Checks `retrysim hunt`'s default range (seeds 1..=500, every seed twice
@@ -10,8 +13,8 @@
 
 use std::time::Duration;
 
-use retrysim::sim::checks::hunt::{self, Kind, Target};
-use retrysim::sim::run::runner::RunOptions;
+use retrysim::internals::checks::hunt::{self, Kind, Target};
+use retrysim::internals::run::runner::RunOptions;
 
 const SEEDS: u64 = 500;
 const RUNS: usize = 3;

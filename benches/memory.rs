@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the runner's
+//! options and traces: it measures the runner itself.
+//!
 //! Peak memory of a big run against its jobs: `cargo bench --bench memory`
 //! (about 5 minutes, most of it the 100,000-job runs).
 //!
@@ -13,8 +16,8 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use retrysim::sim::run::runner::{RunOptions, Traces};
-use retrysim::sim::run::scenario::{self, Scenario};
+use retrysim::internals::run::runner::{RunOptions, Traces};
+use retrysim::internals::run::scenario::{self, Scenario};
 
 /// The big run with `jobs` jobs.
 fn big(jobs: u32) -> Scenario {

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for bare
+//! `runner::run`: it measures the runner itself.
+//!
 //! Wall time of every named scenario (release build, 2-core machines):
 //! `cargo bench --bench scenarios`. Prints, per scenario, the median wall
 //! time and the median virtual time over seeds 0..15, and their ratio.
@@ -7,8 +10,8 @@
 
 use std::time::{Duration, Instant};
 
-use retrysim::sim::run::runner::run;
-use retrysim::sim::run::scenario::{NAMES, named};
+use retrysim::internals::run::runner::run;
+use retrysim::internals::run::scenario::{NAMES, named};
 
 const RUNS: usize = 15;
 

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the runner's
+//! options: it measures the runner itself.
+//!
 //! What one turmoil tick costs: `cargo bench --bench ticks` (about 30 s).
 //!
 //! A run is a loop of ticks, so its wall time is about
@@ -16,8 +19,8 @@
 
 use std::time::{Duration, Instant};
 
-use retrysim::sim::run::runner::{Report, RunOptions};
-use retrysim::sim::run::scenario::{self, Scenario};
+use retrysim::internals::run::runner::{Report, RunOptions};
+use retrysim::internals::run::scenario::{self, Scenario};
 
 const RUNS: usize = 5;
 

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for
+//! `compare::Figure`, to print its table as `retrysim compare` does.
+//!
 //! What people use today, measured: `tower::retry` with a typical policy,
 //! `backon`'s defaults and `backon` with Retry-After as its docs show it,
 //! and reqwest-retry, against retrysim's client and the ideal, on three
@@ -49,10 +52,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use reqwest_middleware::ClientBuilder;
 use retrysim::env::{Rng, seeded_rng};
+use retrysim::internals::run::scenario::ClientConfig;
+use retrysim::internals::run::scenario::{self, GateConfig};
+use retrysim::internals::tools::compare::Figure;
 use retrysim::reqwest::RetryMiddleware;
-use retrysim::sim::run::scenario::ClientConfig;
-use retrysim::sim::run::scenario::{self, GateConfig};
-use retrysim::sim::tools::compare::Figure;
 use retrysim::testing::{
     BlackBoxCheck, FaultClass, Harness, Promises, Report, ReqwestStack, SimReqwest, black_box, from_fn, trace_text,
 };

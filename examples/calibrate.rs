@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the
+//! comparison's `blinkimg_1s` rows and `retry_after_jitter`, to drive a real
+//! server with the simulator's policies.
+//!
 //! Drives a real rate-limited server with the production driver: a fleet of
 //! workers on [`TokioClock::real`] and [`HyperTransport`], the same policies
 //! and gate as the simulator's `blinkimg-1s` comparison rows.
@@ -39,8 +43,8 @@ use retrysim::core::policy::Policy;
 use retrysim::env::{HyperTransport, TokioClock, Transport, TransportError, seeded_rng};
 use retrysim::gate::Gate;
 use retrysim::gate::pacing::{Pacing, PacingConfig, PacingState};
-use retrysim::sim::run::scenario;
-use retrysim::sim::tools::compare;
+use retrysim::internals::run::scenario;
+use retrysim::internals::tools::compare;
 use retrysim::trace::Trace;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the
+//! simulator's own requests (`job::request`, `kind_of`), sent to `retrysim
+//! serve` on a real socket.
+//!
 //! reqwest's own retry (`reqwest::retry`, reqwest 0.12.23 and later) with
 //! the policy most users would write: retry a 429, a 5xx or any error, for
 //! the API's host. reqwest cannot ride the simulated network (its connector
@@ -22,7 +26,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use http::Uri;
-use retrysim::sim::run::job;
+use retrysim::internals::run::job;
 use retrysim::testing::{BlackBoxCheck, Scenario, ServeOptions, ServeReport, Served};
 
 #[allow(clippy::duplicate_mod)]
@@ -120,7 +124,7 @@ fn main() -> ExitCode {
     };
     support::say(format_args!("{HEAD}"));
     for name in &scenarios {
-        let Some(s) = retrysim::sim::run::scenario::named(name) else { continue };
+        let Some(s) = retrysim::internals::run::scenario::named(name) else { continue };
         match runtime.block_on(run(&s, seed)) {
             Ok((done, r)) => support::say(format_args!("{}\n", row(name, s.fleet.jobs, done, &r))),
             Err(e) => return support::bad_input(&e),

@@ -29,7 +29,7 @@
 //! the same inputs give the same [`Decision`] on every machine. The driver
 //! ([`client::RetryClient`]) adds only what needs a runtime: it sends through
 //! an injected [`env::Transport`], sleeps on an injected [`env::Clock`], draws
-//! from an injected [`env::Rng`]. The simulator (`sim`, feature `sim`) runs that same
+//! from an injected [`env::Rng`]. The simulator (feature `sim`) runs that same
 //! driver on turmoil's virtual time against simulated APIs, from one seed.
 //!
 //! What the core guarantees, whatever the server says:
@@ -99,11 +99,11 @@
 //! ```
 //!
 //! # Cargo features
-//! - `sim`: the simulation harness (modules `testing` and `sim`: retrysim's
-//!   turmoil fork, TOML scenario files, the simulated API's server).
+//! - `sim`: the simulation harness (module `testing`: retrysim's turmoil
+//!   fork, TOML scenario files, the simulated API's server).
 //! - `cli` (default, implies `sim`): the `retrysim` binary (clap, mimalloc).
 //! - `proptest` (default, implies `sim`): the scenario and fault strategies
-//!   for your own properties.
+//!   for your own properties (`testing::strategies`).
 //! - `https` (default): [`env::HyperTransport`] speaks `https://` over rustls
 //!   (module `tls`); `webpki-roots` adds Mozilla's roots, compiled in.
 //! - `reqwest`: `impl Transport for reqwest::Client` (module `reqwest`), so a
@@ -117,21 +117,26 @@
 //!
 //! # Layout
 //! Each module uses only the ones before it: [`core`] (pure) ←
-//! [`env`](mod@env), [`client`], [`gate`], [`trace`] (production) ← `sim`
-//! (the harness's workings: advanced, for checks of your own) ← `testing`
-//! (the harness's front door). `docs/DESIGN.md`, "Layout", says where each
-//! part lives.
+//! [`env`](mod@env), [`client`], [`gate`], [`trace`] (production) ← the
+//! harness's workings (crate-private) ← `testing` (the harness's front door,
+//! and all of the harness that is public). `docs/DESIGN.md`, "Layout" and
+//! "The public API", says where each part lives and what is public.
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "cli")]
+mod cli;
 pub mod client;
 pub mod core;
 pub mod env;
 pub mod gate;
+#[cfg(feature = "sim")]
+#[doc(hidden)]
+pub mod internals;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 #[cfg(feature = "sim")]
-pub mod sim;
+pub(crate) mod sim;
 #[cfg(feature = "sim")]
 pub mod testing;
 #[cfg(feature = "https")]
@@ -153,3 +158,17 @@ pub use tokio_util::sync::CancellationToken;
 /// uses the very types and the thread-local world the harness runs.
 #[cfg(feature = "sim")]
 pub use turmoil;
+
+/// The `retrysim` command line (feature `cli`): parses the process's
+/// arguments, runs the subcommand and prints its output; the exit code says
+/// how it went (2 for bad input).
+///
+/// Hidden, and no part of the API: the binary (`src/main.rs`) is a crate of
+/// its own and needs this one door into the crate-private command line,
+/// which stays in the library so that it reaches the simulator's workings
+/// without making them public.
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+pub fn cli_main() -> std::process::ExitCode {
+    cli::main()
+}

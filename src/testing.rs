@@ -15,12 +15,12 @@
 //!
 //! | to do | call |
 //! |---|---|
-//! | run one scenario for a seed | [`Harness::named`] / [`Harness::from_toml`], [`Harness::run`] |
+//! | run one scenario for a seed | [`Harness::named`] / [`Harness::from_toml`], [`Harness::run`]; a scenario built in code: [`scenario`], [`Harness::of`] |
 //! | assert the invariants, panicking with every violation and a replay line | [`Harness::assert_holds`] |
 //! | holds, broken, or not applicable to a client blind to a fault the scenario injects | [`Checked::verdict`], [`Subject::blind_spots`] |
 //! | the run as review text, for `insta::assert_snapshot!` | [`trace_text`] |
 //! | hunt a seed range | [`Harness::hunt`], [`Hunt::assert_clean`]; random scenarios: [`Harness::swarm`] |
-//! | write your own properties | the strategies in [`sim::checks::strategies`](crate::sim::checks::strategies) (feature `proptest`) |
+//! | write your own properties | the strategies in [`strategies`] (feature `proptest`) |
 //! | a `reqwest_middleware` stack on virtual time (feature `sim-reqwest`) | `ReqwestStack`, with `SimReqwest` as its last middleware |
 //! | a client that cannot ride turmoil's network (reqwest's own client and retry, another language): the same API on a real socket | [`Served::start`] (`retrysim serve` in process) |
 //!
@@ -86,7 +86,6 @@ use crate::sim::checks::invariants as check;
 use crate::sim::run::clients::ScenarioClient;
 use crate::sim::run::render::{Show, render_run};
 use crate::sim::run::runner::RunOptions;
-use crate::sim::run::scenario;
 
 // The front door re-exports on purpose what a user's test names: the client
 // boundary, the scenario and its faults, the report and what it holds, and
@@ -103,11 +102,40 @@ pub use crate::sim::run::scenario::Scenario;
 pub use crate::sim::run::subject::{
     BlindSpot, BoxFuture, Host, Job, JobEnd, JobOutcome, MakeSubject, Promises, SimNet, Subject, from_fn,
 };
-pub use crate::sim::serve::{ServeOptions, ServeReport, Served};
+pub use crate::sim::serve::{Limits, ServeError, ServeOptions, ServeReport, Served};
 pub use crate::sim::world::api::{Arrival, ArrivalOutcome, Ledger};
 pub use crate::sim::world::connector::SimConnector;
 pub use crate::sim::world::net::{CloseTiming, Fault, FaultClass, RacedRequest, ScheduledFault};
 pub use crate::sim::world::timers::{SimClock, SimTimer};
+
+/// A scenario's configuration, for scenarios written or changed in code:
+/// start from a named one ([`named`](scenario::named)) or a TOML file
+/// ([`Scenario::from_toml`]) and set the fields your test is about. Every
+/// type here is also what the TOML keys hold (docs/guide/scenario-keys.md);
+/// the faults a schedule holds are [`ScheduledFault`] and [`Fault`].
+pub mod scenario {
+    pub use crate::sim::run::scenario::{
+        BudgetConfig, Builtin, ClientConfig, CoordinatorConfig, Faults, Fleet, GateConfig, Hosts, InvalidScenario,
+        NAMES, NetConfig, OpMix, Scenario, named,
+    };
+    pub use crate::sim::world::api::{
+        AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Dialect, Envelope, KeepAlive, LimiterConfig,
+        LimiterKind, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding, ScriptStep,
+    };
+}
+
+/// proptest strategies over scenarios, policies and fault schedules, for
+/// properties of your own (feature `proptest`). Each is named `arb_*`.
+#[cfg(feature = "proptest")]
+pub mod strategies {
+    pub use crate::sim::checks::strategies::{
+        TerminalConditions, arb_advice_form, arb_api_config, arb_budget, arb_calm_scenario, arb_exhausting_scenario,
+        arb_fault, arb_fault_schedule, arb_faults, arb_fleet, arb_jitter, arb_limiter, arb_lossy_scenario, arb_net,
+        arb_op_mix, arb_policy, arb_preset, arb_random_policy, arb_scenario, arb_script_step, arb_seed, arb_skew,
+        arb_terminal_conditions, arb_terminal_scenario, arb_throttled_scenario, arb_tight_scenario,
+        arb_too_long_scenario,
+    };
+}
 
 /// The environment variable that narrows [`Harness::hunt`] to one seed.
 pub const SEED_VAR: &str = "RETRYSIM_SEED";

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for
+//! `job::job_of_label`, to name jobs as the simulator's ledger does.
+//!
 //! What the integration examples share: hyper-util's client on the
 //! simulated network, the command line (`--scenario`, `--seed`), and the
 //! short report each prints for one checked run.
@@ -10,7 +13,7 @@ use http::Request;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use retrysim::sim::run::job::job_of_label;
+use retrysim::internals::run::job::job_of_label;
 use retrysim::testing::{ArrivalOutcome, Harness, Invariant, Report, SimConnector, SimTimer, black_box};
 
 /// hyper-util's client over the simulated network.

@@ -2,12 +2,12 @@
 
 use std::process::ExitCode;
 
+use crate::sim::run::runner::{Report, RunError, RunOptions, Traces};
+use crate::sim::run::scenario::GateConfig;
+use crate::sim::tools::compare::{self, DEFAULT_SEEDS};
+use crate::sim::tools::timeline;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, ValueEnum};
-use retrysim::sim::run::runner::{Report, RunError, RunOptions, Traces};
-use retrysim::sim::run::scenario::GateConfig;
-use retrysim::sim::tools::compare::{self, DEFAULT_SEEDS};
-use retrysim::sim::tools::timeline;
 
 use super::progress::{self, Meter};
 use super::{MAX_THREADS, Outcome, UserError, WallArgs, check_writable, default_threads, wall_stopped, write_svg};

@@ -2,16 +2,16 @@
 
 use std::time::{Duration, SystemTime};
 
-use clap::{Args, ValueEnum};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
-use retrysim::core::body::ErrorEnvelope;
-use retrysim::core::classify::{
+use crate::core::body::ErrorEnvelope;
+use crate::core::classify::{
     Class, Classifier, DefaultTable, Operation, Outcome as AttemptOutcome, TransportFailure, classify_answer,
 };
-use retrysim::core::policy::{Attempted, Decision, Draws, Policy, decide, secs};
-use retrysim::core::retry_after::{Advice, read_advice};
-use retrysim::env::{Rng, seeded_rng};
-use retrysim::trace::{AdviceView, Event, EventKind, Millis, render_event};
+use crate::core::policy::{Attempted, Decision, Draws, Policy, decide, secs};
+use crate::core::retry_after::{Advice, read_advice};
+use crate::env::{Rng, seeded_rng};
+use crate::trace::{AdviceView, Event, EventKind, Millis, render_event};
+use clap::{Args, ValueEnum};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use serde_json::json;
 
 use super::{Format, Outcome, UserError, policy_named};
@@ -209,7 +209,7 @@ impl Read {
             Decision::Done => out["decision"] = json!("done"),
             Decision::Retry { wait, why } => {
                 out["decision"] = json!("retry");
-                out["wait_ms"] = json!(retrysim::trace::ms(*wait));
+                out["wait_ms"] = json!(crate::trace::ms(*wait));
                 out["why"] = json!(why);
             }
             Decision::GiveUp { reason } => {
@@ -324,7 +324,7 @@ fn decision_lines(decision: &Decision) -> Vec<String> {
     match decision {
         Decision::Done => vec!["decision: done (success)".to_owned()],
         Decision::Retry { wait, why } => {
-            let event = Event { at_ms: 0, kind: EventKind::Wait { ms: retrysim::trace::ms(*wait), why: *why } };
+            let event = Event { at_ms: 0, kind: EventKind::Wait { ms: crate::trace::ms(*wait), why: *why } };
             let rendered = render_event("", &event);
             let why_text = rendered.split_once(" = ").map(|(_, w)| w.to_owned()).unwrap_or_default();
             vec![format!("decision: retry in {}", secs(*wait)), format!("why: {why_text}")]

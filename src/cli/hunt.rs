@@ -14,9 +14,9 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use crate::sim::checks::hunt::{self, DeterminismSample, Finding, HuntConfig, Kind, SeedResult, Target};
+use crate::sim::checks::shards;
 use clap::{Args, ValueEnum};
-use retrysim::sim::checks::hunt::{self, DeterminismSample, Finding, HuntConfig, Kind, SeedResult, Target};
-use retrysim::sim::checks::shards;
 
 use super::progress::{self, Meter};
 use super::{Format, MAX_THREADS, Outcome, UserError, WallArgs, default_threads, read_bounded};

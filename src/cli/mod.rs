@@ -1,23 +1,105 @@
-//! The `retrysim` subcommands. Each module owns its arguments and returns
-//! the text to print, or a [`UserError`] that exits with code 2.
+//! The `retrysim` command line, inside the library behind feature `cli`
+//! (crate-private: the binary, `src/main.rs`, is a separate crate and enters
+//! through [`crate::cli_main`] alone). Each subcommand's module owns its
+//! arguments and returns the text to print, or a [`UserError`] that exits
+//! with code 2.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
-use retrysim::core::policy::Policy;
-use retrysim::sim::run::keys::MAX_SCENARIO_BYTES;
-use retrysim::sim::run::runner::{ProgressFn, RunError, RunOptions};
-use retrysim::sim::run::scenario::{self, Scenario};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
-pub mod compare;
-pub mod explain;
-pub mod hunt;
-pub mod progress;
-pub mod run;
-pub mod serve;
-pub mod terminal;
+use crate::core::policy::Policy;
+use crate::sim::run::keys::MAX_SCENARIO_BYTES;
+use crate::sim::run::runner::{ProgressFn, RunError, RunOptions};
+use crate::sim::run::scenario::{self, Scenario};
+
+mod compare;
+mod explain;
+mod hunt;
+mod progress;
+mod run;
+mod serve;
+mod terminal;
+
+#[derive(Parser)]
+#[command(
+    name = "retrysim",
+    version,
+    about = "HTTP 429 retries you can prove: explain a decision, run scenarios in a deterministic simulation"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// One response in, the core's decision and why out.
+    Explain(explain::ExplainArgs),
+    /// List the named scenarios, or print one as a TOML file to edit.
+    Scenarios(run::ScenariosArgs),
+    /// Run one scenario with one seed and print the report.
+    Run(run::RunArgs),
+    /// Run one scenario with one seed and print its retry trace (what the snapshots hold).
+    Trace(run::TraceArgs),
+    /// Run every policy of a preset on several seeds, side by side.
+    Compare(compare::CompareArgs),
+    /// Run many random scenarios and check every invariant.
+    Hunt(hunt::HuntArgs),
+    /// Serve a scenario's API on a real socket and judge the clients by its ledger.
+    Serve(serve::ServeArgs),
+}
+
+/// Parses the arguments, runs the subcommand, prints its output; the exit
+/// code says how it went (2 for bad input).
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // An argument clap cannot take is quoted in its message, raw on a
+        // terminal: when an argument holds a control character, the message
+        // goes out plain (clap's colours and escape sequences stripped), the
+        // other control characters escaped.
+        Err(e) if e.use_stderr() && std::env::args_os().any(|a| a.to_string_lossy().chars().any(char::is_control)) => {
+            let plain = e.render().to_string();
+            eprint!("{}", terminal::printable(&plain));
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+        Err(e) => e.exit(),
+    };
+    let outcome = match cli.command {
+        Command::Explain(a) => explain::run(a),
+        Command::Scenarios(a) => run::scenarios(a),
+        Command::Run(a) => run::run(a),
+        Command::Trace(a) => run::trace(a),
+        Command::Compare(a) => compare::run(a),
+        Command::Hunt(a) => hunt::run(a),
+        Command::Serve(a) => serve::run(a),
+    };
+    // A signal's watchdog lets the output be printed whole from here on.
+    progress::settle();
+    match outcome {
+        Ok((out, code)) => {
+            // A closed pipe (`retrysim trace ... | head`) is not an error.
+            let mut stdout = std::io::stdout().lock();
+            // The user's text (a scenario's name, a body's code) is in it: no
+            // control character of it acts on the terminal.
+            match writeln!(stdout, "{}", terminal::printable(&out)).and_then(|()| stdout.flush()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    eprintln!("error: cannot write the output: {e}");
+                    ExitCode::from(2)
+                }
+                _ => code,
+            }
+        }
+        Err(UserError(msg)) => {
+            eprintln!("error: {}", terminal::error_text(&msg));
+            ExitCode::from(2)
+        }
+    }
+}
 
 /// The most threads `compare --threads` and `hunt --jobs` take: a run
 /// is CPU-bound, so more threads than cores only add memory (each thread a

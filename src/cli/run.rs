@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::sim::run::render::{Show, render_run};
+use crate::sim::run::runner::{Progress, Report, Traces};
+use crate::sim::run::scenario::{self, Scenario};
+use crate::sim::tools::timeline::Timeline;
 use clap::Args;
-use retrysim::sim::run::render::{Show, render_run};
-use retrysim::sim::run::runner::{Progress, Report, Traces};
-use retrysim::sim::run::scenario::{self, Scenario};
-use retrysim::sim::tools::timeline::Timeline;
 
 use super::{
     Format, Outcome, ScenarioSource, UserError, WallArgs, check_writable, policy_named, wall_stopped, warn_long,
@@ -116,7 +116,7 @@ impl Target {
     }
 }
 
-/// A long run's sign of life (see [`RunOptions::progress`](retrysim::sim::run::runner::RunOptions::progress)).
+/// A long run's sign of life (see [`RunOptions::progress`](crate::sim::run::runner::RunOptions::progress)).
 fn run_progress(p: &Progress<'_>) {
     eprintln!(
         "run: {} seed {}: {} s of virtual time (time_limit {}), {}/{} jobs ended, {} s wall",
@@ -180,8 +180,9 @@ pub fn trace(args: TraceArgs) -> Outcome {
     let report = args.target.run("trace", &s, traces)?;
     let out = match args.format {
         Format::Text => render_run(&report, show).trim_end().to_owned(),
-        Format::Json => serde_json::to_string_pretty(&retrysim::sim::run::render::trace_json(&report, show))
-            .expect("traces serialise"),
+        Format::Json => {
+            serde_json::to_string_pretty(&crate::sim::run::render::trace_json(&report, show)).expect("traces serialise")
+        }
     };
     Ok((out, ExitCode::SUCCESS))
 }

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::sim::serve::{ServeOptions, Served};
 use clap::Args;
-use retrysim::sim::serve::{ServeOptions, Served};
 
 use super::{Format, Outcome, ScenarioSource, UserError, terminal};
 

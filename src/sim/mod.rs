@@ -1,7 +1,7 @@
-//! The deterministic simulation harness's workings. A test of your own
-//! client needs only [`testing`](crate::testing), which re-exports what it
-//! names from here; the modules below are for writing checks, strategies or
-//! tools of your own (advanced: their paths follow the code's layers).
+//! The deterministic simulation harness's workings, crate-private: a user
+//! reaches them through [`testing`](crate::testing), which re-exports by
+//! name what a test names; the repository's own tests of the workings go
+//! through the hidden `internals` door (docs/DESIGN.md, "The public API").
 //!
 //! The harness is in layers that each use only the ones before them
 //! (docs/DESIGN.md, "Layout"; `tests/it/layers.rs` holds the code to it):

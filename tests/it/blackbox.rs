@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the black-box
+//! checks one by one (`check_black_box`, `check_black_box_with`) and the hunt's
+//! generator.
+//!
 //! The black-box checks (`sim::checks::blackbox`) on retrysim's own client, next to
 //! the trace-based ones: every named scenario and a swarm of random ones
 //! pass them with the promises of their policy, except the scenario that
@@ -5,12 +9,12 @@
 //! controls on hand-built ledgers are unit tests in `src/sim/checks/blackbox.rs`.
 
 use crate::support::{replay_run, run};
-use retrysim::sim::checks::blackbox::{
+use retrysim::internals::checks::blackbox::{
     BlackBoxCheck, BlackBoxViolation, Promises, check_black_box, check_black_box_with,
 };
-use retrysim::sim::checks::hunt::{Kind, swarm};
-use retrysim::sim::run::runner::{JobOutcome, Report};
-use retrysim::sim::run::scenario::{self, NAMES};
+use retrysim::internals::checks::hunt::{Kind, swarm};
+use retrysim::internals::run::runner::{JobOutcome, Report};
+use retrysim::internals::run::scenario::{self, NAMES};
 
 /// The checks with the promises of the scenario's policy: `max_retries + 1`
 /// attempts, its deadline, the advice if it reads it (a deferred job's

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for
+//! `checks::check_report` on bare runs, to show invariant 12 failing.
+//!
 //! Cancellation (invariant 12): the caller cancels the jobs running at one
 //! moment (a `cancel` fault); each ends within one clock step whatever it
 //! was waiting on, and a client that ignores the token is caught.
@@ -5,11 +8,11 @@
 use std::time::Duration;
 
 use crate::support::run;
-use retrysim::sim::checks::check_report;
-use retrysim::sim::checks::invariants::{Invariant, Violation};
-use retrysim::sim::run::runner::JobOutcome;
-use retrysim::sim::run::scenario::{self, GateConfig, Scenario};
-use retrysim::sim::world::net::{Fault, ScheduledFault};
+use retrysim::internals::checks::check_report;
+use retrysim::internals::checks::invariants::{Invariant, Violation};
+use retrysim::internals::run::runner::JobOutcome;
+use retrysim::internals::run::scenario::{self, GateConfig, Scenario};
+use retrysim::internals::world::net::{Fault, ScheduledFault};
 
 const SEED: u64 = 7;
 

@@ -271,7 +271,7 @@ fn the_same_seed_is_byte_identical_across_processes() {
 #[test]
 fn scenarios_lists_every_name() {
     let out = ok(&["scenarios"]);
-    for name in retrysim::sim::run::scenario::NAMES {
+    for name in retrysim::testing::scenario::NAMES {
         assert!(out.lines().any(|l| l.starts_with(name)), "{name} missing from:\n{out}");
     }
 }

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the limits the
+//! command line enforces (`shards::MAX_SUMMARY_BYTES`, `compare::PRESETS`) and
+//! `blinkimg_1s`.
+//!
 //! Careless and hostile input to the command line (issue 51): every limit
 //! refused with exit 2 and a message naming the flag or the file, shard
 //! summaries checked before they are merged, SIGINT and SIGTERM stopping
@@ -10,8 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
-use retrysim::sim::checks::shards::MAX_SUMMARY_BYTES;
-use retrysim::sim::run::scenario;
+use retrysim::internals::checks::shards::MAX_SUMMARY_BYTES;
+use retrysim::internals::run::scenario;
 
 use crate::support::retrysim;
 
@@ -281,7 +285,7 @@ fn unclear_inputs_get_messages_that_say_what_to_write() {
 fn compare_lists_its_presets_from_one_place_and_checks_svg_before_running() {
     let (_, help, _) = retrysim(&["compare", "--help"]);
     let err = refused(&["compare", "--preset", "nope"], &["nope"]);
-    let list = retrysim::sim::tools::compare::PRESETS.join(", ");
+    let list = retrysim::internals::tools::compare::PRESETS.join(", ");
     assert!(help.contains(&format!("[possible values: {list}]")), "{help}");
     assert!(err.contains(&format!("[possible values: {list}]")), "{err}");
     // A comparison of minutes, refused at once for its picture's folder.

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the comparison
+//! behind `retrysim compare` (`tools::compare`).
+//!
 //! The comparison: brief 002's findings hold on the medians, the Pacing gate
 //! beats the seed's best policy and comes within 10% of the ideal, and the
 //! `compare` command line behaves.
@@ -5,8 +8,8 @@
 use std::sync::OnceLock;
 
 use crate::support::retrysim;
-use retrysim::sim::run::scenario::GateConfig;
-use retrysim::sim::tools::compare::{self, Comparison, Preset, replay};
+use retrysim::internals::run::scenario::GateConfig;
+use retrysim::internals::tools::compare::{self, Comparison, Preset, replay};
 
 const SEEDS: u32 = 5;
 
@@ -289,7 +292,7 @@ fn json_and_csv_carry_every_figure() {
 fn show_prints_a_row_that_run_replays() {
     let (code, toml, err) = retrysim(&["compare", "--preset", "blinkimg-60s", "--show", "pacing"]);
     assert_eq!(code, 0, "{err}");
-    let s = retrysim::sim::run::scenario::Scenario::from_toml(&toml).unwrap();
+    let s = retrysim::internals::run::scenario::Scenario::from_toml(&toml).unwrap();
     assert_eq!(s, compare::blinkimg_60s().row("pacing").unwrap().scenario);
 }
 

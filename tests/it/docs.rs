@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the registries
+//! the docs cite: `Invariant::ALL`, the defects' and built-in clients' names,
+//! the comparison's presets and habits.
+//!
 //! `docs/DESIGN.md` cannot drift silently from the code it describes:
 //! every repository path it cites in backticks exists, every kebab-case name
 //! it cites is one the code registers (a named scenario above all), its
@@ -12,12 +16,12 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use retrysim::sim::checks::blackbox::BlackBoxCheck;
-use retrysim::sim::checks::invariants::Invariant;
-use retrysim::sim::run::scenario::Builtin;
-use retrysim::sim::run::{defects, scenario};
-use retrysim::sim::tools::compare;
-use retrysim::sim::world::net::FaultClass;
+use retrysim::internals::checks::blackbox::BlackBoxCheck;
+use retrysim::internals::checks::invariants::Invariant;
+use retrysim::internals::run::scenario::Builtin;
+use retrysim::internals::run::{defects, scenario};
+use retrysim::internals::tools::compare;
+use retrysim::internals::world::net::FaultClass;
 
 const DOC: &str = "docs/DESIGN.md";
 

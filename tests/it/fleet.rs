@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the fleet
+//! checks one by one, run against planted leaks (`run::fleet::Hooks`), and the
+//! limiter service's routes.
+//!
 //! Fleet controls: a shared retry budget, admission control, a
 //! limiter service across processes, deferral to a queue. Each property runs
 //! over a fixed set of seeds; each has a negative control that plants a
@@ -16,21 +20,21 @@ use retrysim::core::classify::Class;
 use retrysim::core::retry_after::AdviceSource;
 use retrysim::gate::aimd::{AimdConfig, RateControl};
 use retrysim::gate::{Admission, Feedback, Gate};
-use retrysim::sim::checks::fleet::{
+use retrysim::internals::checks::fleet::{
     FleetViolation, aimd_backs_off, aimd_grows, api_within_gate_limit, budget_allowance, budget_refusal, check_fleet,
     deferred_charged_once, fallback_only_when_cut_off, fallback_within_local_limit, gate_order, gate_window,
     pacing_fills_windows, pacing_holds, pacing_learns_whole_seconds, pacing_spends_no_429, service_hears_outcomes,
     service_keeps_leases,
 };
-use retrysim::sim::checks::hunt;
-use retrysim::sim::checks::invariants::check_run;
-use retrysim::sim::run::fleet::Hooks;
-use retrysim::sim::run::job::job_of_label;
-use retrysim::sim::run::render::{Show, render_run};
-use retrysim::sim::run::runner::{JobOutcome, Report, RunOptions, run};
-use retrysim::sim::run::scenario::{BudgetConfig, GateConfig, Scenario, berlin, named};
-use retrysim::sim::world::limiter_service::Route;
-use retrysim::sim::world::net::{Fault, ScheduledFault};
+use retrysim::internals::checks::hunt;
+use retrysim::internals::checks::invariants::check_run;
+use retrysim::internals::run::fleet::Hooks;
+use retrysim::internals::run::job::job_of_label;
+use retrysim::internals::run::render::{Show, render_run};
+use retrysim::internals::run::runner::{JobOutcome, Report, RunOptions, run};
+use retrysim::internals::run::scenario::{BudgetConfig, GateConfig, Scenario, berlin, named};
+use retrysim::internals::world::limiter_service::Route;
+use retrysim::internals::world::net::{Fault, ScheduledFault};
 use retrysim::trace::EventKind;
 
 fn scenario(name: &str) -> Scenario {
@@ -274,7 +278,7 @@ fn a_cancelled_run_gives_its_slot_back_and_a_leak_is_still_caught() {
     // The world as the seed drew it before the generator drew keep-alive
     // and the AIMD gate's pacing (the default gate).
     s.api.keep_alive = Default::default();
-    s.faults.schedule.retain(|f| !matches!(f.fault, retrysim::sim::world::net::Fault::CloseRace { .. }));
+    s.faults.schedule.retain(|f| !matches!(f.fault, retrysim::internals::world::net::Fault::CloseRace { .. }));
     s.fleet.gate = GateConfig::Aimd(AimdConfig::default());
     let r = run(&s, seed).unwrap_or_else(|e| panic!("{e}"));
     let ended = |job: u32| r.records.iter().find(|j| j.job == job).map(|j| j.finished_ms);
@@ -433,7 +437,7 @@ fn workers_fall_back_only_while_the_limiter_service_is_cut_off_and_a_fallback_wi
     let s = scenario("berlin-40-processes-limiter-partition");
     let r = run(&s, 1).unwrap_or_else(|e| panic!("{e}"));
     let fell_back =
-        r.fleet_facts.routes.iter().filter(|f| f.route == retrysim::sim::world::limiter_service::Route::Fallback);
+        r.fleet_facts.routes.iter().filter(|f| f.route == retrysim::internals::world::limiter_service::Route::Fallback);
     assert!(fell_back.count() > 1, "the situation: workers fell back\n{}", replay(&r));
     assert_clean(&r, fallback_only_when_cut_off(&r));
     // The same fallbacks with no partition to explain them: caught, and named.
@@ -443,7 +447,9 @@ fn workers_fall_back_only_while_the_limiter_service_is_cut_off_and_a_fallback_wi
     assert!(found.iter().any(|v| v.message.contains("with the limiter service reachable")), "{found:?}");
     // Without a partition, no worker falls back.
     let calm = run(&scenario("berlin-40-processes-coordinated"), 1).unwrap_or_else(|e| panic!("{e}"));
-    assert!(calm.fleet_facts.routes.iter().all(|f| f.route == retrysim::sim::world::limiter_service::Route::Service));
+    assert!(
+        calm.fleet_facts.routes.iter().all(|f| f.route == retrysim::internals::world::limiter_service::Route::Service)
+    );
     assert_clean(&calm, fallback_only_when_cut_off(&calm));
 }
 
@@ -451,8 +457,9 @@ fn workers_fall_back_only_while_the_limiter_service_is_cut_off_and_a_fallback_wi
 fn the_limiter_service_hears_each_attempt_as_its_worker_read_it_and_a_garbled_or_missing_report_is_caught() {
     let s = scenario("berlin-40-processes-coordinated");
     let r = run(&s, 1).unwrap_or_else(|e| panic!("{e}"));
-    let throttled =
-        |t: &&retrysim::sim::world::limiter_service::Told| t.done.as_deref().is_some_and(|l| l.ends_with(" throttled"));
+    let throttled = |t: &&retrysim::internals::world::limiter_service::Told| {
+        t.done.as_deref().is_some_and(|l| l.ends_with(" throttled"))
+    };
     assert!(r.fleet_facts.service_told.iter().any(|t| throttled(&t)), "the situation: throttles reported");
     assert_clean(&r, service_hears_outcomes(&r));
     // A throttle heard as a plain failure: caught, and named.
@@ -733,7 +740,7 @@ fn a_workers_hello_frees_what_its_older_session_held_and_a_session_kept_open_is_
     let r = run_named("berlin-40-processes-limiter-partition", 1);
     assert_clean(&r, service_keeps_leases(&r));
     let facts = &r.fleet_facts;
-    let holding = |h: &retrysim::sim::world::limiter_service::Hello| {
+    let holding = |h: &retrysim::internals::world::limiter_service::Hello| {
         facts.service_hellos.iter().filter(|o| o.worker == h.worker && o.at < h.at).find_map(|old| {
             let granted = facts.service_granted.iter().filter(|g| g.session == old.session && g.at <= h.at).count();
             let freed = facts.service_told.iter().filter(|t| t.session == old.session && t.at < h.at).count();
@@ -984,8 +991,9 @@ fn a_pacing_gate_that_leaves_a_window_half_unused_while_an_attempt_waits_through
     // A window from the third on (each arrival names it: `at + reset`) that
     // at least two requests reached.
     let window = s.api.limiter.window_ms;
-    let end_of =
-        |a: &retrysim::sim::world::api::Arrival| a.advertised.as_ref().map(|adv| (a.at + adv.reset).as_millis() as u64);
+    let end_of = |a: &retrysim::internals::world::api::Arrival| {
+        a.advertised.as_ref().map(|adv| (a.at + adv.reset).as_millis() as u64)
+    };
     let ends: Vec<u64> = r.ledger.arrivals.iter().filter_map(end_of).collect();
     let end = *ends
         .iter()
@@ -1032,7 +1040,7 @@ fn against_whole_second_headers_the_pacing_gate_keeps_up_with_the_window_and_one
     // against `Date`) behind a shared pacing gate, on pacing-no-429's runs.
     let s = hunt::Target::of(hunt::Kind::All).scenario(216);
     let GateConfig::Pacing(config) = s.fleet.gate else { panic!("the situation: a pacing gate") };
-    assert_eq!(s.api.rate_limit_reset, retrysim::sim::world::api::ResetForm::UnixSeconds, "the situation");
+    assert_eq!(s.api.rate_limit_reset, retrysim::internals::world::api::ResetForm::UnixSeconds, "the situation");
     assert!(config.learn_phase, "learning the phase is the default");
     let r = run(&s, 216).unwrap_or_else(|e| panic!("{e}"));
     assert_clean(&r, pacing_learns_whole_seconds(&r));

@@ -270,7 +270,7 @@ fn each_slip_is_caught_by_its_black_box_check() {
 #[test]
 fn a_loop_that_sleeps_on_after_a_cancel_breaks_invariant_12() {
     // Always 429 with 20 s advice; the caller cancels at 3 s, mid-wait.
-    let mut s = retrysim::sim::run::scenario::named("deadline-wins").expect("named");
+    let mut s = retrysim::testing::scenario::named("deadline-wins").expect("named");
     s.faults.schedule.push(ScheduledFault { at: Duration::from_secs(3), fault: Fault::Cancel });
     let of = |client: Loop, label| Harness::of(s.clone()).with_client(client.named(label)).check(7);
     let careful = of(Loop::good(), "careful-loop");
@@ -307,7 +307,7 @@ fn a_panicking_client_is_a_violation_with_a_replay_line_not_a_crash() {
 
 #[test]
 fn a_client_that_never_returns_is_cut_at_the_time_limit_and_reported() {
-    let mut s = retrysim::sim::run::scenario::named("two-429-then-success").unwrap();
+    let mut s = retrysim::testing::scenario::named("two-429-then-success").unwrap();
     s.time_limit = Duration::from_secs(30);
     let h = Harness::of(s).with_client(Loop { hangs_on: Some(1), ..Loop::good() }.named("hangs"));
     let checked = h.check(1);

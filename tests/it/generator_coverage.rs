@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the hunt's
+//! generator (`hunt::swarm`), read seed by seed.
+//!
 //! The hunt's generator draws the whole world: every scenario key (a leaf
 //! of a scenario's TOML) is drawn away from its default by at least one seed of the default hunt
 //! (`retrysim hunt`: seeds 1..=500), unless it is listed below with the
@@ -9,10 +12,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use retrysim::sim::checks::hunt::{Kind, swarm};
-use retrysim::sim::run::runner::{JobOutcome, run};
-use retrysim::sim::run::scenario::{BudgetConfig, Hosts, NAMES, Scenario, named};
-use retrysim::sim::world::net::ScheduledFault;
+use retrysim::internals::checks::hunt::{Kind, swarm};
+use retrysim::internals::run::runner::{JobOutcome, run};
+use retrysim::internals::run::scenario::{BudgetConfig, Hosts, NAMES, Scenario, named};
+use retrysim::internals::world::net::ScheduledFault;
 use serde_json::Value;
 
 /// The default hunt's range.
@@ -110,7 +113,7 @@ const DIALECT_BESIDE_AT_LEAST: usize = 2;
 
 #[test]
 fn the_default_hunt_draws_every_dialect_alone_and_beside_other_advice() {
-    use retrysim::sim::world::api::{AdviceForm, Dialect};
+    use retrysim::internals::world::api::{AdviceForm, Dialect};
     let mut counts: BTreeMap<Dialect, (usize, usize)> = BTreeMap::new();
     for seed in SEEDS {
         let s = swarm(seed, Kind::All);
@@ -180,7 +183,10 @@ const EDGES: &[Edge] = &[
     ("per-worker hosts", |s| s.fleet.hosts == Hosts::PerWorker && s.fleet.coordinator.is_none()),
     ("the limiter service", |s| s.fleet.coordinator.is_some()),
     ("the limiter service partitioned away", |s| {
-        s.faults.schedule.iter().any(|f| matches!(f.fault, retrysim::sim::world::net::Fault::LimiterPartition { .. }))
+        s.faults
+            .schedule
+            .iter()
+            .any(|f| matches!(f.fault, retrysim::internals::world::net::Fault::LimiterPartition { .. }))
     }),
     ("the limiter service partitioned away from the start", |s| limiter_partitions(s).first() == Some(&Duration::ZERO)),
     ("the limiter service partitioned away twice", |s| limiter_partitions(s).len() > 1),
@@ -219,7 +225,8 @@ const EDGES: &[Edge] = &[
 
 /// When each of a scenario's limiter partitions starts.
 fn limiter_partitions(s: &Scenario) -> Vec<Duration> {
-    let partition = |f: &&ScheduledFault| matches!(f.fault, retrysim::sim::world::net::Fault::LimiterPartition { .. });
+    let partition =
+        |f: &&ScheduledFault| matches!(f.fault, retrysim::internals::world::net::Fault::LimiterPartition { .. });
     s.faults.schedule.iter().filter(partition).map(|f| f.at).collect()
 }
 

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the
+//! comparison's habit rows (`compare::HABITS`, `with_habit`), `check_run` and
+//! retrysim's own client on `SimTransport`.
+//!
 //! Real servers' habits (`sim::world::api::habits`): each named scenario shows its
 //! habit's effect, measured against the same scenario with the habit turned
 //! back to @fastify/rate-limit's (the control, which must not show it). Where
@@ -12,15 +16,15 @@ use std::time::Duration;
 use retrysim::RetryClient;
 use retrysim::core::classify::{Class, Classifier, DefaultTable, Outcome};
 use retrysim::gate::pacing::PacingConfig;
-use retrysim::sim::checks::invariants::check_run;
-use retrysim::sim::run::clients::Retrysim;
-use retrysim::sim::run::runner::{Report, RunOptions, run};
-use retrysim::sim::run::scenario::{Fleet, GateConfig, Scenario, named};
-use retrysim::sim::tools::compare;
-use retrysim::sim::world::api::{
+use retrysim::internals::checks::invariants::check_run;
+use retrysim::internals::run::clients::Retrysim;
+use retrysim::internals::run::runner::{Report, RunOptions, run};
+use retrysim::internals::run::scenario::{Fleet, GateConfig, Scenario, named};
+use retrysim::internals::tools::compare;
+use retrysim::internals::world::api::{
     AdviceForm, ApiConfig, ArrivalOutcome, LimiterKind, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding,
 };
-use retrysim::sim::world::net::SimTransport;
+use retrysim::internals::world::net::SimTransport;
 use retrysim::testing::{Host, Promises, from_fn};
 
 const SEEDS: [u64; 3] = [1, 2, 3];
@@ -71,7 +75,7 @@ fn a_truncated_retry_after_says_0_and_the_retry_meets_the_same_window() {
 #[test]
 fn at_half_a_second_the_same_workload_never_sees_a_0() {
     let mut s = scenario("retry-after-rounded-down");
-    s.api.clock_skew_ms = retrysim::sim::run::scenario::HALF_SECOND_PHASE_MS;
+    s.api.clock_skew_ms = retrysim::internals::run::scenario::HALF_SECOND_PHASE_MS;
     for seed in SEEDS {
         assert_eq!(zero_advice(&sim(&s, seed)), 0, "seed {seed}");
     }
@@ -246,12 +250,12 @@ fn every_habit_gives_the_ideal_row_the_same_schedule() {
     let mut p = compare::Preset::new("ideal-under-each-habit", "the oracle under each habit");
     for (habit, _) in compare::HABITS {
         let mut s = compare::with_habit(habit).unwrap();
-        s.fleet.gate = retrysim::sim::run::scenario::GateConfig::Ideal;
+        s.fleet.gate = retrysim::internals::run::scenario::GateConfig::Ideal;
         p.push(habit, s);
     }
     // Negative control: a limiter that does change the oracle's schedule.
     let mut bucket = compare::with_habit("fastify").unwrap();
-    bucket.fleet.gate = retrysim::sim::run::scenario::GateConfig::Ideal;
+    bucket.fleet.gate = retrysim::internals::run::scenario::GateConfig::Ideal;
     bucket.api.limiter.kind = LimiterKind::TokenBucket;
     p.push("token-bucket", bucket);
     let mut c = compare::run(&p, 3, 2).unwrap_or_else(|e| panic!("{e}"));

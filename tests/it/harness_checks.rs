@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the hunt's
+//! `judge` and `check_seed`, which `testing::Harness` must agree with.
+//!
 //! `testing::Harness::check` (and so `assert_holds` and `Harness::hunt`)
 //! judges a run by the same checks as `retrysim hunt`: both call
 //! `hunt::judge`. This keeps them in step from the outside: on seeds where
@@ -6,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use retrysim::sim::checks::hunt::{self, Kind, SeedResult, Target};
+use retrysim::internals::checks::hunt::{self, Kind, SeedResult, Target};
 use retrysim::testing::{Checked, Harness};
 
 /// What the hunt found on a seed: each invariant or check, and how often.

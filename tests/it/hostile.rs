@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the scenario
+//! key registry (`keys::KEYS`, `Allowed`, `markdown`) and the fleet's `Hooks`,
+//! checked key by key.
+//!
 //! Hostile input: every scenario key and flag is checked before a run, and
 //! whatever a user feeds the `retrysim` binary ends in a bounded time and
 //! memory with exit 0 only for valid input, never a panic.
@@ -23,10 +27,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
 use retrysim::core::budget::RetryBudget;
 use retrysim::env::Clock;
-use retrysim::sim::run::fleet::Hooks;
-use retrysim::sim::run::keys::{Allowed, KEYS, Key};
-use retrysim::sim::run::runner::RunOptions;
-use retrysim::sim::run::scenario::{self, Scenario};
+use retrysim::internals::run::fleet::Hooks;
+use retrysim::internals::run::keys::{Allowed, KEYS, Key};
+use retrysim::internals::run::runner::RunOptions;
+use retrysim::internals::run::scenario::{self, Scenario};
 use retrysim::testing::{BoxFuture, Harness, Job, JobEnd, Promises, Subject, Verdict, from_fn};
 
 use crate::support::retrysim;
@@ -289,7 +293,7 @@ const FLAGS: &[&[&str]] = &[
 fn base() -> toml::Table {
     let mut s = scenario::named("blinkimg-1s").unwrap();
     s.fleet.jobs = 20;
-    s.api.script.push(retrysim::sim::world::api::ScriptStep::new(429, Some("RATE_LIMITED"), Some(1)));
+    s.api.script.push(retrysim::internals::world::api::ScriptStep::new(429, Some("RATE_LIMITED"), Some(1)));
     toml::from_str(&s.to_toml()).unwrap()
 }
 
@@ -462,7 +466,7 @@ fn every_key_past_its_range_is_refused_by_name() {
 #[test]
 fn the_scenario_keys_page_is_the_registry() {
     let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide/scenario-keys.md")).unwrap();
-    let table = retrysim::sim::run::keys::markdown();
+    let table = retrysim::internals::run::keys::markdown();
     assert!(
         page.contains(&table),
         "docs/guide/scenario-keys.md does not hold keys::markdown()'s table: regenerate it with\n\

@@ -1,9 +1,13 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the hunt's
+//! sabotage table (`DEFECTS`, `catches`, `HuntConfig`) and the defects it
+//! plants.
+//!
 //! The hunt with its default seed count catches every deliberate defect
 //! (`retrysim hunt --sabotage`), and the table of how soon and how often
 //! (`docs/guide/hunting.md`) is what the hunt measures now.
 
-use retrysim::sim::checks::hunt::{self, Catch, DeterminismSample, HuntConfig, Kind, Target};
-use retrysim::sim::run::defects;
+use retrysim::internals::checks::hunt::{self, Catch, DeterminismSample, HuntConfig, Kind, Target};
+use retrysim::internals::run::defects;
 
 /// `retrysim hunt`'s default range: seeds 1..=500.
 const START: u64 = 1;
@@ -172,7 +176,7 @@ fn the_default_hunt_is_clean() {
 /// advice-respected), and the honest client passes every one of them.
 #[test]
 fn a_client_that_reads_only_retry_after_is_caught_in_every_dialect_where_it_is_the_only_advice() {
-    use retrysim::sim::world::api::{AdviceForm, Dialect};
+    use retrysim::internals::world::api::{AdviceForm, Dialect};
     let mut target = Target::of(Kind::All);
     assert!(target.sabotage.set("reads-only-retry-after"));
     let honest = Target::of(Kind::All);

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the hunt's
+//! `check_seed` and `judge`, the fleet's `Hooks` and fallback checks, on the
+//! seeds a deep hunt failed on.
+//!
 //! Seeds a deep hunt once failed on, kept as regressions (11 of
 //! 100,000, then 1 more of 100,000 once those were fixed, then 1 more of a
 //! later 100,000-seed hunt, then 5 more of another, then 1 once the hunt
@@ -10,11 +14,11 @@
 //! `retrysim hunt --dump SEED --scenario-kind all` on that generator: a
 //! draw added since changes what a seed stands for).
 
-use retrysim::sim::checks::hunt::{self, Kind, Target};
-use retrysim::sim::checks::invariants::liveness_expected;
-use retrysim::sim::run::fleet::Hooks;
-use retrysim::sim::run::runner::{RunOptions, run};
-use retrysim::sim::run::scenario::Scenario;
+use retrysim::internals::checks::hunt::{self, Kind, Target};
+use retrysim::internals::checks::invariants::liveness_expected;
+use retrysim::internals::run::fleet::Hooks;
+use retrysim::internals::run::runner::{RunOptions, run};
+use retrysim::internals::run::scenario::Scenario;
 
 /// A cancel (`Fault::Cancel`) ended runs whose requests the API was still
 /// working on: each run gave its gate slot back, and the checker counted
@@ -124,7 +128,7 @@ fn the_deep_hunts_failing_seeds_stay_clean() {
 
 /// When the world's first limiter partition starts and heals.
 fn first_limiter_partition(s: &Scenario) -> (std::time::Duration, std::time::Duration) {
-    use retrysim::sim::world::net::Fault;
+    use retrysim::internals::world::net::Fault;
     let mut partitions = s.faults.schedule.iter().filter_map(|f| match f.fault {
         Fault::LimiterPartition { until } => Some((f.at, until)),
         _ => None,
@@ -138,8 +142,8 @@ fn first_limiter_partition(s: &Scenario) -> (std::time::Duration, std::time::Dur
 /// to notice the partition ended, and before its redial could bring it back.
 #[test]
 fn a_worker_that_lost_the_service_in_a_partition_stays_on_its_fallback_until_it_dials_again() {
-    use retrysim::sim::checks::fleet::fallback_only_when_cut_off;
-    use retrysim::sim::world::limiter_service::Route;
+    use retrysim::internals::checks::fleet::fallback_only_when_cut_off;
+    use retrysim::internals::world::limiter_service::Route;
     let (seed, s) = (91557, world(91557));
     let r = run(&s, seed).unwrap_or_else(|e| panic!("{e}"));
     let c = s.fleet.coordinator.expect("coordinated");
@@ -165,8 +169,8 @@ fn a_worker_that_lost_the_service_in_a_partition_stays_on_its_fallback_until_it_
 /// whose connection carried nothing in the cut is still caught.
 #[test]
 fn a_worker_whose_done_crossed_a_partition_finds_its_connection_dead_at_its_next_use() {
-    use retrysim::sim::checks::fleet::fallback_only_when_cut_off;
-    use retrysim::sim::world::limiter_service::Route;
+    use retrysim::internals::checks::fleet::fallback_only_when_cut_off;
+    use retrysim::internals::world::limiter_service::Route;
     use retrysim::trace::EventKind;
     let (seed, s) = (33597, world(33597));
     let r = run(&s, seed).unwrap_or_else(|e| panic!("{e}"));
@@ -177,7 +181,7 @@ fn a_worker_whose_done_crossed_a_partition_finds_its_connection_dead_at_its_next
     let late =
         r.fleet_facts.routes.iter().find(|f| f.route == Route::Fallback && f.at > noticed).expect("the situation");
     let in_cut = (partitioned.as_millis() as u64)..=(healed.as_millis() as u64);
-    let ended_in_cut = |j: &retrysim::sim::run::runner::JobRecord| {
+    let ended_in_cut = |j: &retrysim::internals::run::runner::JobRecord| {
         j.trace.events.iter().any(|e| matches!(e.kind, EventKind::Answer { .. }) && in_cut.contains(&e.at_ms))
     };
     assert!(r.records.iter().any(|j| j.worker == late.worker && ended_in_cut(j)), "its attempt ended in the cut");
@@ -199,7 +203,7 @@ fn a_worker_whose_done_crossed_a_partition_finds_its_connection_dead_at_its_next
 /// are within its own; a budget that never refuses is still caught there.
 #[test]
 fn each_worker_process_spends_a_bucket_of_its_own() {
-    use retrysim::sim::run::scenario::{BudgetConfig, Hosts};
+    use retrysim::internals::run::scenario::{BudgetConfig, Hosts};
     use retrysim::trace::EventKind;
     let (seed, s) = (172, world(172));
     assert_eq!(s.fleet.hosts, Hosts::PerWorker);
@@ -209,7 +213,7 @@ fn each_worker_process_spends_a_bucket_of_its_own() {
     let allows = |retries: u64, successes: u64| {
         1000 * retries < 500 * u64::from(max_tokens) + u64::from(token_ratio_milli) * successes
     };
-    let count = |r: &retrysim::sim::run::runner::Report, worker: Option<u32>| {
+    let count = |r: &retrysim::internals::run::runner::Report, worker: Option<u32>| {
         let events = r.records.iter().filter(|j| worker.is_none_or(|w| j.worker == w)).flat_map(|j| &j.trace.events);
         events.fold((0, 0), |(w, d), e| match e.kind {
             EventKind::Wait { .. } => (w + 1, d),
@@ -243,7 +247,7 @@ fn each_worker_process_spends_a_bucket_of_its_own() {
 #[test]
 fn a_held_request_arrives_close_to_the_next_one_its_fallback_admitted_an_interval_later() {
     use retrysim::gate::aimd::GateEvent;
-    use retrysim::sim::checks::fleet::fallback_within_local_limit;
+    use retrysim::internals::checks::fleet::fallback_within_local_limit;
     let (seed, mut s) = (162, world(162));
     // The world as the hunt found it, before the API kept connections alive.
     s.api.keep_alive.enabled = false;
@@ -272,7 +276,7 @@ fn a_held_request_arrives_close_to_the_next_one_its_fallback_admitted_an_interva
 #[test]
 fn a_request_on_a_new_connection_arrives_close_to_the_next_one_on_the_kept_alive_connection() {
     use retrysim::gate::aimd::GateEvent;
-    use retrysim::sim::checks::fleet::fallback_within_local_limit;
+    use retrysim::internals::checks::fleet::fallback_within_local_limit;
     let (seed, s) = (94609, world(94609));
     let r = run(&s, seed).expect("finishes");
     let w2: Vec<u64> =

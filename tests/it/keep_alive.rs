@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the hunt's
+//! generator (`hunt::swarm`) and `check_run` on bare runs.
+//!
 //! Keep-alive in the simulator: the API keeps connections open as real
 //! servers do, retrysim's client pools them as in production, and the
 //! faults pooled clients meet (a close racing the next request, a restart)
@@ -6,10 +9,10 @@
 use std::collections::BTreeSet;
 
 use crate::support::{replay, run};
-use retrysim::sim::checks::hunt::{Kind, swarm};
-use retrysim::sim::checks::invariants::{Invariant, check_run};
-use retrysim::sim::run::scenario::{self, Scenario};
-use retrysim::sim::world::net::{CloseTiming, Fault};
+use retrysim::internals::checks::hunt::{Kind, swarm};
+use retrysim::internals::checks::invariants::{Invariant, check_run};
+use retrysim::internals::run::scenario::{self, Scenario};
+use retrysim::internals::world::net::{CloseTiming, Fault};
 
 fn named(name: &str) -> Scenario {
     scenario::named(name).unwrap_or_else(|| panic!("no scenario {name}"))

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the runner's
+//! options (`Traces`, the wall bound, progress) and the renderer (`render_run`,
+//! `trace_json`).
+//!
 //! Long and big runs: the wall-time bound and its signs of life,
 //! progress and interrupts for `compare` and `hunt`, and the traces a run
 //! keeps. Each process test waits for the 5 s progress line, so this file
@@ -8,9 +12,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use retrysim::sim::run::render::{Show, render_run, trace_json};
-use retrysim::sim::run::runner::{self, Report, RunOptions, Traces};
-use retrysim::sim::run::scenario::{self, Scenario};
+use retrysim::internals::run::render::{Show, render_run, trace_json};
+use retrysim::internals::run::runner::{self, Report, RunOptions, Traces};
+use retrysim::internals::run::scenario::{self, Scenario};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_retrysim"))

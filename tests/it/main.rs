@@ -26,6 +26,7 @@ mod lean_build;
 mod long_runs;
 mod negative_controls;
 mod properties;
+mod public_api;
 mod rate_limit_dialects;
 mod readme;
 mod real_servers;

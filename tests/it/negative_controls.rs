@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the deliberate
+//! defects (`run::defects::Defects`) planted into the client and every checker
+//! called one by one.
+//!
 //! Negative controls: every invariant checker, and the hunt, shown able to
 //! fail. Each test builds a concrete scenario where a deliberate defect
 //! (`[client.defects]`, built around the unchanged driver in `sim::run::defects`) must show, checks that the clean scenario passes, and
@@ -10,13 +14,13 @@ use std::time::Duration;
 
 use crate::support::{replay, retrysim, run};
 use retrysim::core::policy::Policy;
-use retrysim::sim::checks::hunt::{self, Kind, Target};
-use retrysim::sim::checks::invariants::{self as check, Invariant, Violation, check_run};
-use retrysim::sim::run::defects::Defects;
-use retrysim::sim::run::runner::{self, PLANTED_SECRETS};
-use retrysim::sim::run::scenario::{self, BudgetConfig, Scenario};
-use retrysim::sim::world::api::ScriptStep;
-use retrysim::sim::world::net::{Fault, ScheduledFault};
+use retrysim::internals::checks::hunt::{self, Kind, Target};
+use retrysim::internals::checks::invariants::{self as check, Invariant, Violation, check_run};
+use retrysim::internals::run::defects::Defects;
+use retrysim::internals::run::runner::{self, PLANTED_SECRETS};
+use retrysim::internals::run::scenario::{self, BudgetConfig, Scenario};
+use retrysim::internals::world::api::ScriptStep;
+use retrysim::internals::world::net::{Fault, ScheduledFault};
 use retrysim::trace::EventKind;
 
 const SEED: u64 = 7;

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for each
+//! invariant's checker one by one (`check_run`, `check_liveness`,
+//! `check_determinism`) on bare runs, `trace_json` and `PLANTED_SECRETS`.
+//!
 //! docs/DESIGN.md's invariants as properties over the full simulation: each case
 //! is a generated scenario (see `strategies`) run by `sim::run::runner::run` with
 //! a generated seed, then checked by `sim::checks::invariants`.
@@ -29,13 +33,13 @@ use std::time::Duration;
 use crate::support::replay;
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, RngSeed};
-use retrysim::sim::checks::hunt;
-use retrysim::sim::checks::invariants::{self as check, Invariant, Violation, check_run};
-use retrysim::sim::run::runner::{self, JobOutcome, Report};
-use retrysim::sim::run::scenario::Scenario;
+use retrysim::internals::checks::hunt;
+use retrysim::internals::checks::invariants::{self as check, Invariant, Violation, check_run};
+use retrysim::internals::run::runner::{self, JobOutcome, Report};
+use retrysim::internals::run::scenario::Scenario;
 use retrysim::trace::EventKind;
 
-use retrysim::sim::checks::strategies::*;
+use retrysim::testing::strategies::*;
 
 /// Cases per property when `PROPTEST_CASES` is unset.
 pub const CASES: u32 = 128;
@@ -217,9 +221,9 @@ proptest! {
     fn p09_no_secrets(s in arb_scenario(), seed in arb_seed()) {
         let r = run_case("p09_no_secrets", &s, seed)?;
         expect_none("p09_no_secrets", &s, seed, &only(check_run(&r), Invariant::NoSecrets))?;
-        let json = serde_json::to_string(&retrysim::sim::run::render::trace_json(&r, retrysim::sim::run::render::Show::FirstJobs(usize::MAX)))
+        let json = serde_json::to_string(&retrysim::internals::run::render::trace_json(&r, retrysim::internals::run::render::Show::FirstJobs(usize::MAX)))
             .expect("traces serialise");
-        for secret in retrysim::sim::run::runner::PLANTED_SECRETS {
+        for secret in retrysim::internals::run::runner::PLANTED_SECRETS {
             ensure(!json.contains(secret), "p09_no_secrets", &s, seed, || "a planted secret appears in `trace --format json`".into())?;
         }
     }
@@ -260,13 +264,13 @@ fn a_bounce_does_not_depend_on_what_ran_before() {
     s.fleet.jobs = 32;
     s.api.processing_ms = 1_500;
     s.net.max_latency = Duration::from_millis(20);
-    s.faults.schedule = vec![retrysim::sim::world::net::ScheduledFault {
+    s.faults.schedule = vec![retrysim::internals::world::net::ScheduledFault {
         at: Duration::from_millis(1_000),
-        fault: retrysim::sim::world::net::Fault::Bounce,
+        fault: retrysim::internals::world::net::Fault::Bounce,
     }];
     let seed = 145;
     let a = runner::run(&s, seed).expect("the run finishes");
-    let unrelated = retrysim::sim::run::scenario::named("lost-answers-with-key").expect("named");
+    let unrelated = retrysim::internals::run::scenario::named("lost-answers-with-key").expect("named");
     runner::run(&unrelated, 3).expect("the run finishes");
     let b = runner::run(&s, seed).expect("the run finishes");
     assert!(a.records.iter().any(|j| j.attempts > 1), "the bounce must break connections that then retry");
@@ -290,9 +294,9 @@ fn a_hold_that_releases_hundreds_of_connects_does_not_crash_the_run() {
     s.policy.attempt_timeout = Duration::from_millis(100);
     s.policy.backoff.base = Duration::from_millis(10);
     s.policy.backoff.cap = Duration::from_millis(50);
-    s.faults.schedule = vec![retrysim::sim::world::net::ScheduledFault {
+    s.faults.schedule = vec![retrysim::internals::world::net::ScheduledFault {
         at: Duration::ZERO,
-        fault: retrysim::sim::world::net::Fault::Hold { until: Duration::from_secs(2) },
+        fault: retrysim::internals::world::net::Fault::Hold { until: Duration::from_secs(2) },
     }];
     let seed = 7;
     let r = std::panic::catch_unwind(|| runner::run(&s, seed))
@@ -314,11 +318,11 @@ mod parser {
     use proptest::prelude::*;
     use retrysim::core::body::ErrorEnvelope;
     use retrysim::core::retry_after::{AdviceSource, HeaderState, read_advice};
-    use retrysim::sim::run::runner;
+    use retrysim::internals::run::runner;
     use retrysim::trace::EventKind;
 
     use super::{config, ensure, failure};
-    use retrysim::sim::checks::strategies::*;
+    use retrysim::testing::strategies::*;
 
     /// 2000-01-01 to 2100-01-01, in seconds since the Unix epoch.
     const FROM: u64 = 946_684_800;

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the reason and
+//! careful checks one by one (`check_reasons`, `check_careful`) and retrysim's
+//! own client on `SimTransport`, to show each check failing.
+//!
 //! The checks that a client stops for the reason its answers give and keeps
 //! the bound on unclear retries (`sim::checks::reasons`), each shown able to
 //! fail: a classifier built here from the public API makes the slip a
@@ -15,15 +19,15 @@ use retrysim::RetryClient;
 use retrysim::core::backoff::{AdviceMode, Spread};
 use retrysim::core::classify::{Class, Classifier, DefaultTable, Outcome};
 use retrysim::core::policy::GiveUpReason;
-use retrysim::sim::checks::careful::check_careful;
-use retrysim::sim::checks::fleet::FleetViolation;
-use retrysim::sim::checks::hunt::{Kind, Target};
-use retrysim::sim::checks::reasons::check_reasons;
-use retrysim::sim::run::clients::Retrysim;
-use retrysim::sim::run::runner::{Report, RunOptions};
-use retrysim::sim::run::scenario::{Scenario, named};
-use retrysim::sim::world::api::AdviceForm;
-use retrysim::sim::world::net::SimTransport;
+use retrysim::internals::checks::careful::check_careful;
+use retrysim::internals::checks::fleet::FleetViolation;
+use retrysim::internals::checks::hunt::{Kind, Target};
+use retrysim::internals::checks::reasons::check_reasons;
+use retrysim::internals::run::clients::Retrysim;
+use retrysim::internals::run::runner::{Report, RunOptions};
+use retrysim::internals::run::scenario::{Scenario, named};
+use retrysim::internals::world::api::AdviceForm;
+use retrysim::internals::world::net::SimTransport;
 use retrysim::testing::{Host, Promises, from_fn};
 use retrysim::trace::{Event, EventKind};
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use http::Extensions;
 use reqwest_middleware::{ClientBuilder, Middleware, Next};
 use retrysim::env::{Clock as _, Transport};
-use retrysim::sim::run::scenario;
+use retrysim::testing::scenario;
 use retrysim::testing::{
     BlackBoxCheck, BoxFuture, Fault, FaultClass, Harness, Invariant, Job, JobEnd, Promises, ReqwestStack,
     ScheduledFault, Subject, Verdict, black_box, from_fn, trace_text,

@@ -1,13 +1,16 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for `check_run`
+//! and `render_run` on bare runs of every named scenario.
+//!
 //! Every named scenario from the seeds, run in the simulator with exact
 //! assertions on what the server saw and what the client did.
 
 use crate::support::{self, replay_run};
 use retrysim::core::policy::Policy;
-use retrysim::sim::checks::invariants::check_run;
-use retrysim::sim::run::render::{Show, render_run};
-use retrysim::sim::run::runner::{JobOutcome, Report};
-use retrysim::sim::run::scenario::{NAMES, named};
-use retrysim::sim::world::api::ArrivalOutcome;
+use retrysim::internals::checks::invariants::check_run;
+use retrysim::internals::run::render::{Show, render_run};
+use retrysim::internals::run::runner::{JobOutcome, Report};
+use retrysim::internals::run::scenario::{NAMES, named};
+use retrysim::internals::world::api::ArrivalOutcome;
 use retrysim::trace::EventKind;
 
 const SEED: u64 = 7;

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the
+//! simulator's own requests (`job::request`, `kind_of`) and bare `runner::run`
+//! as the reference figures for the real socket.
+//!
 //! `retrysim serve`: the simulated API on a real loopback socket,
 //! in real time. The repo's own driver against it gives the simulator's
 //! figures within a stated tolerance; the ledger's verdict catches an
@@ -16,11 +20,11 @@ use bytes::Bytes;
 use http::{Request, Uri};
 use retrysim::client::RetryClient;
 use retrysim::env::{HyperTransport, TokioClock, Transport, seeded_rng};
-use retrysim::sim::checks::blackbox::BlackBoxCheck;
-use retrysim::sim::run::job::{self, JobKind};
-use retrysim::sim::run::runner;
-use retrysim::sim::run::scenario::{self, Scenario};
-use retrysim::sim::serve::{Limits, ServeError, ServeOptions, ServeReport, Served};
+use retrysim::internals::checks::blackbox::BlackBoxCheck;
+use retrysim::internals::run::job::{self, JobKind};
+use retrysim::internals::run::runner;
+use retrysim::internals::run::scenario::{self, Scenario};
+use retrysim::internals::serve::{Limits, ServeError, ServeOptions, ServeReport, Served};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -331,10 +335,10 @@ async fn a_latency_spike_is_served_and_a_partition_is_listed_as_not_served() {
     assert!(r.render_text().contains("not served"), "{}", r.render_text());
 }
 
-fn toml_faults(text: &str) -> Vec<retrysim::sim::world::net::ScheduledFault> {
+fn toml_faults(text: &str) -> Vec<retrysim::internals::world::net::ScheduledFault> {
     #[derive(serde::Deserialize)]
     struct Faults {
-        schedule: Vec<retrysim::sim::world::net::ScheduledFault>,
+        schedule: Vec<retrysim::internals::world::net::ScheduledFault>,
     }
     toml::from_str::<Faults>(text).unwrap().schedule
 }

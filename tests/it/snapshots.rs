@@ -1,11 +1,16 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the renderer
+//! itself (`render_run` at every width, `trace_json`) and bare `runner::run`:
+//! the snapshots pin the workings' output for every named scenario, more than
+//! `testing::trace_text` shows.
+//!
 //! Retry traces pinned as insta snapshots in the top-level `snapshots/`
 //! folder: a pull request that changes what a client does shows up as a
 //! readable diff. Review loop: `cargo insta test`, then `cargo insta review`.
 
 use retrysim::core::policy::Policy;
-use retrysim::sim::run::render::{DEFAULT_JOBS, Show, render_run, trace_json};
-use retrysim::sim::run::runner::{PLANTED_SECRETS, Report, run};
-use retrysim::sim::run::scenario::{NAMES, named};
+use retrysim::internals::run::render::{DEFAULT_JOBS, Show, render_run, trace_json};
+use retrysim::internals::run::runner::{PLANTED_SECRETS, Report, run};
+use retrysim::internals::run::scenario::{NAMES, named};
 use retrysim::trace::EventKind;
 
 const SEED: u64 = 7;

@@ -1,10 +1,14 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the runner's
+//! options and step counts, the hunt's `check_seed` and the comparison presets:
+//! it measures the workings themselves.
+//!
 //! The speed measurements' yardstick: the plain discrete-event
 //! model of `blinkimg-1s` that `cargo bench --bench baseline` runs against
 //! the harness counts what the harness counts, so the ratio it prints
 //! compares the same work.
 
-use retrysim::sim::run::runner::{self, Report, RunError, RunOptions, StepCounts, Traces};
-use retrysim::sim::run::scenario;
+use retrysim::internals::run::runner::{self, Report, RunError, RunOptions, StepCounts, Traces};
+use retrysim::internals::run::scenario;
 
 #[path = "../../benches/baseline/des.rs"]
 mod des;
@@ -61,9 +65,9 @@ fn the_readme_baseline_table_is_the_bench_runs_counts() {
 // must be the same.
 
 use retrysim::env::Clock;
-use retrysim::sim::checks::hunt::{Kind, Target, check_seed};
-use retrysim::sim::run::clients::ScenarioClient;
-use retrysim::sim::run::scenario::Scenario;
+use retrysim::internals::checks::hunt::{Kind, Target, check_seed};
+use retrysim::internals::run::clients::ScenarioClient;
+use retrysim::internals::run::scenario::Scenario;
 use retrysim::testing::{BoxFuture, Host, Job, JobEnd, MakeSubject, Promises, Subject};
 use std::sync::Arc;
 
@@ -388,15 +392,15 @@ fn the_readme_hunt_bench_table_has_the_benchs_rows_and_the_hunts_verdict() {
     let rows = crate::readme::table_after("Measured speed", "`cargo bench\n--bench hunt`");
     let labels: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
     assert_eq!(labels, ["every tick stepped", "idle ticks skipped", "ratio"], "{rows:?}");
-    let honest = retrysim::sim::checks::hunt::HuntConfig {
+    let honest = retrysim::internals::checks::hunt::HuntConfig {
         start: 1,
         seeds: 500,
         target: Target::of(Kind::All),
         threads: 2,
-        determinism: retrysim::sim::checks::hunt::DeterminismSample::Off,
+        determinism: retrysim::internals::checks::hunt::DeterminismSample::Off,
         options: RunOptions::new(),
     };
-    let failing = retrysim::sim::checks::hunt::hunt(&honest, &|_, _| {});
+    let failing = retrysim::internals::checks::hunt::hunt(&honest, &|_, _| {});
     let failing = failing.iter().filter(|r| !r.findings.is_empty()).count();
     for row in &rows[..2] {
         assert_eq!(row[1], failing.to_string(), "docs/guide/speed.md's hunt bench table: {row:?}");
@@ -411,7 +415,7 @@ fn the_readme_hunt_bench_table_has_the_benchs_rows_and_the_hunts_verdict() {
 /// requests, are what the runs give (the wall times are the machine's).
 #[test]
 fn the_readme_compare_bench_tables_count_what_the_runs_do() {
-    use retrysim::sim::tools::compare;
+    use retrysim::internals::tools::compare;
     let thousands = |n: u64| {
         let digits = n.to_string();
         let mut out = String::new();

@@ -1,3 +1,7 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for retrysim's own
+//! client on `SimTransport` with the runner's options, for the tests that share
+//! this module.
+//!
 //! What the integration tests share: the `retrysim` binary, a run that must
 //! finish, and the one replay line every failure prints.
 //!
@@ -12,10 +16,10 @@ use std::sync::Arc;
 
 use retrysim::RetryClient;
 use retrysim::core::policy::Policy;
-use retrysim::sim::run::clients::Retrysim;
-use retrysim::sim::run::runner::{Report, RunOptions};
-use retrysim::sim::run::scenario::Scenario;
-use retrysim::sim::world::net::SimTransport;
+use retrysim::internals::run::clients::Retrysim;
+use retrysim::internals::run::runner::{Report, RunOptions};
+use retrysim::internals::run::scenario::Scenario;
+use retrysim::internals::world::net::SimTransport;
 use retrysim::testing::{Host, Promises, from_fn};
 
 /// Runs the `retrysim` binary with `args`: its exit code (-1 when a signal

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the timeline
+//! renderer behind `--svg` (`tools::timeline`) and the comparison presets.
+//!
 //! The timeline pictures (`--svg`): their marks are the report's figures,
 //! the blinkimg-1s difference between retrying on advice and pacing shows in
 //! them, the same run gives the same bytes, and big runs stay small.
@@ -6,10 +9,10 @@ use std::collections::BTreeMap;
 use std::process::Command;
 
 use crate::support::{self, retrysim_ok};
-use retrysim::sim::run::runner::{Report, RunOptions, Traces};
-use retrysim::sim::run::scenario::{self, Scenario};
-use retrysim::sim::tools::compare;
-use retrysim::sim::tools::timeline::{MAX_LANES, Mark, Timeline};
+use retrysim::internals::run::runner::{Report, RunOptions, Traces};
+use retrysim::internals::run::scenario::{self, Scenario};
+use retrysim::internals::tools::compare;
+use retrysim::internals::tools::timeline::{MAX_LANES, Mark, Timeline};
 
 /// A run that keeps no job's trace: the picture reads the ledger and the records.
 fn figures(s: &Scenario, seed: u64) -> Report {

@@ -1,3 +1,6 @@
+//! Imports `retrysim::internals` (hidden, no semver promise) for the wait
+//! checks one by one (`check_waits`), to show each failing.
+//!
 //! The checks that a planned wait stays between the shortest and the
 //! longest the declared policy may plan and that the spread on an advice is
 //! drawn (`sim::checks::waits`), each shown able to fail: a client built
@@ -13,10 +16,10 @@ use std::time::Duration;
 
 use retrysim::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
 use retrysim::core::policy::Policy;
-use retrysim::sim::checks::fleet::FleetViolation;
-use retrysim::sim::checks::waits::check_waits;
-use retrysim::sim::run::scenario::{Scenario, named};
-use retrysim::sim::world::api::AdviceForm;
+use retrysim::internals::checks::fleet::FleetViolation;
+use retrysim::internals::checks::waits::check_waits;
+use retrysim::internals::run::scenario::{Scenario, named};
+use retrysim::internals::world::api::AdviceForm;
 use retrysim::trace::EventKind;
 
 use crate::support::run_slipped;

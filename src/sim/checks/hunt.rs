@@ -53,8 +53,6 @@ pub(crate) use seed_loop::SeedLoop;
 pub use seeds::{Catch, DeterminismSample, HuntConfig, Hunted, catches, check_seed, hunt, hunt_watched};
 pub use worlds::{make_ample, swarm, time_limit};
 
-pub use crate::sim::checks::shards::{Merged, merge_summaries};
-
 /// Which scenarios a hunt draws.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]

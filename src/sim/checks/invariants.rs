@@ -785,9 +785,9 @@ pub(crate) fn faults_heal_at(s: &Scenario) -> Duration {
 ///   makes the advice look too long, one behind makes it look short);
 /// - room after healing: an attempt fits its timeout (twice the worst
 ///   latency plus the processing time), every advice fits `max_single_wait`
-///   ([`longest_advice`]), and
+///   (`longest_advice`), and
 ///   a deadline and a retry count that cover the healing time, the time to
-///   serve every job ([`service_bound`]) and [`RECOVERY_ROUNDS`] rounds of
+///   serve every job (`service_bound`) and `RECOVERY_ROUNDS` rounds of
 ///   window, spread, backoff and attempt timeout.
 pub fn liveness_expected(s: &Scenario) -> Result<(), String> {
     let p = &s.policy;

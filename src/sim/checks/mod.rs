@@ -9,6 +9,7 @@ pub mod hunt;
 pub mod invariants;
 pub mod model;
 pub mod reasons;
+#[cfg(feature = "cli")]
 pub mod shards;
 #[cfg(feature = "proptest")]
 pub mod strategies;
@@ -19,7 +20,7 @@ use crate::sim::checks::invariants::{Violation, cancel_ends_job, check_liveness,
 use crate::sim::run::runner::Report;
 
 /// Every invariant check that applies to one run, as [`Violation`]s:
-/// the black-box checks ([`blackbox`]) with what the client promised (a
+/// the black-box checks (`blackbox`) with what the client promised (a
 /// deferred job's background runs with the background policy's), and,
 /// when the client wrote retrysim's trace ([`Report::traced`]), the
 /// trace-based checks of [`check_run`] and liveness where the scenario

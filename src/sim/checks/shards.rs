@@ -250,7 +250,8 @@ pub fn merge_shards(mut shards: Vec<Shard>) -> Result<Merged, String> {
 
 /// Merges shard summaries (the JSON texts of `retrysim hunt --format
 /// json`, each with its file's name): [`parse_shard`] on each, then
-/// [`merge_shards`].
+/// [`merge_shards`] (unit tests only: the command line reads files).
+#[cfg(test)]
 pub fn merge_summaries(shards: &[(String, String)]) -> Result<Merged, String> {
     let parsed = shards.iter().map(|(name, text)| parse_shard(name, text.as_bytes())).collect::<Result<_, _>>()?;
     merge_shards(parsed)

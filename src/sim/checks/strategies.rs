@@ -531,7 +531,7 @@ pub fn arb_too_long_scenario() -> impl Strategy<Value = Scenario> {
 /// steady loss, faults that all heal (lost answers, bounces, partitions,
 /// holds and spikes in the first 8 s; no cancellation, which ends jobs by
 /// design), then the policy raised until
-/// [`crate::sim::checks::invariants::liveness_expected`] holds ([`hunt::make_ample`]).
+/// [`crate::sim::checks::invariants::liveness_expected`] holds (`hunt::make_ample`).
 pub fn arb_calm_scenario() -> impl Strategy<Value = Scenario> {
     (arb_api_config(), arb_fleet(), arb_policy(), arb_net(), arb_fault_schedule(5)).prop_map(
         |(api, fleet, policy, net, mut schedule)| {

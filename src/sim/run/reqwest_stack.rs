@@ -205,7 +205,8 @@ where
 /// is the [`SimReqwest`] to put last and `rng` the first job's seeded
 /// generator (seed your middleware's jitter from it so runs replay). Each
 /// job's request goes through `execute`; a 2xx answer is a success, any
-/// other answer or error a give-up. It declares [`blind_spots`].
+/// other answer or error a give-up. It declares a reqwest-middleware
+/// stack's blind spots (`Subject::blind_spots`).
 pub struct ReqwestStack<F> {
     promises: Promises,
     build: F,

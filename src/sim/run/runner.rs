@@ -35,7 +35,7 @@ use crate::trace::EventKind;
 /// buffer, in messages (turmoil's default is 64; buffers grow lazily).
 pub(crate) const TCP_CAPACITY: usize = 1 << 16;
 
-pub use crate::sim::run::job::{JobKind, JobOutcome, JobRecord, PLANTED_SECRETS, Traces};
+pub use crate::sim::run::job::{JobOutcome, JobRecord, PLANTED_SECRETS, Traces};
 
 /// What a run measured.
 #[derive(Debug, Clone, Serialize)]
@@ -217,9 +217,9 @@ pub struct StepCounts {
 /// - every job keeps its whole trace ([`Traces::All`]);
 /// - no hooks;
 /// - no wall-time bound and no progress;
-/// - at most [`MAX_REQUESTS`] requests a run;
+/// - at most `MAX_REQUESTS` requests a run;
 /// - idle stretches skipped, and idle hosts left out of busy steps of runs
-///   with [`LAZY_MIN_HOSTS`](crate::sim::run::advance::LAZY_MIN_HOSTS) hosts or more.
+///   with `LAZY_MIN_HOSTS` hosts or more.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RunOptions {
     traces: Traces,
@@ -262,7 +262,7 @@ impl RunOptions {
 
     /// Stops a run once it has sent this many requests (a [`RunError`]
     /// that names the cap): the API keeps every request for the checks, so
-    /// this bounds a run's memory. [`MAX_REQUESTS`] by default.
+    /// this bounds a run's memory. `MAX_REQUESTS` by default.
     pub fn max_requests(mut self, cap: usize) -> RunOptions {
         self.max_requests = Some(cap);
         self

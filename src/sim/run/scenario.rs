@@ -362,7 +362,7 @@ impl Scenario {
     /// Reads a scenario from TOML; unknown keys and wrong types are errors
     /// that name the key, and values out of range name the allowed range
     /// ([`keys::KEYS`](super::keys::KEYS)). A text over
-    /// [`MAX_SCENARIO_BYTES`](super::keys::MAX_SCENARIO_BYTES) is refused
+    /// `MAX_SCENARIO_BYTES` is refused
     /// before it is parsed.
     pub fn from_toml(text: &str) -> Result<Scenario, InvalidScenario> {
         let max = super::keys::MAX_SCENARIO_BYTES;
@@ -893,7 +893,9 @@ fn moving_window(name: &str) -> Scenario {
     s
 }
 
-/// A clear error for an unknown name, listing the valid ones.
+/// A clear error for an unknown name, listing the valid ones (the command
+/// line's).
+#[cfg(any(feature = "cli", test))]
 pub fn unknown(name: &str) -> String {
     format!("unknown scenario {name:?}; the named scenarios are: {}", NAMES.join(", "))
 }

@@ -21,7 +21,7 @@
 //! ```
 //! use std::time::Duration;
 //! use retrysim::env::{Clock, Transport};
-//! use retrysim::sim::run::subject::{BoxFuture, Job, JobEnd, Promises, Subject};
+//! use retrysim::testing::{BoxFuture, Job, JobEnd, Promises, Subject};
 //!
 //! /// Three tries, one second apart, whatever the server says.
 //! struct ThreeTries;
@@ -90,7 +90,7 @@ impl SimNet {
     /// A connector over simulated TCP for `hyper_util::client::legacy::Client`.
     /// Keep the pool you run in production, and give it the simulation's
     /// clock with `.pool_timer(SimNet::timer())` (see
-    /// [`connector`](crate::sim::world::connector) for what pooled
+    /// [`SimConnector`](crate::testing::SimConnector) for what pooled
     /// connections meet, and what the harness says when a pool reads the
     /// real clock).
     pub fn connector(&self) -> SimConnector {
@@ -314,7 +314,7 @@ pub struct FromFn<F> {
 /// A [`MakeSubject`] from a closure that builds the client for a host.
 ///
 /// ```
-/// # use retrysim::sim::run::subject::*;
+/// # use retrysim::testing::*;
 /// # struct Mine; impl Subject for Mine {
 /// #   fn promises(&self) -> Promises { Promises { max_attempts: None, deadline: None, honours_retry_after: false } }
 /// #   fn run<'a>(&'a self, _: Job<'a>) -> BoxFuture<'a, JobEnd> { Box::pin(async { JobEnd::gave_up("x") }) } }

@@ -10,9 +10,9 @@
 //! "Serving the model on a real socket").
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), retrysim::sim::serve::ServeError> {
-//! use retrysim::sim::run::scenario;
-//! use retrysim::sim::serve::Served;
+//! # async fn demo() -> Result<(), retrysim::testing::ServeError> {
+//! use retrysim::testing::scenario;
+//! use retrysim::testing::Served;
 //!
 //! let server = Served::start(&scenario::named("blinkimg-1s").unwrap()).await?;
 //! let url = server.url(); // http://127.0.0.1:PORT; POST {url}/v1/jobs

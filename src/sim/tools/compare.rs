@@ -48,7 +48,9 @@ use crate::sim::world::api::{LimiterConfig, LimiterKind};
 /// The presets, in the order `retrysim compare` lists them.
 pub const PRESETS: [&str; 4] = ["blinkimg-1s", "blinkimg-60s", "berlin", "habits"];
 
-/// The number of seeds a comparison runs by default (brief 002: "the median of 5 runs").
+/// The number of seeds a comparison runs by default (brief 002: "the median
+/// of 5 runs"; the command line's).
+#[cfg(feature = "cli")]
 pub const DEFAULT_SEEDS: u32 = 5;
 
 /// One row of a comparison: a name and the scenario it runs.
@@ -107,7 +109,9 @@ pub fn preset(name: &str) -> Option<Preset> {
     }
 }
 
-/// A clear error for an unknown preset, listing the valid ones.
+/// A clear error for an unknown preset, listing the valid ones (the command
+/// line's).
+#[cfg(any(feature = "cli", test))]
 pub fn unknown(name: &str) -> String {
     format!("unknown preset {name:?}; the presets are: {}", PRESETS.join(", "))
 }

@@ -27,7 +27,6 @@ use svg::node::element::{Group, Line, Rectangle, Style, Text, Title};
 
 use crate::sim::run::job::job_of_label;
 use crate::sim::run::runner::{JobOutcome, JobRecord, Report};
-use crate::sim::run::scenario::GateConfig;
 use crate::sim::world::api::{Arrival, ArrivalOutcome, LimiterKind};
 
 /// The most lanes drawn; more workers share lanes.
@@ -721,9 +720,10 @@ fn legend(y: f64, totals: &BTreeMap<Mark, u64>) -> Group {
 
 /// `compare --svg`: the limiter panel of each row's run, stacked on one
 /// time axis and one scale, the ideal row first.
+#[cfg(feature = "cli")]
 pub fn compare_svg(preset: &str, seed: u64, rows: &[(String, &Report)]) -> String {
     let mut rows: Vec<&(String, &Report)> = rows.iter().collect();
-    rows.sort_by_key(|(_, r)| r.scenario_config.fleet.gate != GateConfig::Ideal);
+    rows.sort_by_key(|(_, r)| r.scenario_config.fleet.gate != crate::sim::run::scenario::GateConfig::Ideal);
     let span_ms = rows.iter().map(|(_, r)| span_of(r)).max().unwrap_or(1);
     let panels: Vec<(String, Windows)> = rows
         .iter()

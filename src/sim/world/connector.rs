@@ -12,8 +12,8 @@
 //! use hyper_util::rt::TokioExecutor;
 //! use http_body_util::Full;
 //! use bytes::Bytes;
-//! use retrysim::sim::world::connector::SimConnector;
-//! use retrysim::sim::world::timers::SimTimer;
+//! use retrysim::testing::SimConnector;
+//! use retrysim::testing::SimTimer;
 //!
 //! // Inside a turmoil host: your production pool, on simulated time.
 //! let client: Client<SimConnector, Full<Bytes>> = Client::builder(TokioExecutor::new())

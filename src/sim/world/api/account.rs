@@ -103,7 +103,8 @@ impl Account {
         self.committed = self.committed.saturating_sub(reservation.cost);
     }
 
-    /// Credits not yet charged or reserved; `None` when unlimited.
+    /// Credits not yet charged or reserved; `None` when unlimited (unit tests only).
+    #[cfg(test)]
     pub(crate) fn credits_left(&self) -> Option<u64> {
         self.credits.map(|c| c.saturating_sub(self.committed))
     }

@@ -20,7 +20,7 @@ pub const NO_KEY: &str = "(no key)";
 pub struct Ledger {
     /// Every request, in arrival order; its index is its arrival number.
     pub arrivals: Vec<Arrival>,
-    /// Charges per idempotency key ([`NO_KEY`] for unkeyed ones).
+    /// Charges per idempotency key (`NO_KEY` for unkeyed ones).
     pub charges: BTreeMap<String, u32>,
     /// All charges: jobs created.
     pub charged: u64,

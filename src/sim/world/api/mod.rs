@@ -42,7 +42,7 @@ mod flow_tests;
 mod testkit;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderName, Request, Response};
@@ -111,7 +111,8 @@ pub struct Ticket {
 }
 
 impl Ticket {
-    /// The request's index into [`Ledger::arrivals`].
+    /// The request's index into [`Ledger::arrivals`] (unit tests only).
+    #[cfg(test)]
     pub fn arrival(&self) -> usize {
         self.arrival
     }
@@ -204,17 +205,15 @@ impl Api {
         std::mem::take(&mut self.ledger)
     }
 
-    /// The server's wall clock at virtual time `now` (what its `Date` says).
-    pub fn server_time(&self, now: Duration) -> SystemTime {
-        self.clock.at(now).system_time()
-    }
-
-    /// How many requests are between `begin` and `complete`.
+    /// How many requests are between `begin` and `complete` (unit tests only).
+    #[cfg(test)]
     pub fn in_flight(&self) -> usize {
         self.running.len()
     }
 
-    /// An account's credits not yet charged or reserved; `None` when unlimited or unknown.
+    /// An account's credits not yet charged or reserved; `None` when
+    /// unlimited or unknown (unit tests only).
+    #[cfg(test)]
     pub fn credits_left(&self, account: &str) -> Option<u64> {
         self.accounts.iter().find(|a| a.name == account)?.credits_left()
     }
@@ -304,7 +303,9 @@ impl Api {
         self.send(index, answer, now)
     }
 
-    /// Convenience: `begin` and, if accepted, `complete` at the same instant.
+    /// Convenience: `begin` and, if accepted, `complete` at the same instant
+    /// (unit tests only).
+    #[cfg(test)]
     pub fn handle(&mut self, req: &Request<Bytes>, now: Duration) -> Response<Bytes> {
         match self.begin(req, now) {
             Begin::Answer(response) => response,
@@ -313,13 +314,15 @@ impl Api {
     }
 
     /// One run dies without an answer: nothing is charged, and its credits,
-    /// concurrency slot and idempotency key are released so a retry can run.
+    /// concurrency slot and idempotency key are released so a retry can run
+    /// (unit tests only).
+    #[cfg(test)]
     pub fn abort(&mut self, ticket: Ticket, now: Duration) {
         self.abort_arrival(ticket.arrival, now);
     }
 
-    /// The server went down (e.g. a bounce): every running request dies as in
-    /// [`Api::abort`]. Limiter windows, balances and stored answers survive,
+    /// The server went down (e.g. a bounce): every running request dies: nothing is
+    /// charged, its credits, slot and key are released. Limiter windows, balances and stored answers survive,
     /// as they would in a shared store. Returns how many runs died.
     pub fn abort_running(&mut self, now: Duration) -> usize {
         let dead: Vec<usize> = self.running.keys().copied().collect();
