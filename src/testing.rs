@@ -105,6 +105,7 @@ pub use crate::sim::run::subject::{
 pub use crate::sim::serve::{Limits, ServeError, ServeOptions, ServeReport, Served};
 pub use crate::sim::world::api::{Arrival, ArrivalOutcome, Ledger};
 pub use crate::sim::world::connector::SimConnector;
+pub use crate::sim::world::faults::FaultKind;
 pub use crate::sim::world::net::{CloseTiming, Fault, FaultClass, RacedRequest, ScheduledFault};
 pub use crate::sim::world::timers::{SimClock, SimTimer};
 

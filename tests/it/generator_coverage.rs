@@ -139,7 +139,7 @@ fn the_default_hunt_draws_every_dialect_alone_and_beside_other_advice() {
 /// never hunted.
 #[test]
 fn the_default_hunt_draws_every_fault_kind() {
-    use retrysim::sim::world::net::FaultKind;
+    use retrysim::testing::FaultKind;
     let mut seen: BTreeMap<FaultKind, usize> = BTreeMap::new();
     for seed in SEEDS {
         for f in swarm(seed, Kind::All).faults.schedule {

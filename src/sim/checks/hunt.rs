@@ -50,7 +50,7 @@ mod worlds;
 mod worlds_tests;
 
 pub(crate) use seed_loop::SeedLoop;
-pub use seeds::{Catch, DeterminismSample, HuntConfig, Hunted, catches, check_seed, hunt, hunt_watched};
+pub use seeds::{Catch, DeterminismSample, HuntConfig, catches, check_seed, hunt, hunt_watched};
 pub use worlds::{make_ample, swarm, time_limit};
 
 /// Which scenarios a hunt draws.

@@ -585,8 +585,8 @@ mod tests {
     /// the service, which `arb_scenario` does not build).
     #[test]
     fn arb_fault_draws_every_kind_that_needs_nothing() {
+        use crate::sim::world::faults::FaultKind;
         use crate::sim::world::faults::Needs;
-        use crate::sim::world::net::FaultKind;
         let mut runner = TestRunner::new_with_rng(
             Config::default(),
             proptest::test_runner::TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha),

@@ -34,7 +34,7 @@ pub(crate) fn sim_now() -> Duration {
     turmoil::sim_elapsed().unwrap_or_default()
 }
 
-pub use crate::sim::world::faults::{CloseTiming, Fault, FaultClass, FaultKind, ScheduledFault};
+pub use crate::sim::world::faults::{CloseTiming, Fault, FaultClass, ScheduledFault};
 
 /// What the server side reads about faults while it runs.
 #[derive(Debug)]

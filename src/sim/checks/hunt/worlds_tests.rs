@@ -63,7 +63,7 @@ fn calm_scenarios_qualify_for_liveness() {
 #[test]
 fn every_fault_kind_names_a_draw_of_this_generator() {
     let source = include_str!("worlds.rs");
-    for kind in crate::sim::world::net::FaultKind::ALL {
+    for kind in crate::sim::world::faults::FaultKind::ALL {
         for draw in kind.swarm_draw().split(", ") {
             assert!(source.contains(&format!("\nfn {draw}(")), "{kind}: no `fn {draw}` in the generator");
         }
@@ -107,7 +107,7 @@ fn the_key_registry_allows_every_habit_value() {
 #[test]
 fn the_key_registry_allows_every_fault_kind() {
     use crate::sim::run::keys::{Allowed, KEYS};
-    use crate::sim::world::net::{CloseTiming, FaultKind};
+    use crate::sim::world::{faults::FaultKind, net::CloseTiming};
     let choice = |path: &str| match KEYS.iter().flat_map(|k| k.iter()).find(|k| k.path == path) {
         Some(&crate::sim::run::keys::Key { allowed: Allowed::Choice(names), .. }) => names.to_vec(),
         _ => panic!("{path}: not a choice in the key registry"),
