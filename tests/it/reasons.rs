@@ -19,6 +19,7 @@ use retrysim::sim::checks::careful::check_careful;
 use retrysim::sim::checks::fleet::FleetViolation;
 use retrysim::sim::checks::hunt::{Kind, Target};
 use retrysim::sim::checks::reasons::check_reasons;
+use retrysim::sim::checks::registry::Property;
 use retrysim::sim::run::clients::Retrysim;
 use retrysim::sim::run::runner::{Report, RunOptions};
 use retrysim::sim::run::scenario::{Scenario, named};
@@ -65,7 +66,7 @@ fn sim(s: &Scenario, seed: u64, unclear_as: Option<Class>) -> Report {
 }
 
 fn found<'a>(vs: &'a [FleetViolation], property: &str) -> Option<&'a FleetViolation> {
-    vs.iter().find(|v| v.property == property)
+    vs.iter().find(|v| v.check.name() == property)
 }
 
 #[test]
@@ -217,7 +218,7 @@ fn a_client_that_leaves_the_gate_while_an_attempt_still_fits_breaks_the_give_up_
         // Some of its give-ups follow an answer (the other branch); the gate's are these.
         let at_gate = vs
             .iter()
-            .filter(|v| v.property == "give-up-reason")
+            .filter(|v| v.check == Property::GiveUpReason)
             .find(|v| v.message.contains("before an attempt as the deadline would pass, though"));
         assert!(at_gate.is_some(), "seed {seed}: not caught at the gate: {vs:?}");
     }

@@ -119,10 +119,39 @@ impl BlackBoxCheck {
     }
 }
 
+impl BlackBoxCheck {
+    /// Every black-box check, in declaration order.
+    pub const ALL: [BlackBoxCheck; 9] = [
+        BlackBoxCheck::OneChargePerKey,
+        BlackBoxCheck::OneKeyPerJob,
+        BlackBoxCheck::AttemptBound,
+        BlackBoxCheck::EarlyRetry,
+        BlackBoxCheck::AfterTerminal,
+        BlackBoxCheck::Deadline,
+        BlackBoxCheck::UnkeyedReplay,
+        BlackBoxCheck::NoSecrets,
+        BlackBoxCheck::ClientPanicked,
+    ];
+
+    /// The name reports print (`early-retry`), as it serializes.
+    pub fn name(self) -> &'static str {
+        match self {
+            BlackBoxCheck::OneChargePerKey => "one-charge-per-key",
+            BlackBoxCheck::OneKeyPerJob => "one-key-per-job",
+            BlackBoxCheck::AttemptBound => "attempt-bound",
+            BlackBoxCheck::EarlyRetry => "early-retry",
+            BlackBoxCheck::AfterTerminal => "after-terminal",
+            BlackBoxCheck::Deadline => "deadline",
+            BlackBoxCheck::UnkeyedReplay => "unkeyed-replay",
+            BlackBoxCheck::NoSecrets => "no-secrets",
+            BlackBoxCheck::ClientPanicked => "client-panicked",
+        }
+    }
+}
+
 impl fmt::Display for BlackBoxCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
-        f.write_str(&s)
+        f.write_str(self.name())
     }
 }
 

@@ -22,7 +22,6 @@
 //! | a refusal's `Retry-After` holds the whole fleet at a shared pacing gate | the traces |
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::time::Duration;
 
 use crate::core::budget::TokenBucketBudget;
@@ -40,23 +39,11 @@ use crate::sim::world::limiter_service::{Hello, Route};
 use crate::sim::world::net::Fault;
 use crate::trace::EventKind;
 
-/// One broken fleet property.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FleetViolation {
-    /// A short name of the property, e.g. `budget-allowance`.
-    pub property: &'static str,
-    /// What broke it, with the numbers that show it.
-    pub message: String,
-}
+pub use crate::sim::checks::registry::FleetViolation;
+use crate::sim::checks::registry::Property;
 
-impl fmt::Display for FleetViolation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.property, self.message)
-    }
-}
-
-fn v(property: &'static str, message: String) -> FleetViolation {
-    FleetViolation { property, message }
+fn v(check: Property, message: String) -> FleetViolation {
+    FleetViolation { check, message }
 }
 
 /// Every fleet checker that applies to this run's configuration.
@@ -117,7 +104,7 @@ pub fn pacing_spends_no_429(r: &Report) -> Vec<FleetViolation> {
     let unexplained = refused.find(|a| !(std::mem::take(&mut probe) && sent_alone(r, a)));
     if let Some(a) = unexplained {
         return vec![v(
-            "pacing-no-429",
+            Property::PacingNo429,
             format!(
                 "under a pacing gate reading rate-limit headers, {} was refused (429 {}) at {} ms, after the first two windows of {} ms",
                 a.client,
@@ -175,7 +162,7 @@ pub fn pacing_fills_windows(r: &Report) -> Vec<FleetViolation> {
         // Joined before the window opened (join times are within 1 ms), admitted after it ended.
         if let Some((joined, admitted, job)) = waits.iter().find(|w| w.0 + 1 < start && w.1 >= end) {
             return vec![v(
-                "pacing-fills-windows",
+                Property::PacingFillsWindows,
                 format!(
                     "job {job} waited at the pacing gate from {joined} ms to {admitted} ms, through the whole window of {start} to {end} ms, in which {arrived} of its {limit} requests arrived and {unanswered} sent for it got no answer"
                 ),
@@ -217,7 +204,7 @@ fn idle_stretches(r: &Report, windows: &BTreeMap<u64, (u32, u32)>, waits: &[(u64
         if let Some((joined, left, job)) = stays.iter().find(|w| w.0 < from && w.1 >= to) {
             let next = next.map_or("none came".to_owned(), |at| format!("the next came at {at} ms"));
             return vec![v(
-                "pacing-fills-windows",
+                Property::PacingFillsWindows,
                 format!(
                     "job {job} waited at the pacing gate from {joined} ms to {left} ms, while no request arrived at the API after its window ended at {end} ms ({next}): held through a whole window of {from} to {to} ms with no window open"
                 ),
@@ -299,7 +286,7 @@ pub fn pacing_learns_whole_seconds(r: &Report) -> Vec<FleetViolation> {
         let due = room.min(waiting.len()).checked_sub(1).and_then(|i| waiting.get(i));
         if let Some(&&(joined, admitted, job)) = due.filter(|w| w.1 > end + slack) {
             return vec![v(
-                "pacing-learns-whole-seconds",
+                Property::PacingLearnsWholeSeconds,
                 format!(
                     "job {job} waited at the pacing gate from {joined} ms to {admitted} ms, {} ms past the window that ended at {end} ms (allowed: {slack} ms; the window had room for {room}, and it was one of the first {room} waiting), under whole-second reset headers",
                     admitted - end
@@ -511,7 +498,7 @@ fn aimd_backs_off_one(
         let can_fall = limit > c.min_limit as u64 && limit * (1000 - beta.min(1000)) >= beta;
         if since >= bound && can_fall {
             return Some(v(
-                "aimd-backs-off",
+                Property::AimdBacksOff,
                 format!(
                     "a 429 {came} at {t} ms, {since} answers after {whose}'s last cut ({}), with the limit at {limit}, and the gate did not lower it",
                     last_cut.map_or("none".to_owned(), |c| format!("at {c} ms"))
@@ -584,7 +571,7 @@ pub fn aimd_grows(r: &Report) -> Vec<FleetViolation> {
         let needed = 1000u64.div_ceil(step);
         if successes >= needed {
             return vec![v(
-                "aimd-grows",
+                Property::AimdGrows,
                 format!(
                     "{successes} successes were reported to the limiter service's gate from {} ms to {} ms, each with at least {} of its {limit} slots in flight, and it never raised its limit from {limit} (at most {needed} lift it to {})",
                     since.as_millis(),
@@ -649,7 +636,7 @@ fn aimd_gates(
 pub fn aimd_cuts(r: &Report) -> Vec<FleetViolation> {
     aimd_gates(r)
         .filter_map(|(_, c, whose, facts)| aimd_cuts_one(&c, &whose, facts))
-        .map(|m| v("aimd-cuts", m))
+        .map(|m| v(Property::AimdCuts, m))
         .collect()
 }
 
@@ -674,9 +661,9 @@ pub fn gate_admits(r: &Report) -> Vec<FleetViolation> {
         let fallback = coordinated && worker.is_some();
         let first = if fallback { None } else { first_ticket_held(facts) };
         if let Some(held) = first {
-            out.push(v("gate-admits", format!("{whose} held its first ticket {held}")));
+            out.push(v(Property::GateAdmits, format!("{whose} held its first ticket {held}")));
         } else if let Some(held) = head_held(&c, facts, (!fallback).then_some(late)) {
-            out.push(v("gate-admits", format!("{whose}: {held}")));
+            out.push(v(Property::GateAdmits, format!("{whose}: {held}")));
         }
     }
     out
@@ -731,7 +718,8 @@ fn aimd_paces_one(c: crate::gate::aimd::AimdConfig, whose: &str, facts: &[GateFa
     let mut guard = CutGuard::default();
     let mut sent = SendRate::default();
     let mut last: Option<(Duration, u64)> = None;
-    let broke = |at: Duration, what: String| Some(v("aimd-pace", format!("{whose} at {} ms: {what}", at.as_millis())));
+    let broke =
+        |at: Duration, what: String| Some(v(Property::AimdPace, format!("{whose} at {} ms: {what}", at.as_millis())));
     for f in facts {
         match f.event {
             GateEvent::Admitted { ticket, rate_milli, .. } => {
@@ -819,7 +807,7 @@ fn aimd_grows_by_steps(c: crate::gate::aimd::AimdConfig, facts: &[GateFact]) -> 
                 let grew = !throttled && now as u64 > limit;
                 if grew && now as u64 > most {
                     return Some(v(
-                        "aimd-grows",
+                        Property::AimdGrows,
                         format!(
                             "the gate raised its limit from {limit} to {now} on one success at {} ms (at most {most})",
                             f.at.as_millis()
@@ -828,7 +816,7 @@ fn aimd_grows_by_steps(c: crate::gate::aimd::AimdConfig, facts: &[GateFact]) -> 
                 }
                 if grew && in_flight_most * 2 < limit {
                     return Some(v(
-                        "aimd-grows",
+                        Property::AimdGrows,
                         format!(
                             "the gate raised its limit from {limit} to {now} on a success at {} ms with at most {in_flight_most} of its {limit} slots in flight (it grows only while half are)",
                             f.at.as_millis()
@@ -886,7 +874,7 @@ pub fn budget_allowance(r: &Report) -> Vec<FleetViolation> {
                 let allowed = TokenBucketBudget::allowance(max_tokens, token_ratio_milli, deposits.len() as u64);
                 if grants.len() as u64 > allowed {
                     out.push(v(
-                        "budget-allowance",
+                        Property::BudgetAllowance,
                         format!(
                             "{whose} retried {} times; a token bucket of {max_tokens} refunding {token_ratio_milli}/1000 per success allows {allowed} for {} successes",
                             grants.len(),
@@ -912,7 +900,7 @@ pub fn budget_allowance(r: &Report) -> Vec<FleetViolation> {
                     let allowed = (reserve + per_mille as u64 * earned) / 1000;
                     if n > allowed {
                         out.push(v(
-                            "budget-allowance",
+                            Property::BudgetAllowance,
                             format!(
                                 "{whose} retried {n} times in {}..{} ms; {per_mille}/1000 of {earned} successes plus a reserve of {} allows {allowed}",
                                 block * ttl_ms,
@@ -966,7 +954,7 @@ pub fn budget_refusal(r: &Report) -> Vec<FleetViolation> {
             };
             if let Some(why) = wrong {
                 out.push(v(
-                    "budget-refusal",
+                    Property::BudgetRefusal,
                     format!("blames the client: job {job} gave up for an exhausted retry budget at {at} ms, but {why}"),
                 ));
             }
@@ -1068,7 +1056,7 @@ pub fn gate_window(r: &Report) -> Vec<FleetViolation> {
         for (at, ticket, in_flight, limit, _) in admitted(log) {
             if in_flight > limit {
                 out.push(v(
-                    "gate-window",
+                    Property::GateWindow,
                     format!(
                         "{whose} admitted ticket {ticket} at {} ms with {in_flight} in flight over a limit of {limit}",
                         at.as_millis()
@@ -1077,7 +1065,7 @@ pub fn gate_window(r: &Report) -> Vec<FleetViolation> {
             }
             if last_ticket.is_some_and(|t| ticket <= t) {
                 out.push(v(
-                    "gate-fifo",
+                    Property::GateFifo,
                     format!("{whose} admitted ticket {ticket} after ticket {}", last_ticket.unwrap_or(0)),
                 ));
             }
@@ -1117,7 +1105,7 @@ pub fn gate_order(r: &Report) -> Vec<FleetViolation> {
         }
         if let Some((first_joined, first_admitted, first)) = latest.filter(|l| l.1 > admitted) {
             return vec![v(
-                "gate-fifo",
+                Property::GateFifo,
                 format!(
                     "job {job} joined the fleet gate's queue at {joined} ms and was admitted at {admitted} ms, before job {first}, which joined at {first_joined} ms and was admitted at {first_admitted} ms"
                 ),
@@ -1191,7 +1179,7 @@ pub fn pacing_holds(r: &Report) -> Vec<FleetViolation> {
             let first = attempts.partition_point(|&(at, _)| at <= answered);
             if let Some(&(at, other)) = attempts[first..].first().filter(|&&(at, _)| at + 2 <= until) {
                 return vec![v(
-                    "pacing-hold",
+                    Property::PacingHold,
                     format!(
                         "job {job}'s refusal at {answered} ms advised {hold} ms, which holds its pacing gate until {until} ms, but job {other} sent an attempt through it at {at} ms"
                     ),
@@ -1333,7 +1321,7 @@ pub fn api_within_gate_limit(r: &Report) -> Vec<FleetViolation> {
         let limit = max_limit_between(&steps, at.saturating_sub(slack), at);
         if running > limit {
             out.push(v(
-                "api-within-gate-limit",
+                Property::ApiWithinGateLimit,
                 format!(
                     "{running} requests running at the API at {} ms (arrival {i}), but the gate's limit was at most {limit} in the {} ms before",
                     at.as_millis(),
@@ -1417,7 +1405,7 @@ fn fallback_gate_facts(
             let announced = spans.get(w).is_some_and(|s| s.iter().any(|&(from, until)| at >= from && at <= until));
             if !announced {
                 out.push(v(
-                    "fallback-limit",
+                    Property::FallbackLimit,
                     format!(
                         "w{w}'s fallback admitted ticket {ticket} at {} ms, outside every span its route facts put it on its fallback",
                         at.as_millis()
@@ -1426,7 +1414,7 @@ fn fallback_gate_facts(
             }
             if in_flight > window {
                 out.push(v(
-                    "fallback-limit",
+                    Property::FallbackLimit,
                     format!("w{w}'s fallback admitted ticket {ticket} with {in_flight} in flight over {window}"),
                 ));
             }
@@ -1441,7 +1429,7 @@ fn fallback_gate_facts(
                 && at < from + stagger(*w)
             {
                 out.push(v(
-                    "fallback-limit",
+                    Property::FallbackLimit,
                     format!(
                         "w{w}'s fallback admitted its first attempt at {} ms, within its stagger of {} ms after it fell back at {} ms",
                         at.as_millis(),
@@ -1452,7 +1440,7 @@ fn fallback_gate_facts(
             }
             if rate > 0 && previous.is_some_and(|p| at < p + interval) {
                 out.push(v(
-                    "fallback-limit",
+                    Property::FallbackLimit,
                     format!(
                         "w{w}'s fallback admitted at {} ms, less than {} ms after the previous",
                         at.as_millis(),
@@ -1517,7 +1505,7 @@ pub fn fallback_only_when_cut_off(r: &Report) -> Vec<FleetViolation> {
             dead_links.get(&f.worker).is_some_and(|spans| spans.iter().any(|&(from, to)| f.at >= from && f.at <= to));
         if !dead && !cut_off.iter().any(|&(from, to)| f.at >= from && f.at <= to + notice) {
             return vec![v(
-                "fallback-only-when-cut-off",
+                Property::FallbackOnlyWhenCutOff,
                 format!(
                     "w{} fell back to its local limits at {} ms with the limiter service reachable (no partition, hold or latency spike in the {} ms before)",
                     f.worker,
@@ -1579,7 +1567,7 @@ pub fn service_hears_outcomes(r: &Report) -> Vec<FleetViolation> {
     if !r.traced || fell_back || cut_off || !facts.cancels.is_empty() || c.lease <= longest {
         return Vec::new();
     }
-    let found = |message: String| vec![v("service-hears-outcomes", message)];
+    let found = |message: String| vec![v(Property::ServiceHearsOutcomes, message)];
     let mut heard: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
     for t in &facts.service_told {
         if let (Some(w), Some(line)) = (t.worker, t.done.as_deref()) {
@@ -1649,7 +1637,7 @@ pub fn service_keeps_leases(r: &Report) -> Vec<FleetViolation> {
     let s = &r.scenario_config;
     let Some(c) = s.fleet.coordinator else { return Vec::new() };
     let facts = &r.fleet_facts;
-    let found = |message: String| vec![v("service-keeps-leases", message)];
+    let found = |message: String| vec![v(Property::ServiceKeepsLeases, message)];
     let admitted = facts.gate.iter().filter(|f| matches!(f.event, GateEvent::Admitted { .. })).count();
     if admitted != facts.service_granted.len() {
         return found(format!(
@@ -1792,7 +1780,7 @@ pub fn fallback_within_local_limit(r: &Report) -> Vec<FleetViolation> {
                 let (a, b) = (pair[0], pair[1]);
                 if rate > 0 && b.at + spread < a.at + interval && !delayed(a) {
                     out.push(v(
-                        "fallback-limit",
+                        Property::FallbackLimit,
                         format!(
                             "w{w} on its fallback: requests arrived at {} and {} ms, closer than its interval of {} ms",
                             a.at.as_millis(),
@@ -1820,7 +1808,7 @@ pub fn fallback_within_local_limit(r: &Report) -> Vec<FleetViolation> {
                 let overlapping = overlapping.len() as u32;
                 if overlapping > window && !excused {
                     out.push(v(
-                        "fallback-limit",
+                        Property::FallbackLimit,
                         format!(
                             "w{w} on its fallback had {overlapping} requests running at {} ms, over {window}",
                             a.at.as_millis()
@@ -1855,7 +1843,7 @@ pub fn deferred_charged_once(r: &Report) -> Vec<FleetViolation> {
         // deadline it promises by the black-box deadline check.
         if r.traced && waited > budget + crate::sim::checks::invariants::clock_slack_ms(&r.scenario_config) {
             out.push(v(
-                "interactive-budget",
+                Property::InteractiveBudget,
                 format!("job {} waited {waited} ms on the interactive path, budget {budget} ms", j.job),
             ));
         }
@@ -1866,23 +1854,26 @@ pub fn deferred_charged_once(r: &Report) -> Vec<FleetViolation> {
             && !(j.kind == crate::sim::run::job::JobKind::Keyed && j.key.is_none());
         let runs = background.get(&j.job).map_or(&[][..], Vec::as_slice);
         if deferred && runs.is_empty() {
-            out.push(v("deferred-once", format!("job {} was deferred but never run again", j.job)));
+            out.push(v(Property::DeferredOnce, format!("job {} was deferred but never run again", j.job)));
         }
         let keys: BTreeSet<_> = j.attempt_keys.iter().chain(runs.iter().flat_map(|d| d.attempt_keys.iter())).collect();
         if keys.len() > 1 {
-            out.push(v("deferred-once", format!("job {}'s attempts carried {} different keys", j.job, keys.len())));
+            out.push(v(
+                Property::DeferredOnce,
+                format!("job {}'s attempts carried {} different keys", j.job, keys.len()),
+            ));
         }
         let last = runs.last().map_or(&j.outcome, |d| &d.outcome);
         if let (JobOutcome::Succeeded { .. }, Some(Some(key))) = (last, j.attempt_keys.first()) {
             let charges = r.ledger.charges.get(key).copied().unwrap_or(0);
             if charges != 1 {
-                out.push(v("deferred-once", format!("job {} succeeded and was charged {charges} times", j.job)));
+                out.push(v(Property::DeferredOnce, format!("job {} succeeded and was charged {charges} times", j.job)));
             }
         }
     }
     for (key, &n) in &r.ledger.charges {
         if key != crate::sim::world::api::NO_KEY && n > 1 {
-            out.push(v("deferred-once", format!("key {} was charged {n} times", crate::trace::short_key(key))));
+            out.push(v(Property::DeferredOnce, format!("key {} was charged {n} times", crate::trace::short_key(key))));
         }
     }
     // Per job, whatever keys it carried: each job creates at most one
@@ -1890,7 +1881,7 @@ pub fn deferred_charged_once(r: &Report) -> Vec<FleetViolation> {
     // (e.g. under a second key after a lost answer).
     if r.ledger.charged > r.jobs {
         out.push(v(
-            "deferred-once",
+            Property::DeferredOnce,
             format!("{} charges for {} jobs: some job was charged twice", r.ledger.charged, r.jobs),
         ));
     }

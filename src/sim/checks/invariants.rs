@@ -101,10 +101,30 @@ impl Invariant {
     }
 }
 
+impl Invariant {
+    /// The name reports print (`one-charge-per-key`), as it serializes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Invariant::Deadline => "deadline",
+            Invariant::AttemptBound => "attempt-bound",
+            Invariant::OneChargePerKey => "one-charge-per-key",
+            Invariant::AdviceRespected => "advice-respected",
+            Invariant::NoUnsafeRetry => "no-unsafe-retry",
+            Invariant::OneKeyPerOperation => "one-key-per-operation",
+            Invariant::TooLongGivesUpAtOnce => "too-long-gives-up-at-once",
+            Invariant::Determinism => "determinism",
+            Invariant::NoSecrets => "no-secrets",
+            Invariant::Liveness => "liveness",
+            Invariant::FleetBudget => "fleet-budget",
+            Invariant::ClientReturns => "client-returns",
+            Invariant::CancelEndsJob => "cancel-ends-job",
+        }
+    }
+}
+
 impl fmt::Display for Invariant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
-        f.write_str(&s)
+        f.write_str(self.name())
     }
 }
 
