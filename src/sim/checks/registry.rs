@@ -143,7 +143,7 @@ macro_rules! properties {
 }
 
 const FLEET_TESTS: &str = "tests/it/fleet.rs";
-const MODEL_TESTS: &str = "src/sim/checks/model.rs";
+const MODEL_TESTS: &str = "src/sim/checks/model/tests.rs";
 const AIMD_TESTS: &str = "src/sim/checks/aimd.rs";
 
 properties! {
