@@ -1,4 +1,4 @@
-//! Cancellation (invariant 12): the caller cancels the jobs running at one
+//! Cancellation (invariant 13): the caller cancels the jobs running at one
 //! moment (a `cancel` fault); each ends within one clock step whatever it
 //! was waiting on, and a client that ignores the token is caught.
 
@@ -68,7 +68,7 @@ fn jobs_queued_at_a_gate_end_at_the_cancel() {
 }
 
 #[test]
-fn a_client_that_ignores_the_token_breaks_invariant_12() {
+fn a_client_that_ignores_the_token_breaks_invariant_13() {
     let mut s = cancelled_at(scenario::named("deadline-wins").expect("named"), 3_000);
     s.client.defects.ignore_cancel = true;
     let found = check_report(&run(&s, SEED));

@@ -857,7 +857,7 @@ fn grants_and_deposits(jobs: &[&JobRecord]) -> (Vec<u64>, Vec<u64>) {
     (grants, deposits)
 }
 
-/// Retries never exceed the shared budget's allowance (DESIGN invariant 10),
+/// Retries never exceed the shared budget's allowance (DESIGN invariant 11),
 /// using the bounds in `core::budget`'s module doc:
 /// - token bucket: `retries × 1000 < max × 1000 / 2 + ratio × successes`;
 /// - percent: in every `ttl`-aligned block, `retries × 1000 ≤ reserve +

@@ -1063,7 +1063,7 @@ pub fn judge(r: &crate::sim::run::runner::Report) -> (Vec<Violation>, Vec<crate:
 }
 
 /// Runs one seed under `options` and judges it by [`judge`] (invariants
-/// 1–7, 9, 11 and 12 from the trace and, black-box, from the ledger, 10
+/// 1–7, 9, 11, 12 and 13 from the trace and, black-box, from the ledger, 10
 /// when the scenario qualifies, the fleet checks and the model's), and by 8
 /// when `determinism` is set (a second run).
 pub fn check_seed(seed: u64, target: &Target, determinism: bool, options: &RunOptions) -> SeedResult {

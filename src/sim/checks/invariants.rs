@@ -64,11 +64,11 @@ pub enum Invariant {
     NoSecrets,
     /// 10. With faults healed and an ample budget, every job completes.
     Liveness,
-    /// 10. Fleet: retries stay within the shared retry budget.
+    /// 11. Fleet: retries stay within the shared retry budget.
     FleetBudget,
-    /// 11. The client under test returns from every job: it does not panic.
+    /// 12. The client under test returns from every job: it does not panic.
     ClientReturns,
-    /// 12. A job its caller cancels ends within one clock step.
+    /// 13. A job its caller cancels ends within one clock step.
     CancelEndsJob,
 }
 
@@ -90,14 +90,10 @@ impl Invariant {
         Invariant::CancelEndsJob,
     ];
 
-    /// The number docs/DESIGN.md gives it (its 10th has two halves).
+    /// The number docs/DESIGN.md gives it: its place in [`Invariant::ALL`],
+    /// from 1, each number once.
     pub fn number(self) -> u8 {
-        match self {
-            Invariant::FleetBudget => 10,
-            Invariant::ClientReturns => 11,
-            Invariant::CancelEndsJob => 12,
-            other => other as u8 + 1,
-        }
+        self as u8 + 1
     }
 }
 
@@ -157,7 +153,7 @@ pub fn clock_slack_ms(s: &Scenario) -> u64 {
     1 + s.net.tick.as_nanos().div_ceil(1_000_000) as u64
 }
 
-/// Invariant 12: every front-end job running when its caller cancelled it
+/// Invariant 13: every front-end job running when its caller cancelled it
 /// (a `cancel` fault) ended within one clock step ([`clock_slack_ms`]),
 /// whatever it was doing: waiting to retry, queued at a gate, or waiting
 /// for an answer. Read from the job records, so it holds any client to it.
@@ -181,7 +177,7 @@ pub(crate) fn cancel_ends_job(r: &Report, out: &mut Vec<Violation>) {
     }
 }
 
-/// Runs every checker that needs only one run (1–7, 9, and the budget half of 10).
+/// Runs every checker that needs only one run (1–7, 9 and 11).
 pub fn check_run(r: &Report) -> Vec<Violation> {
     let mut out = Vec::new();
     let by_client = arrivals_by_client(r);
@@ -482,7 +478,7 @@ fn waits_cover_advice(r: &Report, j: &JobRecord, out: &mut Vec<Violation>) {
     }
 }
 
-/// Invariant 10, fleet side: a token-bucket retry budget (gRPC's) granted
+/// Invariant 11, fleet side: a token-bucket retry budget (gRPC's) granted
 /// fewer than `max_tokens / 2 + token_ratio × successes` retries in all.
 ///
 /// Why: the bucket starts at `M = 1000 × max_tokens` (thousandths), a granted

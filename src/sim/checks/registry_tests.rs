@@ -97,3 +97,10 @@ fn the_design_documents_table_is_the_registry() {
     let table = markdown_table();
     assert!(doc.contains(&table), "docs/DESIGN.md's table of every check is stale; the registry's:\n\n{table}");
 }
+
+#[test]
+fn no_number_names_two_invariants() {
+    let numbers: Vec<u8> = Invariant::ALL.iter().map(|i| i.number()).collect();
+    let expected: Vec<u8> = (1..=Invariant::ALL.len() as u8).collect();
+    assert_eq!(numbers, expected, "the invariants are numbered 1, 2, 3, … in Invariant::ALL's order, each once");
+}
