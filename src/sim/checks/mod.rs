@@ -5,7 +5,6 @@
 //! controls ([`fleet`]), the model ([`model`]), a too-careful client
 //! ([`careful`]), give-up reasons ([`reasons`]) and waits ([`waits`]); and
 //! the hunt over seeds ([`hunt`]).
-pub mod aimd;
 pub mod blackbox;
 pub mod careful;
 pub mod fleet;

@@ -144,7 +144,7 @@ macro_rules! properties {
 
 const FLEET_TESTS: &str = "tests/it/fleet.rs";
 const MODEL_TESTS: &str = "src/sim/checks/model/tests.rs";
-const AIMD_TESTS: &str = "src/sim/checks/aimd.rs";
+const AIMD_TESTS: &str = "src/sim/checks/fleet/aimd.rs";
 
 properties! {
     BudgetAllowance = "budget-allowance", "Retries stay within the shared budget's allowance.",
@@ -184,7 +184,7 @@ properties! {
     AimdCuts = "aimd-cuts", "An AIMD gate counts its attempts out and cuts once per window of attempts, by beta.",
         [GateFacts], Client, Control::Test(AIMD_TESTS, "aimd_cuts_passes_the_controller_and_catches_each_rule_broken");
     GateAdmits = "gate-admits", "An AIMD gate admits its first ticket at once, and its head whenever room and pace allow.",
-        [GateFacts], Client, Control::Test("src/sim/checks/fleet.rs", "a_gate_that_holds_its_first_ticket_is_caught");
+        [GateFacts], Client, Control::Test("src/sim/checks/fleet/tests.rs", "a_gate_that_holds_its_first_ticket_is_caught");
     PacingNo429 = "pacing-no-429", "A pacing gate reading rate-limit headers lets no 429 through after two windows.",
         [Ledger], Client, Control::Defect("pacing-ignores-reset");
     PacingFillsWindows = "pacing-fills-windows", "A pacing gate holds no attempt through a window it left half unused.",
