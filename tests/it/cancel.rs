@@ -75,7 +75,7 @@ fn a_client_that_ignores_the_token_breaks_invariant_13() {
     let cancel: Vec<_> = found.iter().filter(|v| v.invariant == Invariant::CancelEndsJob).collect();
     assert_eq!(cancel.len(), 1, "seed {SEED}:\n{}\n{}", list(&found), s.to_toml());
     assert!(cancel[0].message.contains("was cancelled at 3000 ms"), "{}", cancel[0].message);
-    assert_eq!(cancel[0].invariant.number(), 12);
+    assert_eq!(cancel[0].invariant.number(), 13);
 }
 
 #[test]
