@@ -32,6 +32,9 @@ pub mod checks {
             swarm,
         };
     }
+    pub mod judges {
+        pub use crate::sim::checks::judges::{Judge, PROPERTY_JUDGES};
+    }
     pub mod invariants {
         pub use crate::sim::checks::invariants::{
             Invariant, Violation, check_determinism, check_liveness, check_run, liveness_expected,
@@ -39,6 +42,9 @@ pub mod checks {
     }
     pub mod reasons {
         pub use crate::sim::checks::reasons::check_reasons;
+    }
+    pub mod registry {
+        pub use crate::sim::checks::registry::{Check, Property};
     }
     #[cfg(feature = "cli")]
     pub mod shards {

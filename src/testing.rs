@@ -94,6 +94,7 @@ pub use crate::sim::checks::blackbox::{BlackBoxCheck, BlackBoxViolation, black_b
 pub use crate::sim::checks::fleet::FleetViolation;
 pub use crate::sim::checks::hunt::Kind;
 pub use crate::sim::checks::invariants::{Invariant, Violation};
+pub use crate::sim::checks::registry::{Check, Property};
 pub use crate::sim::run::job::{JobKind, JobRecord};
 #[cfg(feature = "sim-reqwest")]
 pub use crate::sim::run::reqwest_stack::{ReqwestStack, SimReqwest};
@@ -346,8 +347,9 @@ pub struct Checked {
     pub report: Option<Report>,
     /// Every violation of a numbered invariant found.
     pub violations: Vec<Violation>,
-    /// Every broken fleet property (budgets, gates, deferral) and model
-    /// self-check (`model-limiter`) found.
+    /// Every broken [`Property`] found: the fleet's controls (budgets,
+    /// gates, deferral), the model's self-check (`model-limiter`), the
+    /// too-careful checks, the give-up reasons and the bounds on waits.
     pub fleet: Vec<FleetViolation>,
     /// Why the run did not finish (a client that never returned, cut at the
     /// scenario's `time_limit`; an invalid scenario).

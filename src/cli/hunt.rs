@@ -290,7 +290,7 @@ impl Summary {
         );
         let _ = writeln!(
             out,
-            "checked: invariants 1-7, 9, 11, 12, the fleet checks, the too-careful checks, the give-up reasons, the bounds on waits and the model's limiter, advice, RateLimit headers, idempotency store, script, concurrency cap, run times, polls, credits, lost answers, keep-alive and close races on {}, determinism (8) on {}, liveness (10) on {}; {} jobs, {} s virtual",
+            "checked: invariants 1-7, 9, 11-13, the fleet checks, the too-careful checks, the give-up reasons, the bounds on waits and the model's limiter, advice, RateLimit headers, idempotency store, script, concurrency cap, run times, polls, credits, lost answers, keep-alive and close races on {}, determinism (8) on {}, liveness (10) on {}; {} jobs, {} s virtual",
             seeds(self.seeds_run),
             self.determinism_checked,
             self.liveness_checked,

@@ -1,7 +1,7 @@
 //! Imports `retrysim::internals` (hidden, no semver promise) for
-//! `checks::check_report` on bare runs, to show invariant 12 failing.
+//! `checks::check_report` on bare runs, to show invariant 13 failing.
 //!
-//! Cancellation (invariant 12): the caller cancels the jobs running at one
+//! Cancellation (invariant 13): the caller cancels the jobs running at one
 //! moment (a `cancel` fault); each ends within one clock step whatever it
 //! was waiting on, and a client that ignores the token is caught.
 
@@ -71,14 +71,14 @@ fn jobs_queued_at_a_gate_end_at_the_cancel() {
 }
 
 #[test]
-fn a_client_that_ignores_the_token_breaks_invariant_12() {
+fn a_client_that_ignores_the_token_breaks_invariant_13() {
     let mut s = cancelled_at(scenario::named("deadline-wins").expect("named"), 3_000);
     s.client.defects.ignore_cancel = true;
     let found = check_report(&run(&s, SEED));
     let cancel: Vec<_> = found.iter().filter(|v| v.invariant == Invariant::CancelEndsJob).collect();
     assert_eq!(cancel.len(), 1, "seed {SEED}:\n{}\n{}", list(&found), s.to_toml());
     assert!(cancel[0].message.contains("was cancelled at 3000 ms"), "{}", cancel[0].message);
-    assert_eq!(cancel[0].invariant.number(), 12);
+    assert_eq!(cancel[0].invariant.number(), 13);
 }
 
 #[test]

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use retrysim::internals::checks::blackbox::BlackBoxCheck;
 use retrysim::internals::checks::invariants::Invariant;
+use retrysim::internals::checks::registry::Check;
 use retrysim::internals::run::scenario::Builtin;
 use retrysim::internals::run::{defects, scenario};
 use retrysim::internals::tools::compare;
@@ -133,7 +134,7 @@ fn registered_names() -> BTreeSet<String> {
         names.insert(serde_json::to_value(b).ok().and_then(|v| v.as_str().map(str::to_owned)).expect("a name"));
     }
     names.extend(defects::NAMES.iter().map(|n| n.to_string()));
-    names.extend(Invariant::ALL.iter().map(|i| i.to_string()));
+    names.extend(Check::all().map(|c| c.name().to_owned()));
     names.extend(FaultClass::ALL.iter().map(|c| c.to_string()));
     names
 }
@@ -241,19 +242,6 @@ fn every_design_section_the_code_cites_is_a_heading() {
 /// only if it is not a name the code registers.
 const GUIDE_NOT_NAMES: [&str; 4] = ["x-api-key", "key-a", "retry-after", "data-n"];
 
-/// The black-box checks, by the names their reports print.
-const BLACK_BOX_CHECKS: [BlackBoxCheck; 9] = [
-    BlackBoxCheck::OneChargePerKey,
-    BlackBoxCheck::OneKeyPerJob,
-    BlackBoxCheck::AttemptBound,
-    BlackBoxCheck::EarlyRetry,
-    BlackBoxCheck::AfterTerminal,
-    BlackBoxCheck::Deadline,
-    BlackBoxCheck::UnkeyedReplay,
-    BlackBoxCheck::NoSecrets,
-    BlackBoxCheck::ClientPanicked,
-];
-
 /// Whether a path the README or the guide cites exists: in the repository,
 /// or, for the files of "Testing your own client"'s crate (`tests/client.rs`,
 /// `src/lib.rs`, its snapshots), in `tests/external-user/`, a `.snap.new`
@@ -267,7 +255,7 @@ fn guide_path_exists(word: &str) -> bool {
 fn the_readme_and_the_guide_cite_only_what_exists() {
     let mut known = registered_names();
     known.extend(compare::HABITS.iter().map(|(h, _)| h.to_string()));
-    known.extend(BLACK_BOX_CHECKS.iter().map(|c| c.to_string()));
+    known.extend(BlackBoxCheck::ALL.iter().map(|c| c.to_string()));
     known.extend(crate::integrations::audit::ROWS.iter().map(|r| r.to_string()));
     let mut problems = Vec::new();
     let (mut paths, mut names) = (0, 0);

@@ -28,6 +28,7 @@ use retrysim::internals::checks::fleet::{
 };
 use retrysim::internals::checks::hunt;
 use retrysim::internals::checks::invariants::check_run;
+use retrysim::internals::checks::registry::Property;
 use retrysim::internals::run::fleet::Hooks;
 use retrysim::internals::run::job::job_of_label;
 use retrysim::internals::run::render::{Show, render_run};
@@ -924,7 +925,7 @@ fn the_pacing_gate_admits_in_the_order_attempts_queued_and_one_that_lets_a_later
     e.at_ms = at;
     e.kind = EventKind::Admitted { queued_ms: at - first.0 };
     let found = gate_order(&passed);
-    assert!(found.iter().any(|v| v.property == "gate-fifo" && v.message.contains("before job")), "{found:?}");
+    assert!(found.iter().any(|v| v.check == Property::GateFifo && v.message.contains("before job")), "{found:?}");
 }
 
 #[test]
@@ -971,7 +972,7 @@ fn a_refusal_holds_every_job_at_the_pacing_gate_and_an_attempt_inside_the_hold_i
     for at in [answered + 1, answered + hold - 2] {
         let (other, found) = moved(at);
         let named = format!("but job {other} sent an attempt through it at {at} ms");
-        assert!(found.iter().any(|v| v.property == "pacing-hold" && v.message.contains(&named)), "{at}: {found:?}");
+        assert!(found.iter().any(|v| v.check == Property::PacingHold && v.message.contains(&named)), "{at}: {found:?}");
     }
     // In the refusal's own millisecond (perhaps before the gate heard it), or
     // at the hold's end: whole milliseconds cannot tell, so not judged.
@@ -1028,7 +1029,7 @@ fn a_pacing_gate_that_leaves_a_window_half_unused_while_an_attempt_waits_through
         "from {} ms to {end} ms, through the whole window of {start} to {end} ms, in which 1 of its",
         start - 2
     );
-    assert!(found.iter().any(|v| v.property == "pacing-fills-windows" && v.message.contains(&named)), "{found:?}");
+    assert!(found.iter().any(|v| v.check == Property::PacingFillsWindows && v.message.contains(&named)), "{found:?}");
     // Joined within a millisecond of the window's opening: not judged.
     let found = joined(&mut wasted, start - 1);
     assert!(!found.iter().any(|v| v.message.contains(&format!("from {} ms", start - 1))), "{found:?}");
@@ -1054,7 +1055,7 @@ fn against_whole_second_headers_the_pacing_gate_keeps_up_with_the_window_and_one
     assert!(
         found
             .iter()
-            .any(|v| v.property == "pacing-learns-whole-seconds"
+            .any(|v| v.check == Property::PacingLearnsWholeSeconds
                 && v.message.contains("under whole-second reset headers")),
         "{found:?}\n{}",
         replay(&t)
@@ -1109,7 +1110,7 @@ fn a_pacing_gate_that_holds_a_job_while_no_window_is_open_is_caught_whether_it_a
     }
     e.at_ms += 10_000;
     let found = pacing_fills_windows(&late);
-    assert!(found.iter().any(|v| v.property == "pacing-fills-windows" && v.message.contains(&named)), "{found:?}");
+    assert!(found.iter().any(|v| v.check == Property::PacingFillsWindows && v.message.contains(&named)), "{found:?}");
     // Never admitted, given up at the gate ten seconds on: caught too.
     let mut given_up = idle;
     let events = &mut given_up.records[j].trace.events;
@@ -1118,7 +1119,7 @@ fn a_pacing_gate_that_holds_a_job_while_no_window_is_open_is_caught_whether_it_a
     let kind = EventKind::GaveUp { reason: retrysim::GiveUpReason::BudgetExhausted, attempts: 0, waited_ms: 0 };
     events.push(retrysim::trace::Event { at_ms, kind });
     let found = pacing_fills_windows(&given_up);
-    assert!(found.iter().any(|v| v.property == "pacing-fills-windows" && v.message.contains(&named)), "{found:?}");
+    assert!(found.iter().any(|v| v.check == Property::PacingFillsWindows && v.message.contains(&named)), "{found:?}");
 }
 
 #[test]
@@ -1152,7 +1153,7 @@ fn against_whole_second_headers_the_whole_room_of_a_fresh_window_goes_out_not_on
     let found = pacing_learns_whole_seconds(&held);
     let named = format!("past the window that ended at {end} ms");
     assert!(
-        found.iter().any(|v| v.property == "pacing-learns-whole-seconds" && v.message.contains(&named)),
+        found.iter().any(|v| v.check == Property::PacingLearnsWholeSeconds && v.message.contains(&named)),
         "{found:?}\n{}",
         replay(&held)
     );
@@ -1189,5 +1190,5 @@ fn against_whole_second_headers_a_refused_probe_sent_alone_is_allowed_and_a_refu
         }
     }
     let found = pacing_spends_no_429(&crowded);
-    assert!(found.iter().any(|v| v.property == "pacing-no-429" && v.message.contains(&probe.client)), "{found:?}");
+    assert!(found.iter().any(|v| v.check == Property::PacingNo429 && v.message.contains(&probe.client)), "{found:?}");
 }

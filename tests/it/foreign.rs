@@ -268,7 +268,7 @@ fn each_slip_is_caught_by_its_black_box_check() {
 }
 
 #[test]
-fn a_loop_that_sleeps_on_after_a_cancel_breaks_invariant_12() {
+fn a_loop_that_sleeps_on_after_a_cancel_breaks_invariant_13() {
     // Always 429 with 20 s advice; the caller cancels at 3 s, mid-wait.
     let mut s = retrysim::testing::scenario::named("deadline-wins").expect("named");
     s.faults.schedule.push(ScheduledFault { at: Duration::from_secs(3), fault: Fault::Cancel });

@@ -10,6 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use retrysim::internals::checks::hunt::{self, Kind, SeedResult, Target};
+use retrysim::internals::checks::judges::PROPERTY_JUDGES;
+use retrysim::internals::run::runner::RunOptions;
 use retrysim::testing::{Checked, Harness};
 
 /// What the hunt found on a seed: each invariant or check, and how often.
@@ -24,7 +26,7 @@ fn by_harness(c: &Checked) -> BTreeMap<String, usize> {
         *found.entry(v.invariant.to_string()).or_default() += 1;
     }
     for v in &c.fleet {
-        *found.entry(v.property.to_owned()).or_default() += 1;
+        *found.entry(v.check.name().to_owned()).or_default() += 1;
     }
     if c.run_error.is_some() {
         found.insert("run-failed".into(), 1);
@@ -91,4 +93,23 @@ fn harness_check_judges_by_the_hunts_checks() {
     ] {
         assert!(seen.contains(name), "no seed broke {name}: {seen:?}");
     }
+}
+
+/// Each judge reports only the properties it declares: run on seeds where
+/// deliberate defects break several of them.
+#[test]
+fn each_judge_reports_only_what_it_declares() {
+    let mut found = 0;
+    for (defect, seed) in [("window-admits-one-more", 5), ("throttled-as-unclear", 5), ("aimd-ignores-429", 1)] {
+        let mut target = Target::of(Kind::All);
+        assert!(target.sabotage.set(defect));
+        let r = RunOptions::default().run(&target.scenario(seed), seed).expect("the run finishes");
+        for j in PROPERTY_JUDGES {
+            for x in (j.run)(&r) {
+                assert!(j.reports.contains(&x.check), "{} reported {}, not declared", j.name, x.check);
+                found += 1;
+            }
+        }
+    }
+    assert!(found > 0, "no judge found anything: the seeds no longer show the defects");
 }

@@ -23,6 +23,7 @@ use retrysim::internals::checks::careful::check_careful;
 use retrysim::internals::checks::fleet::FleetViolation;
 use retrysim::internals::checks::hunt::{Kind, Target};
 use retrysim::internals::checks::reasons::check_reasons;
+use retrysim::internals::checks::registry::Property;
 use retrysim::internals::run::clients::Retrysim;
 use retrysim::internals::run::runner::{Report, RunOptions};
 use retrysim::internals::run::scenario::{Scenario, named};
@@ -69,7 +70,7 @@ fn sim(s: &Scenario, seed: u64, unclear_as: Option<Class>) -> Report {
 }
 
 fn found<'a>(vs: &'a [FleetViolation], property: &str) -> Option<&'a FleetViolation> {
-    vs.iter().find(|v| v.property == property)
+    vs.iter().find(|v| v.check.name() == property)
 }
 
 #[test]
@@ -221,7 +222,7 @@ fn a_client_that_leaves_the_gate_while_an_attempt_still_fits_breaks_the_give_up_
         // Some of its give-ups follow an answer (the other branch); the gate's are these.
         let at_gate = vs
             .iter()
-            .filter(|v| v.property == "give-up-reason")
+            .filter(|v| v.check == Property::GiveUpReason)
             .find(|v| v.message.contains("before an attempt as the deadline would pass, though"));
         assert!(at_gate.is_some(), "seed {seed}: not caught at the gate: {vs:?}");
     }

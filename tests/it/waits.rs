@@ -108,7 +108,7 @@ fn advice_only(p: &mut Policy) {
 }
 
 fn found<'a>(vs: &'a [FleetViolation], property: &str) -> Option<&'a FleetViolation> {
-    vs.iter().find(|v| v.property == property)
+    vs.iter().find(|v| v.check.name() == property)
 }
 
 #[test]

@@ -23,8 +23,8 @@ use std::time::Duration;
 use crate::core::backoff::Spread;
 use crate::core::policy::{GiveUpReason, Policy};
 use crate::core::retry_after::AdviceSource;
-use crate::sim::checks::fleet::FleetViolation;
 use crate::sim::checks::invariants::{arrivals_by_client, clock_slack_ms, ledger_answers, terminal};
+use crate::sim::checks::registry::{FleetViolation, Property};
 use crate::sim::run::job::JobRecord;
 use crate::sim::run::runner::Report;
 use crate::trace::{AdviceView, EventKind, Millis};
@@ -125,7 +125,7 @@ fn throttled_retried(r: &Report, j: &JobRecord, p: &Policy, out: &mut Vec<FleetV
             continue;
         }
         out.push(FleetViolation {
-            property: "throttled-retried",
+            check: Property::ThrottledRetried,
             message: format!(
                 "blames the client: job {} gave up ({reason}) at {} ms after {attempts} attempt(s) on a {} {} that advised {} ms, though the declared policy {} allows {} attempts, waits up to {} ms and a deadline of {} ms from {} ms",
                 j.job,
@@ -203,7 +203,7 @@ fn zero_advice_spread(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>) 
         let floor = zero_advice_floor(p, advice.source);
         if Duration::from_millis(*ms) < floor {
             out.push(FleetViolation {
-                property: "zero-advice-spread",
+                check: Property::ZeroAdviceSpread,
                 message: format!(
                     "blames the client: job {}: answer {n} at {} ms advised a zero wait ({:?}) and the client planned {ms} ms, under the spread's floor of {} ms that the declared policy {} promises",
                     j.job,

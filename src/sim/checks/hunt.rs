@@ -171,54 +171,13 @@ pub struct SeedResult {
 
 /// Every check one run is judged by, but determinism (it needs a second
 /// run, [`check::check_determinism`]): the trace-based and black-box
-/// invariants with liveness where it applies ([`check_report`]), the
-/// fleet controls' checks (budgets, gates, deferral, efficiency:
-/// [`check_fleet`](crate::sim::checks::fleet::check_fleet)) and the model's
-/// self-check (the limiter's verdicts against a reference, as
-/// `model-limiter`). [`check_seed`] and `testing::Harness::check` both judge
-/// by it, so a user's `cargo test` and `retrysim hunt` agree.
+/// invariants with liveness where it applies ([`check_report`]), then every
+/// property of the registry's judges
+/// ([`check_properties`](crate::sim::checks::judges::check_properties):
+/// the fleet controls, the model's self-check, the too-careful checks, the
+/// give-up reasons and the bounds on waits). [`check_seed`] and
+/// `testing::Harness::check` both judge by it, so a user's `cargo test` and
+/// `retrysim hunt` agree.
 pub fn judge(r: &crate::sim::run::runner::Report) -> (Vec<Violation>, Vec<crate::sim::checks::fleet::FleetViolation>) {
-    let violations = check_report(r);
-    let mut fleet = crate::sim::checks::fleet::check_fleet(r);
-    use crate::sim::checks::{careful, fleet::FleetViolation, model, reasons, waits};
-    for x in model::check_model(r) {
-        fleet.push(FleetViolation { property: "model-limiter", message: x.message });
-    }
-    for x in model::check_model_advice(r) {
-        fleet.push(FleetViolation { property: "model-advice", message: x.message });
-    }
-    for x in model::check_advertised(r) {
-        fleet.push(FleetViolation { property: "model-ratelimit", message: x.message });
-    }
-    for x in model::check_idempotency(r) {
-        fleet.push(FleetViolation { property: "model-idempotency", message: x.message });
-    }
-    for x in model::check_script(r) {
-        fleet.push(FleetViolation { property: "model-script", message: x.message });
-    }
-    for x in model::check_concurrency(r) {
-        fleet.push(FleetViolation { property: "model-concurrency", message: x.message });
-    }
-    for x in model::check_run_times(r) {
-        fleet.push(FleetViolation { property: "model-run-time", message: x.message });
-    }
-    for x in model::check_polls(r) {
-        fleet.push(FleetViolation { property: "model-polls", message: x.message });
-    }
-    for x in model::check_credits(r) {
-        fleet.push(FleetViolation { property: "model-credits", message: x.message });
-    }
-    for x in model::check_lost_answers(r) {
-        fleet.push(FleetViolation { property: "model-lost-answers", message: x.message });
-    }
-    for x in model::check_keep_alive(r) {
-        fleet.push(FleetViolation { property: "model-keep-alive", message: x.message });
-    }
-    for x in model::check_close_races(r) {
-        fleet.push(FleetViolation { property: "model-close-races", message: x.message });
-    }
-    fleet.extend(careful::check_careful(r));
-    fleet.extend(reasons::check_reasons(r));
-    fleet.extend(waits::check_waits(r));
-    (violations, fleet)
+    (check_report(r), crate::sim::checks::judges::check_properties(r))
 }

@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use crate::core::policy::{GiveUpReason, Policy};
 use crate::sim::checks::careful::runs_with_policy;
-use crate::sim::checks::fleet::FleetViolation;
 use crate::sim::checks::invariants::{TERMINAL_429_CODES, terminal};
+use crate::sim::checks::registry::{FleetViolation, Property};
 use crate::sim::run::job::JobRecord;
 use crate::sim::run::runner::Report;
 use crate::trace::{Event, EventKind};
@@ -142,7 +142,7 @@ fn give_up_reason(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>) {
     };
     if let Some(why) = wrong {
         out.push(FleetViolation {
-            property: "give-up-reason",
+            check: Property::GiveUpReason,
             message: format!(
                 "blames the client: job {} gave up at {} ms {why} (reason given: {reason})",
                 j.job, events[i].at_ms
@@ -172,7 +172,7 @@ fn unclear_bound(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>) {
         retried += 1;
         if retried > p.unclear_max_retries {
             out.push(FleetViolation {
-                property: "unclear-bound",
+                check: Property::UnclearBound,
                 message: format!(
                     "blames the client: job {} retried {retried} unclear 429s (no throttling or terminal code, no valid advice), the last at {} ms, though the declared policy {} allows {}",
                     j.job, e.at_ms, p.name, p.unclear_max_retries

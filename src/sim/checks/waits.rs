@@ -56,7 +56,7 @@ use crate::core::classify::Class;
 use crate::core::policy::Policy;
 use crate::core::retry_after::AdviceSource;
 use crate::sim::checks::careful::{runs_with_policy, spread_cap_ns, whole_seconds};
-use crate::sim::checks::fleet::FleetViolation;
+use crate::sim::checks::registry::{FleetViolation, Property};
 use crate::sim::run::job::JobRecord;
 use crate::sim::run::runner::Report;
 use crate::trace::{EventKind, Millis};
@@ -322,7 +322,7 @@ impl SpreadTally {
         let short = self.halves.iter().find(|(_, (n, reached))| *n >= REACH_WAITS && reached.is_err());
         if let Some((cap_ms, (n, Err(first)))) = short {
             out.push(FleetViolation {
-                property: "advice-spread-drawn",
+                check: Property::AdviceSpreadDrawn,
                 message: format!(
                     "blames the client: each of the {n} waits planned on a non-zero advice whose declared spread reaches {cap_ms} ms drew under half of it ({first}); a spread drawn up to its cap does that with a chance under one in 2^{REACH_WAITS}"
                 ),
@@ -332,7 +332,7 @@ impl SpreadTally {
             return;
         }
         out.push(FleetViolation {
-            property: "advice-spread-drawn",
+            check: Property::AdviceSpreadDrawn,
             message: format!(
                 "blames the client: each of the {} waits planned on a non-zero advice with the declared spread on was the advice to the millisecond ({}); a drawn spread does that with a chance under one in {}",
                 self.waits,
@@ -376,7 +376,7 @@ fn walk(j: &JobRecord, p: &Policy, out: &mut Vec<FleetViolation>, spread: &mut S
                         format!("what the deadline leaves after {reserve} ms for the attempt")
                     };
                     out.push(FleetViolation {
-                        property: "wait-upper-bound",
+                        check: Property::WaitUpperBound,
                         message: format!(
                             "blames the client: job {} planned a {ms} ms wait at {} ms after attempt {}, over the {bound} ms the declared policy {} may plan there: {why}",
                             j.job, e.at_ms, at.attempts, p.name
@@ -405,13 +405,13 @@ fn floor(j: &JobRecord, p: &Policy, at: &At, wait_ms: u64, at_ms: u64, out: &mut
     let (job, n, name) = (j.job, at.attempts, &p.name);
     out.push(match at.advice {
         None => FleetViolation {
-            property: "backoff-floor",
+            check: Property::BackoffFloor,
             message: format!(
                 "blames the client: job {job} planned a {wait_ms} ms wait on the backoff alone at {at_ms} ms after attempt {n}, under the {floor} ms that the declared policy {name}'s {how}"
             ),
         },
         Some(_) => FleetViolation {
-            property: "wait-lower-bound",
+            check: Property::WaitLowerBound,
             message: format!(
                 "blames the client: job {job} planned a {wait_ms} ms wait after an advice at {at_ms} ms after attempt {n}, under the {floor} ms the declared policy {name} plans there at the shortest: {how}"
             ),

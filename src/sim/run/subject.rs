@@ -186,7 +186,7 @@ pub struct Job<'a> {
     pub clock: &'a SimClock,
     /// Cancelled when the job's caller gives up on it (a `cancel` fault):
     /// the client must then end the job within one clock step, whatever it
-    /// waits on (invariant 12), e.g. with `select!` on `cancel.cancelled()`
+    /// waits on (invariant 13), e.g. with `select!` on `cancel.cancelled()`
     /// around its sleeps and sends.
     pub cancel: &'a CancellationToken,
     /// The job's trace: push events to it, or leave it empty.

@@ -70,7 +70,7 @@ pub enum Fault {
     /// The fleet's caller cancels every front-end job running at `at` (a
     /// user who closed the page, a deploy draining its workers). Each must
     /// end within one clock step, whether it was waiting to retry, queued
-    /// at a gate or waiting for an answer (invariant 12).
+    /// at a gate or waiting for an answer (invariant 13).
     Cancel,
 }
 

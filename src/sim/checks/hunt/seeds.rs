@@ -16,7 +16,7 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Runs one seed under `options` and judges it by [`judge`] (invariants
-/// 1–7, 9, 11 and 12 from the trace and, black-box, from the ledger, 10
+/// 1–7, 9, 11, 12 and 13 from the trace and, black-box, from the ledger, 10
 /// when the scenario qualifies, the fleet checks and the model's), and by 8
 /// when `determinism` is set (a second run).
 pub fn check_seed(seed: u64, target: &Target, determinism: bool, options: &RunOptions) -> SeedResult {
@@ -70,7 +70,7 @@ pub fn check_seed(seed: u64, target: &Target, determinism: bool, options: &RunOp
     let (mut violations, fleet) = judge(&first);
     let mut fleet_by: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
     for x in fleet {
-        fleet_by.entry(x.property).or_default().push(x.message);
+        fleet_by.entry(x.check.name()).or_default().push(x.message);
     }
     if determinism {
         match run(&s) {
