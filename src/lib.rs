@@ -128,6 +128,7 @@ pub mod client;
 pub mod core;
 pub mod env;
 pub mod gate;
+mod locks;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 #[cfg(feature = "sim")]

@@ -82,7 +82,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::core::lock;
+use crate::locks::lock;
 use crate::sim::checks::hunt;
 use crate::sim::checks::invariants as check;
 use crate::sim::run::render::{Show, render_run};

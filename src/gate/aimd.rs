@@ -75,7 +75,7 @@ use tokio::sync::Notify;
 
 use super::{Admission, Feedback, Gate};
 use crate::core::classify::Class;
-use crate::core::lock;
+use crate::locks::lock;
 use crate::env::{Clock, TokioClock};
 
 /// The admission controller's settings. Every field has a default (see the

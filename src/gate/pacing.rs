@@ -234,7 +234,7 @@ impl<S: Schedule, C: Clock> Scheduled<S, C> {
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue<S>> {
-        crate::core::lock(&self.inner)
+        crate::locks::lock(&self.inner)
     }
 
     /// Reads the schedule (for tests and metrics).

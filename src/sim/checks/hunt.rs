@@ -34,7 +34,7 @@ use rand_pcg::Pcg64;
 use serde::Serialize;
 
 use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
-use crate::core::lock;
+use crate::locks::lock;
 use crate::core::policy::Policy;
 use crate::env::{Rng, seeded_rng};
 use crate::gate::aimd::{AimdConfig, RateControl};

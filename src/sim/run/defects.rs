@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::client::IDEMPOTENCY_KEY;
 use crate::core::budget::RetryBudget;
 use crate::core::classify::{Class, Classifier, DefaultTable, Outcome};
-use crate::core::lock;
+use crate::locks::lock;
 use crate::core::policy::Policy;
 use crate::env::{Rng, Transport, TransportError, seeded_rng};
 use crate::gate::aimd::{AimdConfig, RateControl};

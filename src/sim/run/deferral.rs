@@ -22,7 +22,7 @@ use http::{HeaderValue, Request};
 use tokio::sync::Notify;
 
 use crate::client::IDEMPOTENCY_KEY;
-use crate::core::lock;
+use crate::locks::lock;
 use crate::env::{Clock, seeded_rng};
 use crate::sim::run::job::{JobKind, JobOutcome, JobRecord, Run, request};
 use crate::sim::run::scenario::Scenario;

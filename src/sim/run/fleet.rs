@@ -26,7 +26,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
-use crate::core::lock;
+use crate::locks::lock;
 use crate::env::seeded_rng;
 use crate::gate::aimd::{Aimd, GateFact, GateLog};
 use crate::gate::pacing::{Pacing, PacingState};

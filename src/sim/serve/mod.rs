@@ -76,7 +76,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::lock;
+use crate::locks::lock;
 use crate::sim::checks::blackbox::{BlackBoxCheck, check_ledger};
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;

@@ -45,7 +45,7 @@ use turmoil::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::core::classify::Class;
 use crate::core::duration_text;
-use crate::core::lock;
+use crate::locks::lock;
 use crate::gate::aimd::Aimd;
 use crate::gate::aimd::AimdConfig;
 use crate::gate::{Admission, Feedback, Gate};

@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::core::lock;
+use crate::locks::lock;
 use crate::env::{Clock, TokioClock};
 
 /// The pending deadlines of one simulation.
