@@ -75,8 +75,8 @@ use tokio::sync::Notify;
 
 use super::{Admission, Feedback, Gate};
 use crate::core::classify::Class;
-use crate::locks::lock;
 use crate::env::{Clock, TokioClock};
+use crate::locks::lock;
 
 /// The admission controller's settings. Every field has a default (see the
 /// module doc); in TOML: `gate = { kind = "aimd", initial_limit = 4 }`.

@@ -34,10 +34,10 @@ use rand_pcg::Pcg64;
 use serde::Serialize;
 
 use crate::core::backoff::{AdviceMode, Backoff, Jitter, Spread};
-use crate::locks::lock;
 use crate::core::policy::Policy;
 use crate::env::{Rng, seeded_rng};
 use crate::gate::aimd::{AimdConfig, RateControl};
+use crate::locks::lock;
 use crate::sim::checks::check_report;
 use crate::sim::checks::invariants::{self as check, Invariant, Violation};
 use crate::sim::run::defects::Defects;
