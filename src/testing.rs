@@ -43,7 +43,7 @@
 //!
 //! impl Subject for MyLoop {
 //!     fn promises(&self) -> Promises {
-//!         Promises { max_attempts: Some(4), deadline: None, honours_retry_after: true }
+//!         Promises::nothing().max_attempts(4).honours_retry_after(true)
 //!     }
 //!
 //!     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {

@@ -20,11 +20,39 @@ use super::classify::{Class, Operation};
 use super::retry_after::{Advice, AdviceSource};
 use super::{duration_text, millis_json};
 
-/// All the numbers of a retry policy. Build one from a preset and adjust it.
+mod builder;
+pub use builder::PolicyBuilder;
+
+/// All the numbers of a retry policy. Build one from a preset and adjust it
+/// with a [`PolicyBuilder`] ([`Policy::to_builder`], or [`Policy::builder`]
+/// from the default preset, [`Policy::standard`]); its docs list the
+/// defaults. The fields stay public to read (and to set on a policy you
+/// hold); the struct is `#[non_exhaustive]`, so a field added later breaks
+/// no user's code.
 ///
-/// In TOML every duration is text: `deadline = "90s"`.
+/// In TOML every duration is text: `deadline = "90s"`; a missing key takes
+/// [`Policy::standard`]'s value.
+///
+/// Outside this crate a struct literal, even with `..` from a preset, does
+/// not compile (so adding a field is not a breaking change):
+///
+/// ```compile_fail,E0639
+/// use retrysim::core::policy::Policy;
+///
+/// let p = Policy { max_retries: 1, ..Policy::interactive() };
+/// ```
+///
+/// The builder says the same:
+///
+/// ```
+/// use retrysim::core::policy::Policy;
+///
+/// let p = Policy::interactive().to_builder().max_retries(1).build();
+/// assert_eq!(p, { let mut q = Policy::interactive(); q.max_retries = 1; q });
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct Policy {
     /// A label for traces and reports.
     pub name: String,
@@ -174,6 +202,17 @@ impl Policy {
     pub fn named(mut self, name: &str) -> Policy {
         self.name = name.into();
         self
+    }
+
+    /// A builder that starts from the default preset, [`Policy::standard`]
+    /// (see [`PolicyBuilder`] for every default).
+    pub fn builder() -> PolicyBuilder {
+        PolicyBuilder::from_policy(Policy::standard())
+    }
+
+    /// A builder that starts from this policy: `Policy::interactive().to_builder().max_retries(1).build()`.
+    pub fn to_builder(self) -> PolicyBuilder {
+        PolicyBuilder::from_policy(self)
     }
 }
 

@@ -16,7 +16,7 @@ use std::path::Path;
 use crate::rust_source::{code_only, rust_files};
 
 /// The layers, lowest first; a path belongs to its longest prefix here.
-const LAYERS: [(&str, u8); 14] = [
+const LAYERS: [(&str, u8); 15] = [
     ("core", 0),
     ("locks", 0),
     ("env", 1),

@@ -463,3 +463,76 @@ fn policy_round_trips_through_toml() {
     assert!(err.contains("unknown field"), "{err}");
 }
 
+#[test]
+fn the_builder_starts_from_standard_and_each_setter_sets_its_field() {
+    assert_eq!(Policy::builder().build(), Policy::standard());
+    assert_eq!(Policy::batch().to_builder().build(), Policy::batch());
+    let backoff = Backoff::new(ms(7), ms(70), Jitter::Equal);
+    let spread = Spread::new(0, ms(1), ms(2)).rounded_zero(ms(3));
+    let built = Policy::interactive()
+        .to_builder()
+        .name("custom")
+        .max_retries(9)
+        .deadline(ms(1))
+        .max_single_wait(ms(2))
+        .min_attempt_time(ms(3))
+        .attempt_timeout(ms(4))
+        .backoff(backoff)
+        .advice_mode(AdviceMode::MaxOfAdviceAndBackoff)
+        .spread(spread)
+        .escalate(false)
+        .unclear_max_retries(8)
+        .use_advice(false)
+        .idempotency_keys(false)
+        .build();
+    let mut expected = Policy::interactive();
+    expected.name = "custom".into();
+    expected.max_retries = 9;
+    expected.deadline = ms(1);
+    expected.max_single_wait = ms(2);
+    expected.min_attempt_time = ms(3);
+    expected.attempt_timeout = ms(4);
+    expected.backoff = backoff;
+    expected.advice_mode = AdviceMode::MaxOfAdviceAndBackoff;
+    expected.spread = spread;
+    expected.escalate = false;
+    expected.unclear_max_retries = 8;
+    expected.use_advice = false;
+    expected.idempotency_keys = false;
+    assert_eq!(built, expected);
+    // Every field moved away from the preset (else a setter could be a no-op unseen).
+    let fields = |p: &Policy| {
+        [
+            format!("{:?}", p.name),
+            format!("{:?}", p.max_retries),
+            format!("{:?}", p.deadline),
+            format!("{:?}", p.max_single_wait),
+            format!("{:?}", p.min_attempt_time),
+            format!("{:?}", p.attempt_timeout),
+            format!("{:?}", p.backoff),
+            format!("{:?}", p.advice_mode),
+            format!("{:?}", p.spread),
+            format!("{:?}", p.escalate),
+            format!("{:?}", p.unclear_max_retries),
+            format!("{:?}", p.use_advice),
+            format!("{:?}", p.idempotency_keys),
+        ]
+    };
+    let (before, after) = (fields(&Policy::interactive()), fields(&built));
+    for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+        assert_ne!(b, a, "field {i} kept the preset's value");
+    }
+}
+
+#[test]
+fn the_builders_documented_defaults_are_standards() {
+    let p = Policy::builder().build();
+    assert_eq!(p.name, "standard");
+    assert_eq!((p.max_retries, p.unclear_max_retries), (5, 2));
+    assert_eq!((p.deadline, p.max_single_wait), (S(60), S(60)));
+    assert_eq!((p.min_attempt_time, p.attempt_timeout), (S(1), S(20)));
+    assert_eq!(p.backoff, Backoff::new(ms(500), S(20), Jitter::Full));
+    assert_eq!((p.advice_mode, p.spread), (AdviceMode::AdvicePlusSpread, Spread::default()));
+    assert_eq!(Spread::default(), Spread::new(200, ms(100), S(1)));
+    assert!(p.escalate && p.use_advice && p.idempotency_keys);
+}
