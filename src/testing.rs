@@ -182,14 +182,18 @@ impl Harness {
         Harness::from_toml(&text).map_err(|e| ScenarioError(format!("{}: {e}", path.display())))
     }
 
-    /// A scenario built in code (it is validated when it runs).
+    /// A scenario built in code (it is validated when it runs), with the
+    /// client its `[client]` section names (retrysim's own by default),
+    /// built for each run with that run's seed, as `retrysim hunt` builds
+    /// it, until [`with_client`](Harness::with_client) puts yours in.
     pub fn of(s: Scenario) -> Harness {
         Harness { source: Source::Fixed(Box::new(s)), client: None, determinism: true }
     }
 
     /// A fresh random scenario for every seed: the hunt's swarm of fleets
     /// and single clients with holds, partitions, lost answers, skewed
-    /// clocks and scripted answers.
+    /// clocks and scripted answers. Each seed's own client is built with
+    /// that seed, as the hunt builds it.
     pub fn swarm(kind: Kind) -> Harness {
         Harness { source: Source::Swarm(kind), client: None, determinism: true }
     }
