@@ -139,8 +139,17 @@ use crate::core::retry_after::parse_delta_seconds;
 use crate::env::{Clock, TokioClock};
 
 /// The pacing gate's settings. See the [module docs](self) for what each does.
+///
+/// Start from [`PacingConfig::default`] and change what you need with the
+/// setters (each named as its field): `PacingConfig::default().learn_phase(false)`.
+/// The struct is `#[non_exhaustive]`, so a setting added later breaks no
+/// user's code; in TOML a missing key keeps its default.
+///
+/// # Default
+/// No headroom, a signal holds the fleet at most 120 s, capacity and phase learned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct PacingConfig {
     /// Attempts per window to leave unused, for other clients of the same
     /// account (the headers count the whole account).
@@ -155,6 +164,32 @@ pub struct PacingConfig {
     /// `Date`, learn the window's phase from what happens instead of
     /// waiting out the rounded bound (see "Whole-second servers").
     pub learn_phase: bool,
+}
+
+impl PacingConfig {
+    /// These settings with another value of `headroom`: attempts per window left unused for other clients.
+    pub fn headroom(mut self, value: u32) -> PacingConfig {
+        self.headroom = value;
+        self
+    }
+
+    /// These settings with another value of `max_hold`: the longest one signal holds the fleet.
+    pub fn max_hold(mut self, value: Duration) -> PacingConfig {
+        self.max_hold = value;
+        self
+    }
+
+    /// These settings with another value of `learn`: whether the window's capacity is learned from refusals.
+    pub fn learn(mut self, value: bool) -> PacingConfig {
+        self.learn = value;
+        self
+    }
+
+    /// These settings with another value of `learn_phase`: whether the window's phase is learned on a whole-second server.
+    pub fn learn_phase(mut self, value: bool) -> PacingConfig {
+        self.learn_phase = value;
+        self
+    }
 }
 
 impl Default for PacingConfig {

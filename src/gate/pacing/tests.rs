@@ -505,3 +505,11 @@ async fn a_cancelled_waiter_leaves_the_queue() {
     })
     .await
 }
+
+#[test]
+fn each_config_setter_sets_its_own_field() {
+    let built = PacingConfig::default().headroom(2).max_hold(Duration::from_secs(5)).learn(false).learn_phase(false);
+    let expected = PacingConfig { headroom: 2, max_hold: Duration::from_secs(5), learn: false, learn_phase: false };
+    assert_eq!(built, expected);
+    assert_ne!(built, PacingConfig::default());
+}
