@@ -149,11 +149,9 @@ pub fn harness(scenario_name: &str, row: &str) -> Result<Harness, String> {
 /// The contract the audit holds every row to: the attempts the client
 /// declared, the scenario's deadline, and the server's advice.
 pub fn contract(r: &Report) -> Promises {
-    Promises {
-        max_attempts: r.promises.max_attempts,
-        deadline: Some(r.scenario_config.policy.deadline),
-        honours_retry_after: true,
-    }
+    let mut promised = Promises::nothing().deadline(r.scenario_config.policy.deadline).honours_retry_after(true);
+    promised.max_attempts = r.promises.max_attempts;
+    promised
 }
 
 /// One run's figures.

@@ -119,11 +119,7 @@ impl Backon {
 impl Subject for Backon {
     fn promises(&self) -> Promises {
         // What the user configured: `max_times` 3, and the advice when read.
-        Promises {
-            max_attempts: Some(DEFAULT_RETRIES + 1),
-            deadline: None,
-            honours_retry_after: self.variant != Variant::Default,
-        }
+        Promises::nothing().max_attempts(DEFAULT_RETRIES + 1).honours_retry_after(self.variant != Variant::Default)
     }
 
     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {

@@ -313,7 +313,7 @@ async fn run(args: &Args, seed: u64) -> Result<(Report, Vec<Sent>), Failure> {
     }
     let pacing = match args.policy {
         PolicyName::Pacing => Some(PacingConfig::default()),
-        PolicyName::PacingNoPhase => Some(PacingConfig { learn_phase: false, ..PacingConfig::default() }),
+        PolicyName::PacingNoPhase => Some(PacingConfig::default().learn_phase(false)),
         _ => None,
     };
     if let Some(config) = pacing {

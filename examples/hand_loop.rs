@@ -106,7 +106,7 @@ impl HandLoop {
 
 impl Subject for HandLoop {
     fn promises(&self) -> Promises {
-        Promises { max_attempts: Some(MAX_ATTEMPTS), deadline: Some(DEADLINE), honours_retry_after: true }
+        Promises::nothing().max_attempts(MAX_ATTEMPTS).deadline(DEADLINE).honours_retry_after(true)
     }
 
     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {

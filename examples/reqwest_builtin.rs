@@ -55,7 +55,7 @@ pub fn client(host: &'static str) -> reqwest::Client {
 /// One run: the scenario's workers share its jobs, each sent once through
 /// the client; returns the jobs that succeeded and `serve`'s report.
 pub async fn run(s: &Scenario, seed: u64) -> Result<(u32, ServeReport), String> {
-    let options = ServeOptions { seed, ..ServeOptions::default() };
+    let options = ServeOptions::default().seed(seed);
     let server = Served::start_with(s, options).await.map_err(|e| e.to_string())?;
     let client = client("127.0.0.1");
     let (next, ok) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));

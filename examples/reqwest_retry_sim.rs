@@ -117,7 +117,7 @@ pub fn stack(variant: Variant, terminal: SimReqwest, rng: &mut dyn Rng) -> Clien
 /// nothing about `Retry-After` or a deadline.
 pub fn client(variant: Variant) -> impl MakeSubject + 'static {
     from_fn(variant.label(), move |_host| {
-        let promises = Promises { max_attempts: Some(MAX_RETRIES + 1), deadline: None, honours_retry_after: false };
+        let promises = Promises::nothing().max_attempts(MAX_RETRIES + 1);
         ReqwestStack::new(promises, move |terminal, rng| stack(variant, terminal, rng))
     })
 }

@@ -119,7 +119,7 @@ pub struct TowerRetry {
 
 impl Subject for TowerRetry {
     fn promises(&self) -> Promises {
-        Promises { max_attempts: Some(MAX_RETRIES + 1), deadline: None, honours_retry_after: false }
+        Promises::nothing().max_attempts(MAX_RETRIES + 1)
     }
 
     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {

@@ -133,6 +133,7 @@ pub mod gate;
 #[cfg(feature = "sim")]
 #[doc(hidden)]
 pub mod internals;
+mod locks;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 #[cfg(feature = "sim")]

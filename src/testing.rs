@@ -43,7 +43,7 @@
 //!
 //! impl Subject for MyLoop {
 //!     fn promises(&self) -> Promises {
-//!         Promises { max_attempts: Some(4), deadline: None, honours_retry_after: true }
+//!         Promises::nothing().max_attempts(4).honours_retry_after(true)
 //!     }
 //!
 //!     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {
@@ -83,7 +83,6 @@ use std::sync::Arc;
 
 use crate::sim::checks::hunt;
 use crate::sim::checks::invariants as check;
-use crate::sim::run::clients::ScenarioClient;
 use crate::sim::run::render::{Show, render_run};
 use crate::sim::run::runner::RunOptions;
 
@@ -167,7 +166,9 @@ enum Source {
 #[derive(Clone)]
 pub struct Harness {
     source: Source,
-    client: Arc<dyn MakeSubject>,
+    /// The user's client; `None`: the scenario's own, built for each run
+    /// with that run's seed, as the hunt builds it.
+    client: Option<Arc<dyn MakeSubject>>,
     determinism: bool,
 }
 
@@ -209,22 +210,26 @@ impl Harness {
         Harness::from_toml(&text).map_err(|e| ScenarioError(format!("{}: {e}", path.display())))
     }
 
-    /// A scenario built in code (it is validated when it runs).
+    /// A scenario built in code (it is validated when it runs), with the
+    /// client its `[client]` section names (retrysim's own by default),
+    /// built for each run with that run's seed, as `retrysim hunt` builds
+    /// it, until [`with_client`](Harness::with_client) puts yours in.
     pub fn of(s: Scenario) -> Harness {
-        Harness { source: Source::Fixed(Box::new(s)), client: Arc::new(ScenarioClient::new(0)), determinism: true }
+        Harness { source: Source::Fixed(Box::new(s)), client: None, determinism: true }
     }
 
     /// A fresh random scenario for every seed: the hunt's swarm of fleets
     /// and single clients with holds, partitions, lost answers, skewed
-    /// clocks and scripted answers.
+    /// clocks and scripted answers. Each seed's own client is built with
+    /// that seed, as the hunt builds it.
     pub fn swarm(kind: Kind) -> Harness {
-        Harness { source: Source::Swarm(kind), client: Arc::new(ScenarioClient::new(0)), determinism: true }
+        Harness { source: Source::Swarm(kind), client: None, determinism: true }
     }
 
     /// Puts your client into the scenario: `make` builds it on each fleet
     /// host (see [`from_fn`]).
     pub fn with_client(mut self, make: impl MakeSubject + 'static) -> Harness {
-        self.client = Arc::new(make);
+        self.client = Some(Arc::new(make));
         self
     }
 
@@ -248,7 +253,10 @@ impl Harness {
     /// test too (the simulation then runs on a thread of its own).
     pub fn run(&self, seed: u64) -> Result<Report, RunError> {
         let s = self.scenario(seed);
-        RunOptions::default().run_subject(&s, seed, self.client.clone())
+        match &self.client {
+            Some(make) => RunOptions::default().run_subject(&s, seed, make.clone()),
+            None => RunOptions::default().run(&s, seed),
+        }
     }
 
     /// Runs seed `seed` and checks every invariant that applies: the

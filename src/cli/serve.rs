@@ -35,7 +35,7 @@ pub struct ServeArgs {
 /// Serves until told to stop, then prints the report; exit 1 when a check broke.
 pub fn run(args: ServeArgs) -> Outcome {
     let scenario = args.source.load()?;
-    let options = ServeOptions { addr: args.addr, public: args.public, seed: args.seed, ..ServeOptions::default() };
+    let options = ServeOptions::default().addr(args.addr).public(args.public).seed(args.seed);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -45,7 +45,12 @@ pub enum Jitter {
 }
 
 /// Capped exponential backoff: retry `n` (from 0) has window `min(cap, base * 2^n)`.
+///
+/// Build one with [`Backoff::new`]: the struct is `#[non_exhaustive]` (a
+/// field added later, such as a growth factor, takes a default there and
+/// breaks no user's code).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Backoff {
     /// The first retry's window.
     #[serde(with = "crate::core::duration_text")]
@@ -58,6 +63,12 @@ pub struct Backoff {
 }
 
 impl Backoff {
+    /// A backoff whose first window is `base`, doubling up to `cap`, with
+    /// waits drawn by `jitter`.
+    pub fn new(base: Duration, cap: Duration, jitter: Jitter) -> Backoff {
+        Backoff { base, cap, jitter }
+    }
+
     /// The window for retry index `n` (0 for the first retry), without overflow.
     pub fn window(&self, n: u32) -> Duration {
         let factor = 1u32.checked_shl(n).unwrap_or(0);
@@ -91,7 +102,7 @@ impl Backoff {
 ///
 /// A zero advice in whole seconds (`Retry-After: 0`, a past HTTP-date:
 /// [`Advice::in_whole_seconds`](crate::core::retry_after::Advice::in_whole_seconds))
-/// gets a spread of up to at least [`rounded_zero`](Spread::rounded_zero): a
+/// gets a spread of up to at least `rounded_zero`: a
 /// delta-seconds value of N only says "somewhere in [N, N+1) seconds", and a
 /// server that rounds down, such as Flask-Limiter, says `0` for most of its
 /// window, so the retries of a fleet are spread over that second instead of
@@ -104,7 +115,14 @@ impl Backoff {
 /// in whole seconds: `Retry-After: 0` gets 1 ms to 1 s (never 0: see
 /// [`Spread::draw`]), a body's `resetAt` that has passed 1 to 100 ms, a 2 s
 /// advice up to 400 ms, a 60 s advice up to 1 s.
+///
+/// The struct is `#[non_exhaustive]` (it has grown before: `rounded_zero`):
+/// build one with [`Spread::new`] (or start from [`Spread::default`]) and
+/// set the cover of a zero advice with [`Spread::rounded_zero()`], e.g.
+/// `Spread::new(0, Duration::ZERO, Duration::ZERO).rounded_zero(Duration::ZERO)`
+/// for no spread at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Spread {
     /// The share of the advice, in per mille (200 = 20%).
     pub per_mille: u32,
@@ -137,6 +155,20 @@ impl Default for Spread {
 }
 
 impl Spread {
+    /// `per_mille` of the advice, clamped to `[min, max]`, and the default
+    /// cover of a zero advice in whole seconds (1 s; see
+    /// [`Spread::rounded_zero()`]).
+    pub fn new(per_mille: u32, min: Duration, max: Duration) -> Spread {
+        Spread { per_mille, min, max, rounded_zero: one_second() }
+    }
+
+    /// This spread with another least cap on a zero advice in whole seconds
+    /// (the field `rounded_zero`; zero turns the cover off).
+    pub fn rounded_zero(mut self, rounded_zero: Duration) -> Spread {
+        self.rounded_zero = rounded_zero;
+        self
+    }
+
     /// The largest spread for an advice.
     pub fn cap(&self, advice: Duration) -> Duration {
         let share = nanos_to_duration(advice.as_nanos() * self.per_mille as u128 / 1000);
@@ -144,7 +176,7 @@ impl Spread {
     }
 
     /// The largest spread for an advice given in whole seconds: [`cap`](Spread::cap),
-    /// and for a zero advice at least [`rounded_zero`](Spread::rounded_zero).
+    /// and for a zero advice at least `rounded_zero`.
     pub fn cap_whole_seconds(&self, advice: Duration) -> Duration {
         let cap = self.cap(advice);
         if advice.is_zero() { cap.max(self.rounded_zero) } else { cap }

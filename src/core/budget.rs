@@ -56,7 +56,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::core::lock;
+use crate::locks::lock;
 
 /// The monotonic span an operation may use, measured from its first attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

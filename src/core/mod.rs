@@ -8,15 +8,6 @@ pub mod classify;
 pub mod policy;
 pub use advice::retry_after;
 
-use std::sync::{Mutex, MutexGuard};
-
-/// Locks `m`, going on past a poisoned lock: a panic while it was held is
-/// reported where it happened, and what every holder leaves between its
-/// statements is still consistent. The one lock helper of the crate.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Durations in configuration files as human text (`"1500ms"`, `"90s"`,
 /// `"2m 30s"`), so a number never has an ambiguous unit.
 pub mod duration_text {

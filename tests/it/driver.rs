@@ -198,7 +198,7 @@ async fn a_callers_key_is_kept() {
 }
 
 fn unkeyed() -> Policy {
-    Policy { idempotency_keys: false, ..Policy::standard() }
+    Policy::standard().to_builder().idempotency_keys(false).build()
 }
 
 fn reset() -> Answer {
@@ -271,7 +271,7 @@ async fn cancellation_stops_a_wait() {
 async fn an_attempt_is_bounded_by_its_timeout() {
     let mut s = Script::new(vec![]);
     s.hang_when_empty = true;
-    let p = Policy { max_retries: 1, ..Policy::interactive() };
+    let p = Policy::interactive().to_builder().max_retries(1).build();
     let r = run(p, &s, post()).await;
     let e = r.result.unwrap_err();
     assert_eq!(e.attempts, 2);

@@ -167,7 +167,7 @@ fn arb_fleet() -> impl Strategy<Value = (Scenario, u64)> {
             s.fleet.jobs = 80;
             s.api.processing_ms = processing_ms;
             s.api.limiter.writes = writes;
-            s.fleet.gate = GateConfig::Aimd(AimdConfig { initial_limit, rate, ..AimdConfig::default() });
+            s.fleet.gate = GateConfig::Aimd(AimdConfig::default().initial_limit(initial_limit).rate(rate));
             (s, seed)
         },
     )
@@ -1049,7 +1049,7 @@ fn against_whole_second_headers_the_pacing_gate_keeps_up_with_the_window_and_one
     // The same world with a gate that trusts the rounded bound: about a
     // second late at a window's end, caught and named.
     let mut trusting = s.clone();
-    trusting.fleet.gate = GateConfig::Pacing(retrysim::gate::pacing::PacingConfig { learn_phase: false, ..config });
+    trusting.fleet.gate = GateConfig::Pacing(config.learn_phase(false));
     let t = run(&trusting, 216).unwrap_or_else(|e| panic!("{e}"));
     let found = pacing_learns_whole_seconds(&t);
     assert!(

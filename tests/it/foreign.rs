@@ -60,11 +60,7 @@ impl Loop {
     fn good() -> Loop {
         Loop {
             max_attempts: 6,
-            promised: Promises {
-                max_attempts: Some(6),
-                deadline: Some(Duration::from_secs(120)),
-                honours_retry_after: true,
-            },
+            promised: Promises::nothing().max_attempts(6).deadline(Duration::from_secs(120)).honours_retry_after(true),
             honours_retry_after: true,
             stops_on_terminal: true,
             replays_unkeyed: false,
@@ -202,7 +198,7 @@ fn a_careful_loop_passes_on_a_busy_fleet_and_under_faults() {
 fn a_careful_loop_survives_a_swarm_of_random_scenarios() {
     // Holds, partitions, lost answers, scripts, skewed clocks. The swarm's
     // time limit covers the policy's deadline it draws; the loop's own is 120 s.
-    let promised = Promises { max_attempts: Some(6), deadline: None, honours_retry_after: true };
+    let promised = Promises::nothing().max_attempts(6).honours_retry_after(true);
     let client = Loop { promised, deadline: Duration::from_secs(20), ..Loop::good() };
     Harness::swarm(Kind::All).with_client(client.named("careful-loop")).determinism(false).hunt(1..40).assert_clean();
 }
@@ -233,7 +229,7 @@ fn each_slip_is_caught_by_its_black_box_check() {
         ("once-429-then-200", Loop { honours_retry_after: false, ..good.clone() }, BlackBoxCheck::EarlyRetry),
         (
             "five-retries-six-attempts",
-            Loop { promised: Promises { max_attempts: Some(3), ..good.promised.clone() }, ..good.clone() },
+            Loop { promised: good.promised.clone().max_attempts(3), ..good.clone() },
             BlackBoxCheck::AttemptBound,
         ),
         (
@@ -243,10 +239,7 @@ fn each_slip_is_caught_by_its_black_box_check() {
         ),
         (
             "always-429-30s-budget-10s",
-            Loop {
-                promised: Promises { deadline: Some(Duration::from_secs(10)), ..good.promised.clone() },
-                ..good.clone()
-            },
+            Loop { promised: good.promised.clone().deadline(Duration::from_secs(10)), ..good.clone() },
             BlackBoxCheck::Deadline,
         ),
         (
@@ -376,7 +369,7 @@ fn reported_waits_are_summed_in_the_trace_text() {
     struct OneShot;
     impl Subject for OneShot {
         fn promises(&self) -> Promises {
-            Promises { max_attempts: Some(1), deadline: None, honours_retry_after: true }
+            Promises::nothing().max_attempts(1).honours_retry_after(true)
         }
         fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {
             Box::pin(async move {

@@ -4,12 +4,28 @@
 //! the code alone (comments and strings blanked, so a brace in either does
 //! not count), by matching each body's braces; a closure counts towards the
 //! function it is written in.
+//!
+//! And no file in `src/` is longer than [`MAX_FILE_LINES`] lines, its unit
+//! tests included (a module's large test tables go in a file of their own,
+//! `mod tests;` in `x/tests.rs`).
 
 use std::path::Path;
 
 use crate::rust_source::{code_only, rust_files};
 
 const MAX_LINES: usize = 100;
+
+/// The longest a file of `src/` may be, in lines.
+const MAX_FILE_LINES: usize = 1_000;
+
+/// The files (path, text) longer than `max` lines, longest first, as
+/// "path: N lines".
+fn long_files(files: &[(String, String)], max: usize) -> Vec<String> {
+    let mut long: Vec<(usize, &str)> =
+        files.iter().map(|(file, text)| (text.lines().count(), file.as_str())).filter(|(n, _)| *n > max).collect();
+    long.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    long.iter().map(|(n, file)| format!("{file}: {n} lines")).collect()
+}
 
 /// One function: its file, the line of its `fn`, its name and its length in lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,4 +124,21 @@ fn the_measure_counts_from_fn_to_the_closing_brace() {
     // The negative control: the 101-line function is reported, with its place.
     let long = too_long(&[("src/x.rs".to_owned(), source)], MAX_LINES);
     assert_eq!(long, [Function { file: "src/x.rs".into(), line: 104, name: "long".into(), lines: 101 }]);
+}
+
+#[test]
+fn no_file_in_src_is_longer_than_1000_lines() {
+    let files = rust_files(Path::new(env!("CARGO_MANIFEST_DIR")), "src");
+    assert!(files.len() > 50, "found only {} files in src/: the walk is broken", files.len());
+    let long = long_files(&files, MAX_FILE_LINES);
+    assert!(long.is_empty(), "files longer than {MAX_FILE_LINES} lines (split them by domain):\n{}", long.join("\n"));
+}
+
+#[test]
+fn the_file_measure_counts_every_line_and_reports_the_longest_first() {
+    let lines = |n: usize| "// x\n".repeat(n);
+    let files = [("src/a.rs", lines(1_000)), ("src/b.rs", lines(1_001)), ("src/c.rs", lines(1_200))]
+        .map(|(f, t)| (f.to_owned(), t));
+    // The negative control: 1,001 and 1,200 lines are reported; 1,000 is not.
+    assert_eq!(long_files(&files, MAX_FILE_LINES), ["src/c.rs: 1200 lines", "src/b.rs: 1001 lines"]);
 }

@@ -91,7 +91,7 @@ fn under_a_unix_seconds_reset_the_pacing_gate_learns_the_phase_and_stays_within_
     let s = scenario("reset-unix-seconds");
     let ideal = with_gate(&s, GateConfig::Ideal);
     // Negative control: the gate that trusts the rounded reset, as it once did.
-    let trusting = with_gate(&s, GateConfig::Pacing(PacingConfig { learn_phase: false, ..PacingConfig::default() }));
+    let trusting = with_gate(&s, GateConfig::Pacing(PacingConfig::default().learn_phase(false)));
     assert_ne!(trusting, s, "the scenario must pace with learn_phase on");
     for seed in SEEDS {
         let (r, i, t) = (sim(&s, seed), sim(&ideal, seed), sim(&trusting, seed));

@@ -113,3 +113,24 @@ fn each_judge_reports_only_what_it_declares() {
     }
     assert!(found > 0, "no judge found anything: the seeds no longer show the defects");
 }
+
+#[test]
+fn the_harness_builds_the_scenarios_own_client_with_the_runs_seed() {
+    // A fresh key on every attempt draws its keys from the run's seed: the
+    // harness's run of a seed must be the runner's (and so the hunt's) run of
+    // that seed, keys included. Before, the harness built the scenario's own
+    // client with seed 0 whatever the run's seed.
+    let mut s = Harness::named("two-429-then-success").unwrap().scenario(0);
+    s.client.defects.fresh_key_each_attempt = true;
+    let keys = |r: &retrysim::testing::Report| -> Vec<Vec<Option<String>>> {
+        r.records.iter().map(|j| j.attempt_keys.clone()).collect()
+    };
+    let by_runner = |seed| retrysim::internals::run::runner::RunOptions::default().run(&s, seed).unwrap();
+    let harness = Harness::of(s.clone());
+    for seed in [0, 7, 42] {
+        assert_eq!(keys(&harness.run(seed).unwrap()), keys(&by_runner(seed)), "seed {seed}");
+    }
+    // Not vacuous: the keys do depend on the seed.
+    assert_ne!(keys(&by_runner(0)), keys(&by_runner(7)));
+    assert!(keys(&by_runner(7)).iter().flatten().flatten().count() >= 3, "{:?}", keys(&by_runner(7)));
+}

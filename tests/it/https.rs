@@ -204,7 +204,7 @@ async fn a_request_no_retry_can_send_ends_at_the_first_attempt() {
         assert!(failure.message.contains(why), "{url}: {failure}");
     }
     // A refused connection is not that: it may work next time, and is retried.
-    let quick = Policy { max_retries: 1, ..Policy::interactive() };
+    let quick = Policy::interactive().to_builder().max_retries(1).build();
     let client = RetryClient::new(TokioClock::real(), HyperTransport::new(), quick);
     let e = client.execute(post("https://127.0.0.1:9/v1/jobs"), &mut seeded_rng(1), &Default::default()).await;
     let e = e.expect_err("nothing listens on port 9");

@@ -16,8 +16,9 @@ use std::path::Path;
 use crate::rust_source::{code_only, rust_files};
 
 /// The layers, lowest first; a path belongs to its longest prefix here.
-const LAYERS: [(&str, u8); 15] = [
+const LAYERS: [(&str, u8); 16] = [
     ("core", 0),
+    ("locks", 0),
     ("env", 1),
     ("tls", 1),
     ("client", 1),

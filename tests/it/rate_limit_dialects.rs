@@ -330,12 +330,12 @@ async fn every_preset_honours_every_dialect_over_real_sockets() {
 /// it; so the check above can fail.
 #[tokio::test]
 async fn a_client_that_ignores_the_dialect_is_caught_early() {
-    let policy = Policy {
-        use_advice: false,
-        max_retries: 100,
-        backoff: Backoff { base: Duration::from_millis(20), cap: Duration::from_millis(40), jitter: Jitter::None },
-        ..Policy::background()
-    };
+    let policy = Policy::background()
+        .to_builder()
+        .use_advice(false)
+        .max_retries(100)
+        .backoff(Backoff::new(Duration::from_millis(20), Duration::from_millis(40), Jitter::None))
+        .build();
     let (result, log) = job(policy, Dialect::RateLimitField, Duration::from_secs(1), 1).await;
     assert!(result.is_ok(), "{result:?}");
     assert!(!log.early.is_empty(), "the server saw no early attempt: {log:?}");

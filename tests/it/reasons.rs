@@ -125,7 +125,7 @@ fn deadline_edge_world() -> Scenario {
     s.api.processing_ms = 0;
     s.api.advice = AdviceForm::HeaderSeconds;
     let p = &mut s.policy;
-    p.spread = Spread { per_mille: 0, min: Duration::ZERO, max: Duration::ZERO, rounded_zero: Duration::ZERO };
+    p.spread = Spread::new(0, Duration::ZERO, Duration::ZERO).rounded_zero(Duration::ZERO);
     (p.advice_mode, p.escalate) = (AdviceMode::AdvicePlusSpread, false);
     (p.min_attempt_time, p.deadline) = (Duration::from_millis(500), Duration::from_millis(1_502));
     s

@@ -170,7 +170,7 @@ async fn reqwest_errors_are_read_faithfully() {
         assert!(failure.message.contains(why), "{url}: {failure}");
     }
     // A refused connection may work next time: retried, as not sent.
-    let quick = Policy { max_retries: 1, ..Policy::interactive() };
+    let quick = Policy::interactive().to_builder().max_retries(1).build();
     let client = RetryClient::new(TokioClock::real(), reqwest::Client::new(), quick);
     let e = client.execute(post("http://127.0.0.1:9/v1/jobs"), &mut seeded_rng(1), &cancel).await;
     let e = e.expect_err("nothing listens on port 9");

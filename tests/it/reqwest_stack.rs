@@ -192,7 +192,7 @@ struct GiveUpOnError;
 
 impl Subject for GiveUpOnError {
     fn promises(&self) -> Promises {
-        Promises { max_attempts: Some(4), deadline: None, honours_retry_after: false }
+        Promises::nothing().max_attempts(4)
     }
 
     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {

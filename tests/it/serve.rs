@@ -344,19 +344,18 @@ fn toml_faults(text: &str) -> Vec<retrysim::internals::world::net::ScheduledFaul
 }
 
 fn small_limits() -> Limits {
-    Limits {
-        max_connections: 16,
-        max_header_bytes: 8 * 1024,
-        max_body_bytes: 4 * 1024,
-        header_read_timeout: Duration::from_secs(1),
-        body_read_timeout: Duration::from_secs(1),
-        drain_timeout: Duration::from_secs(2),
-        max_arrivals: 1_000,
-    }
+    Limits::default()
+        .max_connections(16)
+        .max_header_bytes(8 * 1024)
+        .max_body_bytes(4 * 1024)
+        .header_read_timeout(Duration::from_secs(1))
+        .body_read_timeout(Duration::from_secs(1))
+        .drain_timeout(Duration::from_secs(2))
+        .max_arrivals(1_000)
 }
 
 async fn start_small() -> Served {
-    let options = ServeOptions { limits: small_limits(), ..ServeOptions::default() };
+    let options = ServeOptions::default().limits(small_limits());
     Served::start_with(&scenario::blinkimg_1s(), options).await.unwrap()
 }
 
@@ -382,7 +381,7 @@ async fn raw(addr: SocketAddr, bytes: &[u8]) -> String {
 async fn a_port_in_use_is_a_clear_error() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap();
-    let options = ServeOptions { addr, ..ServeOptions::default() };
+    let options = ServeOptions::default().addr(addr);
     let e = Served::start_with(&scenario::blinkimg_1s(), options).await.unwrap_err();
     assert!(matches!(e, ServeError::Bind { .. }), "{e:?}");
     assert!(e.to_string().contains(&format!("cannot listen on {addr}")), "{e}");
@@ -398,7 +397,7 @@ async fn a_port_in_use_is_a_clear_error() {
 
 #[tokio::test]
 async fn a_non_loopback_address_needs_public() {
-    let options = ServeOptions { addr: "0.0.0.0:0".parse().unwrap(), ..ServeOptions::default() };
+    let options = ServeOptions::default().addr("0.0.0.0:0".parse().unwrap());
     let e = Served::start_with(&scenario::blinkimg_1s(), options).await.unwrap_err();
     assert!(matches!(e, ServeError::NotLoopback(_)) && e.to_string().contains("--public"), "{e}");
     let out = Command::new(env!("CARGO_BIN_EXE_retrysim"))
@@ -489,7 +488,7 @@ async fn a_client_sending_one_byte_a_second_is_cut_off_and_others_are_served() {
 
 #[tokio::test]
 async fn a_full_ledger_answers_503_until_a_reset() {
-    let options = ServeOptions { limits: Limits { max_arrivals: 3, ..small_limits() }, ..ServeOptions::default() };
+    let options = ServeOptions::default().limits(small_limits().max_arrivals(3));
     let s = scenario::blinkimg_1s();
     let server = Served::start_with(&s, options).await.unwrap();
     let t = HyperTransport::new();
@@ -509,8 +508,8 @@ async fn a_full_ledger_answers_503_until_a_reset() {
 #[tokio::test]
 async fn a_flood_of_connections_is_refused_beyond_the_cap_and_the_server_keeps_serving() {
     // A 2 s header timeout: no slot frees while the 64 connects are still arriving.
-    let limits = Limits { header_read_timeout: Duration::from_secs(2), ..small_limits() };
-    let options = ServeOptions { limits, ..ServeOptions::default() };
+    let limits = small_limits().header_read_timeout(Duration::from_secs(2));
+    let options = ServeOptions::default().limits(limits);
     let server = Served::start_with(&scenario::blinkimg_1s(), options).await.unwrap();
     let mut held = Vec::new();
     for _ in 0..64 {

@@ -207,7 +207,7 @@ struct Pooled {
 
 impl Subject for Pooled {
     fn promises(&self) -> Promises {
-        Promises { max_attempts: Some(3), deadline: None, honours_retry_after: false }
+        Promises::nothing().max_attempts(3)
     }
 
     fn sleeps_on_harness_clock(&self) -> bool {

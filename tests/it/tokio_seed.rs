@@ -24,7 +24,7 @@ struct Pick {
 
 impl Subject for Pick {
     fn promises(&self) -> Promises {
-        Promises { max_attempts: Some(2), deadline: None, honours_retry_after: false }
+        Promises::nothing().max_attempts(2)
     }
 
     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {

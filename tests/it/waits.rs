@@ -45,7 +45,7 @@ fn equal_jitter_world() -> Scenario {
 /// escalation: five waits of the advice plus a spread of up to 200 ms.
 fn advice_world() -> Scenario {
     let mut s = named("five-retries-six-attempts").expect("a named scenario");
-    s.policy = Policy { escalate: false, ..Policy::standard() };
+    s.policy = Policy::standard().to_builder().escalate(false).build();
     s.policy.max_retries = 5;
     s
 }
@@ -63,8 +63,7 @@ fn escalation_world() -> Scenario {
 fn max_of_world() -> Scenario {
     let mut s = advice_world();
     s.policy.advice_mode = AdviceMode::MaxOfAdviceAndBackoff;
-    s.policy.backoff =
-        Backoff { base: Duration::from_secs(2), cap: Duration::from_secs(8), jitter: Jitter::Decorrelated };
+    s.policy.backoff = Backoff::new(Duration::from_secs(2), Duration::from_secs(8), Jitter::Decorrelated);
     s
 }
 
@@ -90,7 +89,7 @@ fn full_jitter(p: &mut Policy) {
 
 fn one_ms_spread(p: &mut Policy) {
     let one = Duration::from_millis(1);
-    p.spread = Spread { per_mille: 0, min: one, max: one, ..p.spread };
+    p.spread = Spread::new(0, one, one).rounded_zero(p.spread.rounded_zero);
 }
 
 /// A spread of 10% of the advice where 20% is declared: for a 1 s advice

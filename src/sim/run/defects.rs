@@ -19,11 +19,11 @@ use serde::{Deserialize, Serialize};
 use crate::client::IDEMPOTENCY_KEY;
 use crate::core::budget::RetryBudget;
 use crate::core::classify::{Class, Classifier, DefaultTable, Outcome};
-use crate::core::lock;
 use crate::core::policy::Policy;
 use crate::env::{Rng, Transport, TransportError, seeded_rng};
 use crate::gate::aimd::{AimdConfig, RateControl};
 use crate::gate::{Admission, Feedback, Gate};
+use crate::locks::lock;
 use crate::sim::world::api::CLIENT_HEADER;
 
 /// Defines [`Defects`] and [`TABLE`] from one list: each defect once, with

@@ -22,8 +22,8 @@ use http::{HeaderValue, Request};
 use tokio::sync::Notify;
 
 use crate::client::IDEMPOTENCY_KEY;
-use crate::core::lock;
 use crate::env::{Clock, seeded_rng};
+use crate::locks::lock;
 use crate::sim::run::job::{JobKind, JobOutcome, JobRecord, Run, request};
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;

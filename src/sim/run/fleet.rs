@@ -26,11 +26,11 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::budget::{PercentBudget, RetryBudget, TokenBucketBudget};
-use crate::core::lock;
 use crate::env::seeded_rng;
 use crate::gate::aimd::{Aimd, GateFact, GateLog};
 use crate::gate::pacing::{Pacing, PacingState};
 use crate::gate::{Admission, Feedback, Gate};
+use crate::locks::lock;
 use crate::sim::run::clients::builtin;
 use crate::sim::run::deferral::{self, DeferralQueue};
 use crate::sim::run::job::{JobRecord, Traces, compact, run_job};

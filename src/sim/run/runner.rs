@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::core::lock;
+use crate::locks::lock;
 use crate::sim::run::advance::{StepMode, Stepping, advance};
 use crate::sim::run::clients::ScenarioClient;
 use crate::sim::run::fleet::{self, FLEET_HOST, FleetFacts, Hooks, Shared, fleet_hosts};

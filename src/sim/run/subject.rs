@@ -28,7 +28,7 @@
 //!
 //! impl Subject for ThreeTries {
 //!     fn promises(&self) -> Promises {
-//!         Promises { max_attempts: Some(3), deadline: None, honours_retry_after: false }
+//!         Promises::nothing().max_attempts(3)
 //!     }
 //!
 //!     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {
@@ -122,7 +122,25 @@ pub enum JobOutcome {
 }
 
 /// What a client under test promises; the black-box checks hold it to this.
+///
+/// Start from [`Promises::nothing`] (or [`Promises::of_policy`]) and add what
+/// your client promises with the setters (each named as its field):
+///
+/// ```
+/// use std::time::Duration;
+/// use retrysim::testing::Promises;
+///
+/// let p = Promises::nothing().max_attempts(4).deadline(Duration::from_secs(10)).honours_retry_after(true);
+/// assert_eq!((p.max_attempts, p.deadline), (Some(4), Some(Duration::from_secs(10))));
+/// ```
+///
+/// The struct is `#[non_exhaustive]`: a promise added later starts as
+/// "not promised" and breaks no user's code.
+///
+/// # Default
+/// [`Promises::nothing`]: no bound on attempts, no deadline, the advice not promised.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Promises {
     /// Requests per run of a job, at most (`None`: no bound promised).
     pub max_attempts: Option<u32>,
@@ -148,6 +166,26 @@ impl Promises {
     /// key, nothing after a terminal answer, no unkeyed replay, no secrets).
     pub fn nothing() -> Promises {
         Promises { max_attempts: None, deadline: None, honours_retry_after: false }
+    }
+
+    /// These promises, and at most `n` requests per run of a job (the field `max_attempts`).
+    pub fn max_attempts(mut self, n: u32) -> Promises {
+        self.max_attempts = Some(n);
+        self
+    }
+
+    /// These promises, and every run of a job over within `deadline` of its
+    /// start (the field `deadline`).
+    pub fn deadline(mut self, deadline: Duration) -> Promises {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// These promises, and whether no request comes before the last advice
+    /// has passed (the field `honours_retry_after`).
+    pub fn honours_retry_after(mut self, on: bool) -> Promises {
+        self.honours_retry_after = on;
+        self
     }
 }
 
@@ -209,7 +247,12 @@ impl Job<'_> {
 /// How a job ended, as the client reports it. Only `outcome` is required:
 /// what a client leaves out, the harness counts from the server's ledger
 /// (attempts) or leaves at zero (waited).
+///
+/// Build one with [`JobEnd::succeeded`] or [`JobEnd::gave_up`] and add what
+/// your client counts with the setters (each named as its field); the struct is
+/// `#[non_exhaustive]`, so a field added later breaks no user's code.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct JobEnd {
     /// Success with a status, or a give-up with a reason (a short word such
     /// as `attempts_exhausted`, shown in reports: never put secrets here).
@@ -237,6 +280,18 @@ impl JobEnd {
 
     fn with(outcome: JobOutcome) -> JobEnd {
         JobEnd { outcome, attempts: None, waited: None, key: None, attempt_keys: Vec::new() }
+    }
+
+    /// This end, with the idempotency key the job carried (the field `key`).
+    pub fn key(mut self, key: impl Into<String>) -> JobEnd {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// This end, with the key each attempt carried, in order (the field `attempt_keys`).
+    pub fn attempt_keys(mut self, keys: Vec<Option<String>>) -> JobEnd {
+        self.attempt_keys = keys;
+        self
     }
 
     /// Records the attempts made.
@@ -316,7 +371,7 @@ pub struct FromFn<F> {
 /// ```
 /// # use retrysim::testing::*;
 /// # struct Mine; impl Subject for Mine {
-/// #   fn promises(&self) -> Promises { Promises { max_attempts: None, deadline: None, honours_retry_after: false } }
+/// #   fn promises(&self) -> Promises { Promises::nothing() }
 /// #   fn run<'a>(&'a self, _: Job<'a>) -> BoxFuture<'a, JobEnd> { Box::pin(async { JobEnd::gave_up("x") }) } }
 /// let make = from_fn("my-client", |_host| Mine);
 /// ```

@@ -37,7 +37,7 @@
 //! drawn once per answer, so they are deterministic given the order of
 //! answers. Connections are kept alive as the scenario's `api.keep_alive`
 //! says; an idle one is closed after its `idle_timeout_ms` or after
-//! [`Limits::header_read_timeout`], whichever comes first.
+//! `Limits::header_read_timeout`, whichever comes first.
 //!
 //! # Requests and operations
 //!
@@ -76,7 +76,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::lock;
+use crate::locks::lock;
 use crate::sim::checks::blackbox::{BlackBoxCheck, check_ledger};
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;
@@ -87,7 +87,17 @@ use crate::sim::world::net::{Fault, ScheduledFault, ServerFaults};
 pub(crate) const CONTROL_PREFIX: &str = "/__retrysim/";
 
 /// What keeps slow or flooding clients from exhausting the server.
+///
+/// Start from [`Limits::default`] and change what you need with the setters
+/// (each named as its field): `Limits::default().max_connections(8)`. The
+/// struct is `#[non_exhaustive]`, so a bound added later breaks no user's code.
+///
+/// # Default
+/// 256 connections, 16 KiB of head, 64 KiB of body, 10 s to send a head
+/// (and idle keep-alive), 10 s to send a body, 10 s to drain on stop,
+/// 1,000,000 arrivals a round.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Limits {
     /// Open connections at most; one more is answered 503 and closed.
     pub max_connections: usize,
@@ -122,7 +132,17 @@ impl Default for Limits {
 }
 
 /// Where and how to serve.
+///
+/// Start from [`ServeOptions::default`] and change what you need with the
+/// setters (each named as its field):
+/// `ServeOptions::default().seed(42).limits(Limits::default().max_connections(8))`.
+/// The struct is `#[non_exhaustive]`, so an option added later breaks no
+/// user's code.
+///
+/// # Default
+/// `127.0.0.1:0` (a free port on loopback), not public, seed 7, [`Limits::default`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ServeOptions {
     /// The address to listen on; port 0 picks a free one.
     pub addr: SocketAddr,
@@ -132,6 +152,76 @@ pub struct ServeOptions {
     pub seed: u64,
     /// Connection and request bounds.
     pub limits: Limits,
+}
+
+impl Limits {
+    /// These limits with another bound: Open connections at most (the field `max_connections`).
+    pub fn max_connections(mut self, value: usize) -> Limits {
+        self.max_connections = value;
+        self
+    }
+
+    /// These limits with another bound: Largest request head, in bytes (the field `max_header_bytes`).
+    pub fn max_header_bytes(mut self, value: usize) -> Limits {
+        self.max_header_bytes = value;
+        self
+    }
+
+    /// These limits with another bound: Largest request body, in bytes (the field `max_body_bytes`).
+    pub fn max_body_bytes(mut self, value: usize) -> Limits {
+        self.max_body_bytes = value;
+        self
+    }
+
+    /// These limits with another bound: Time to send a request's whole head (and an idle keep-alive's life) (the field `header_read_timeout`).
+    pub fn header_read_timeout(mut self, value: Duration) -> Limits {
+        self.header_read_timeout = value;
+        self
+    }
+
+    /// These limits with another bound: Time to send a request's whole body (the field `body_read_timeout`).
+    pub fn body_read_timeout(mut self, value: Duration) -> Limits {
+        self.body_read_timeout = value;
+        self
+    }
+
+    /// These limits with another bound: How long in-flight requests may take to finish on stop (the field `drain_timeout`).
+    pub fn drain_timeout(mut self, value: Duration) -> Limits {
+        self.drain_timeout = value;
+        self
+    }
+
+    /// These limits with another bound: Requests one round's ledger keeps at most (the field `max_arrivals`).
+    pub fn max_arrivals(mut self, value: usize) -> Limits {
+        self.max_arrivals = value;
+        self
+    }
+}
+
+impl ServeOptions {
+    /// These options, listening on `addr` (port 0 picks a free one).
+    pub fn addr(mut self, addr: SocketAddr) -> ServeOptions {
+        self.addr = addr;
+        self
+    }
+
+    /// These options, allowing (or not) an address other than loopback.
+    pub fn public(mut self, on: bool) -> ServeOptions {
+        self.public = on;
+        self
+    }
+
+    /// These options, with the master seed of the server's own draws.
+    pub fn seed(mut self, seed: u64) -> ServeOptions {
+        self.seed = seed;
+        self
+    }
+
+    /// These options, with other connection and request bounds.
+    pub fn limits(mut self, limits: Limits) -> ServeOptions {
+        self.limits = limits;
+        self
+    }
 }
 
 impl Default for ServeOptions {
@@ -150,7 +240,7 @@ pub enum ServeError {
         /// What the OS said.
         error: std::io::Error,
     },
-    /// A non-loopback address without [`ServeOptions::public`].
+    /// A non-loopback address without `ServeOptions`' `public`.
     NotLoopback(SocketAddr),
     /// The scenario is not valid.
     Invalid(String),
@@ -342,7 +432,7 @@ impl Served {
     }
 
     /// Stops accepting, lets in-flight requests finish (up to
-    /// [`Limits::drain_timeout`]), and returns the final report.
+    /// `Limits::drain_timeout`), and returns the final report.
     pub async fn stop(mut self) -> ServeReport {
         self.cancel.cancel();
         if let Some(accept) = self.accept.take() {
@@ -425,7 +515,7 @@ struct ConnState {
 /// keep-alive when it is off, `Connection: close` on the answer that
 /// reaches `max_requests` and, with `close_after_error`, on every answer of
 /// 400 or more, and closed when idle for `idle_timeout_ms`, or sooner for
-/// [`Limits::header_read_timeout`] (hyper's head timer runs while a kept-alive
+/// `Limits::header_read_timeout` (hyper's head timer runs while a kept-alive
 /// connection waits for its next request).
 async fn connection(stream: TcpStream, shared: Arc<Shared>, cancel: CancellationToken) {
     let limits = shared.limits.clone();
@@ -668,7 +758,7 @@ pub struct ServeReport {
     pub charges: BTreeMap<String, u32>,
     /// Connections accepted in this round.
     pub connections_accepted: u64,
-    /// Connections refused (over [`Limits::max_connections`]) in this round.
+    /// Connections refused (over `Limits::max_connections`) in this round.
     pub connections_refused: u64,
     /// Requests turned away before the model (body too large or too slow, ledger full) in this round.
     pub requests_rejected: u64,

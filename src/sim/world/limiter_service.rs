@@ -45,10 +45,10 @@ use turmoil::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::core::classify::Class;
 use crate::core::duration_text;
-use crate::core::lock;
 use crate::gate::aimd::Aimd;
 use crate::gate::aimd::AimdConfig;
 use crate::gate::{Admission, Feedback, Gate};
+use crate::locks::lock;
 use crate::sim::world::net::sim_now;
 use crate::sim::world::timers::{self, SimClock};
 

@@ -18,8 +18,8 @@ use rand_pcg::Pcg64;
 use serde::Serialize;
 
 use crate::core::duration_text;
-use crate::core::lock;
 use crate::env::{POOL_IDLE_TIMEOUT, Rng, Transport, TransportError, pooled_send, seeded_rng};
+use crate::locks::lock;
 use crate::sim::world::api::{Api, Begin};
 use crate::sim::world::connector::SimConnector;
 use crate::sim::world::timers;

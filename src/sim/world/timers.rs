@@ -27,8 +27,8 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::core::lock;
 use crate::env::{Clock, TokioClock};
+use crate::locks::lock;
 
 /// The pending deadlines of one simulation.
 #[derive(Debug, Default)]

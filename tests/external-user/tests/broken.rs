@@ -14,7 +14,7 @@ struct KeyPerAttempt;
 
 impl Subject for KeyPerAttempt {
     fn promises(&self) -> Promises {
-        Promises { max_attempts: Some(8), deadline: Some(Duration::from_secs(60)), honours_retry_after: true }
+        Promises::nothing().max_attempts(8).deadline(Duration::from_secs(60)).honours_retry_after(true)
     }
 
     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {

@@ -17,7 +17,7 @@ struct Mine;
 impl Subject for Mine {
     /// What the client promises; the checks hold it to exactly this.
     fn promises(&self) -> Promises {
-        Promises { max_attempts: Some(CLIENT.max_attempts), deadline: Some(CLIENT.deadline), honours_retry_after: true }
+        Promises::nothing().max_attempts(CLIENT.max_attempts).deadline(CLIENT.deadline).honours_retry_after(true)
     }
 
     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {

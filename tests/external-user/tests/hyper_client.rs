@@ -20,7 +20,7 @@ struct HyperLoop {
 
 impl Subject for HyperLoop {
     fn promises(&self) -> Promises {
-        Promises { max_attempts: Some(5), deadline: None, honours_retry_after: true }
+        Promises::nothing().max_attempts(5).honours_retry_after(true)
     }
 
     fn sleeps_on_harness_clock(&self) -> bool {

@@ -413,8 +413,15 @@ pub enum DateForm {
 
 /// One scripted answer, e.g. "429 once, then normal" or "always 429, wait 30 s".
 /// A scripted answer never charges; its advice follows `advice` and `envelope`.
+///
+/// Build one with [`ScriptStep::new`] and add what it writes besides with
+/// the setters (each named as its field):
+/// `ScriptStep::new(429, Some("RATE_LIMITED"), Some(2)).headers(vec![("retry-after-ms".into(), "1500".into())])`.
+/// The struct is `#[non_exhaustive]`, so a knob added later breaks no
+/// user's code; in TOML a missing optional key keeps its default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ScriptStep {
     /// The status to answer; below 400 answers a scripted success.
     pub status: u16,
@@ -455,6 +462,21 @@ impl ScriptStep {
             written_codes: Vec::new(),
             headers: Vec::new(),
         }
+    }
+
+    /// This step, writing `codes` in place of `code`, in order (the field
+    /// `written_codes`; empty: `code` alone).
+    pub fn written_codes(mut self, codes: Vec<String>) -> ScriptStep {
+        self.written_codes = codes;
+        self
+    }
+
+    /// This step, carrying `headers` besides the model's own, in order (the
+    /// field `headers`; checked by [`ScriptStep::validate_headers`] when the
+    /// scenario is).
+    pub fn headers(mut self, headers: Vec<(String, String)>) -> ScriptStep {
+        self.headers = headers;
+        self
     }
 
     /// The most headers one scripted answer may carry.

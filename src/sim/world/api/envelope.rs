@@ -96,7 +96,7 @@ pub(crate) struct Refusal {
     pub(crate) message: String,
     pub(crate) retry_after_s: Option<u64>,
     /// The code members the body writes in place of `code`, in order (see
-    /// [`ScriptStep::written_codes`](super::config::ScriptStep::written_codes)); empty: `code` alone.
+    /// `ScriptStep::written_codes`); empty: `code` alone.
     pub(crate) written_codes: Vec<String>,
 }
 
