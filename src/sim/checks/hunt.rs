@@ -382,6 +382,7 @@ fn draw_api(g: &mut Draw, s: &mut Scenario, calm: bool, jobs: u64) {
         writes,
         reads: writes * g.range(1, 10) as u32,
         window_ms,
+        ..LimiterConfig::default()
     };
     api.advice = g.pick(&[
         AdviceForm::Both,
