@@ -12,7 +12,8 @@
 # headers; nginx 503 and 429 without burst, burst=10, burst=10 nodelay) with
 # the real driver (examples/calibrate.rs: 8 workers, 60 jobs, 10 requests
 # per second) under each production preset, LIMITERS_REPEATS times (default
-# 3), express and nginx at the same time; runs each simulated twin
+# 3), in three loops at the same time (express; nginx without burst; nginx
+# with burst, each nginx pair on a server and ledger of its own); runs each simulated twin
 # (sim/*.toml, `retrysim run --policy PRESET`) on seeds 1..LIMITERS_REPEATS
 # and two simulated negative controls; and prints the table of
 # docs/guide/calibration.md (report.py, which also decides pass or fail).
@@ -31,6 +32,8 @@ NODE_DIR=target/limiters-node
 PRESETS=(interactive background batch standard)
 EXPRESS=(draft8 draft8-legacy)
 NGINX=(n503 n429 burst nodelay)
+NGINX_A=(n503 n429)
+NGINX_B=(burst nodelay)
 
 # Installs a Debian package for a missing command, or fails saying how.
 need() {
@@ -87,22 +90,29 @@ wait_port() {
 node "$NODE_DIR/express_server.mjs" "$OUT/express-port" >"$OUT/express.log" 2>&1 &
 PIDS+=($!)
 wait_port "${PIDS[-1]}" "$OUT/express-port" "$OUT/express.log"
-python3 "$HERE/nginx_backend.py" --ledger "$OUT/nginx/ledger.log" --port-file "$OUT/backend-port" \
-    >"$OUT/backend.log" 2>&1 &
-PIDS+=($!)
-wait_port "${PIDS[-1]}" "$OUT/backend-port" "$OUT/backend.log"
-# nginx cannot listen on port 0: a port the kernel just gave out, tried up to 3 times.
+for side in a b; do
+    python3 "$HERE/nginx_backend.py" --ledger "$OUT/nginx/ledger-$side.log" --port-file "$OUT/backend-$side-port" \
+        >"$OUT/backend-$side.log" 2>&1 &
+    PIDS+=($!)
+    wait_port "${PIDS[-1]}" "$OUT/backend-$side-port" "$OUT/backend-$side.log"
+done
+# nginx cannot listen on port 0: ports the kernel just gave out, tried up to 3 times.
 PREFIX="$(pwd)/$OUT/nginx"
 for try in 1 2 3; do
-    NGINX_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    sed -e "s|@PREFIX@|$PREFIX|g" -e "s|@PORT@|$NGINX_PORT|g" -e "s|@BACKEND@|$(cat "$OUT/backend-port")|g" \
+    read -r PORT_A PORT_B < <(python3 -c 'import socket
+a, b = socket.socket(), socket.socket()
+a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
+print(a.getsockname()[1], b.getsockname()[1])')
+    sed -e "s|@PREFIX@|$PREFIX|g" -e "s|@PORT_A@|$PORT_A|g" -e "s|@PORT_B@|$PORT_B|g" \
+        -e "s|@BACKEND_A@|$(cat "$OUT/backend-a-port")|g" -e "s|@BACKEND_B@|$(cat "$OUT/backend-b-port")|g" \
         "$HERE/nginx.conf.in" >"$PREFIX/nginx.conf"
     nginx -p "$PREFIX" -c "$PREFIX/nginx.conf" -e "$PREFIX/error.log" >"$OUT/nginx.log" 2>&1 &
     NGINX_PID=$!
     up=
     for _ in $(seq 1 50); do
         kill -0 "$NGINX_PID" 2>/dev/null || break
-        if python3 -c "import socket; socket.create_connection(('127.0.0.1', $NGINX_PORT), 1)" 2>/dev/null; then
+        if python3 -c "import socket; [socket.create_connection(('127.0.0.1', p), 1) for p in ($PORT_A, $PORT_B)]" \
+            2>/dev/null; then
             up=1 && break
         fi
         sleep 0.1
@@ -114,9 +124,10 @@ for try in 1 2 3; do
 done
 PIDS+=("$NGINX_PID")
 EXPRESS_BASE="http://127.0.0.1:$(cat "$OUT/express-port")"
-NGINX_BASE="http://127.0.0.1:$NGINX_PORT"
-echo "limiters: express-rate-limit on $EXPRESS_BASE, nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') on $NGINX_BASE;" \
-    "$REPEATS runs of each preset"
+NGINX_A_BASE="http://127.0.0.1:$PORT_A"
+NGINX_B_BASE="http://127.0.0.1:$PORT_B"
+echo "limiters: express-rate-limit on $EXPRESS_BASE, nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') on" \
+    "$NGINX_A_BASE and $NGINX_B_BASE; $REPEATS runs of each preset"
 
 # One real run: a JSON line tagged with its limiter and preset.
 real() {
@@ -136,24 +147,30 @@ express_runs() {
         echo "limiters: express runs $rep/$REPEATS done"
     done
 }
+# One nginx server's pair: SIDE BASE NAME...
 nginx_runs() {
+    local side=$1 base=$2 && shift 2
     for rep in $(seq 1 "$REPEATS"); do
         for preset in "${PRESETS[@]}"; do
-            for name in "${NGINX[@]}"; do
-                real "nginx-$name" "$NGINX_BASE/$name/v1/jobs" "$preset" >>"$OUT/real-nginx.jsonl"
+            for name in "$@"; do
+                real "nginx-$name" "$base/$name/v1/jobs" "$preset" >>"$OUT/real-nginx-$side.jsonl"
             done
         done
-        echo "limiters: nginx runs $rep/$REPEATS done"
+        echo "limiters: nginx ($*) runs $rep/$REPEATS done"
     done
 }
 started=$SECONDS
 express_runs &
 express_loop=$!
 PIDS+=("$express_loop")
-nginx_runs
+nginx_runs a "$NGINX_A_BASE" "${NGINX_A[@]}" &
+nginx_a_loop=$!
+PIDS+=("$nginx_a_loop")
+nginx_runs b "$NGINX_B_BASE" "${NGINX_B[@]}"
 wait "$express_loop"
+wait "$nginx_a_loop"
 echo "limiters: real runs took $((SECONDS - started)) s"
-cat "$OUT/real-express.jsonl" "$OUT/real-nginx.jsonl" >"$OUT/real.jsonl"
+cat "$OUT/real-express.jsonl" "$OUT/real-nginx-a.jsonl" "$OUT/real-nginx-b.jsonl" >"$OUT/real.jsonl"
 
 # The twins, and the negative controls' twins (one behaviour taken away).
 sim() {
