@@ -14,8 +14,9 @@
 //!     --server serve --url http://127.0.0.1:PORT/v1/jobs --policy retry-after-jitter
 //! ```
 //!
-//! `tests/conformance/run.sh` runs it against Flask-Limiter and sets the
-//! figures beside the simulator's. It prints the requests and 429s the
+//! `tests/conformance/run.sh` runs it against Flask-Limiter, and
+//! `tests/conformance/limiters/run.sh` against express-rate-limit and nginx
+//! `limit_req`, and set the figures beside the simulator's. It prints the requests and 429s the
 //! fleet saw, the charges the server's ledger recorded (`GET /__stats`, or
 //! `GET /__retrysim/report` of `retrysim serve`),
 //! the jobs lost, the wall time, and the ideal time for the limit: the
@@ -232,9 +233,11 @@ struct Report {
     policy: PolicyName,
     workers: u32,
     jobs: u32,
-    /// Attempts the fleet sent, and how many were answered 429.
+    /// Attempts the fleet sent, and how many were answered 429 and 503
+    /// (nginx `limit_req`'s default refusal).
     requests: u64,
     limited: u64,
+    unavailable: u64,
     /// Jobs that did not succeed (given up or cancelled by the time limit).
     lost: u32,
     give_ups: BTreeMap<String, u32>,
@@ -397,6 +400,7 @@ async fn run(args: &Args, seed: u64) -> Result<(Report, Vec<Sent>), Failure> {
         jobs: args.jobs,
         requests: sent.len() as u64,
         limited: sent.iter().filter(|s| s.status == Some(429)).count() as u64,
+        unavailable: sent.iter().filter(|s| s.status == Some(503)).count() as u64,
         lost: args.jobs - succeeded,
         give_ups,
         charges,
@@ -416,8 +420,16 @@ fn text(r: &Report) -> String {
     let policy = serde_json::to_value(r.policy).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
     let mut out = format!("calibrate {policy} on {}: {} workers, {} jobs\n", r.url, r.workers, r.jobs);
     out += &format!(
-        "requests {}  429s {}  charges {}  keys charged twice {}  lost {}  time {:.2} s  ideal {:.2} s ({:.2}x)\n",
-        r.requests, r.limited, r.charges, r.keys_charged_twice, r.lost, r.wall_s, r.ideal_s, r.ratio_to_ideal
+        "requests {}  429s {}  503s {}  charges {}  keys charged twice {}  lost {}  time {:.2} s  ideal {:.2} s ({:.2}x)\n",
+        r.requests,
+        r.limited,
+        r.unavailable,
+        r.charges,
+        r.keys_charged_twice,
+        r.lost,
+        r.wall_s,
+        r.ideal_s,
+        r.ratio_to_ideal
     );
     for (reason, n) in &r.give_ups {
         out += &format!("  gave up: {n} × {reason}\n");

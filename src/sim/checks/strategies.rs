@@ -121,6 +121,7 @@ pub fn arb_limiter() -> impl Strategy<Value = LimiterConfig> {
             writes,
             reads: writes * read_factor,
             window_ms,
+            ..LimiterConfig::default()
         })
 }
 

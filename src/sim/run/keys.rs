@@ -169,7 +169,7 @@ const POLICY: [Key; 18] = [
     flag("policy.idempotency_keys"),
 ];
 
-const SCENARIO: [Key; 107] = {
+const SCENARIO: [Key; 110] = {
     let [a0, a1, a2, a3, a4, a5, a6, a7, a8, a9] = aimd_keys!("fleet.gate");
     let [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9] = aimd_keys!("fleet.coordinator.fallback");
     [
@@ -177,10 +177,15 @@ const SCENARIO: [Key; 107] = {
         text("description", 2000),
         dur("time_limit", s(1), LONGEST, "virtual time after which a run is stopped as stuck"),
         // The API.
-        choice("api.limiter.kind", &["fixed_window", "token_bucket", "sliding_window", "moving_window"]),
+        choice(
+            "api.limiter.kind",
+            &["fixed_window", "token_bucket", "sliding_window", "moving_window", "leaky_bucket"],
+        ),
         int("api.limiter.writes", 0, BILLION, ""),
         int("api.limiter.reads", 0, BILLION, ""),
         int("api.limiter.window_ms", 1, LONGEST_MS, "must be positive: 0 would turn the limiter off"),
+        int("api.limiter.burst", 0, MILLION, "leaky_bucket only (nginx's burst): requests held, not refused"),
+        flag("api.limiter.nodelay"),
         list("api.accounts", 1000, ""),
         text("api.accounts[].name", 200),
         list("api.accounts[].keys", 100, "at least one"),
@@ -206,7 +211,8 @@ const SCENARIO: [Key; 107] = {
         choice("api.rate_limit_fields", &["draft6", "x_ratelimit", "structured", "draft6_and_structured"]),
         choice("api.rate_limit_reset", &["seconds_left", "unix_seconds"]),
         choice("api.retry_after_rounding", &["up", "down", "truncate"]),
-        choice("api.rate_limited_body", &["envelope", "html"]),
+        choice("api.rate_limited_body", &["envelope", "html", "nginx"]),
+        int("api.rate_limited_status", 400, 599, "429, or nginx limit_req's default 503"),
         choice(
             "api.dialect",
             &["none", "ietf", "express_draft6", "express_draft7", "express_draft8", "openai", "github"],

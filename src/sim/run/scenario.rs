@@ -470,7 +470,13 @@ pub fn blinkimg_1s() -> Scenario {
         policy: retry_after_jitter(),
         ..Scenario::default()
     };
-    s.api.limiter = LimiterConfig { kind: LimiterKind::FixedWindow, writes: 30, reads: 300, window_ms: 1000 };
+    s.api.limiter = LimiterConfig {
+        kind: LimiterKind::FixedWindow,
+        writes: 30,
+        reads: 300,
+        window_ms: 1000,
+        ..LimiterConfig::default()
+    };
     s.fleet.workers = 8;
     s.fleet.jobs = 120;
     s
@@ -554,7 +560,13 @@ pub fn berlin(name: &str, workers: u32) -> Scenario {
     let mut s = Scenario { name: name.into(), policy: Policy::batch(), ..Scenario::default() };
     s.description =
         format!("seed 003: {workers} workers, 160 two-second AI summaries, 2.5/s token bucket, batch policy (90 s)");
-    s.api.limiter = LimiterConfig { kind: LimiterKind::TokenBucket, writes: 25, reads: 250, window_ms: 10_000 };
+    s.api.limiter = LimiterConfig {
+        kind: LimiterKind::TokenBucket,
+        writes: 25,
+        reads: 250,
+        window_ms: 10_000,
+        ..LimiterConfig::default()
+    };
     s.api.processing_ms = 2_000;
     s.fleet.workers = workers;
     s.fleet.jobs = 160;

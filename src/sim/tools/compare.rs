@@ -193,7 +193,13 @@ pub fn blinkimg_1s() -> Preset {
 /// 8 workers, 480 jobs (four windows' worth), on a 10 ms tick.
 pub fn blinkimg_60s() -> Preset {
     let mut base = scenario::blinkimg_1s();
-    base.api.limiter = LimiterConfig { kind: LimiterKind::FixedWindow, writes: 120, reads: 1_200, window_ms: 60_000 };
+    base.api.limiter = LimiterConfig {
+        kind: LimiterKind::FixedWindow,
+        writes: 120,
+        reads: 1_200,
+        window_ms: 60_000,
+        ..LimiterConfig::default()
+    };
     base.api.rate_limit_headers = true;
     base.fleet.jobs = 480;
     base.net.tick = Duration::from_millis(10);

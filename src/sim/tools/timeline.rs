@@ -517,6 +517,7 @@ pub fn windows(r: &Report, span_ms: u64) -> Windows {
         LimiterKind::TokenBucket => "token bucket",
         LimiterKind::SlidingWindow => "sliding window",
         LimiterKind::MovingWindow => "moving window",
+        LimiterKind::LeakyBucket => "leaky bucket",
     };
     let mut bars: Vec<WindowBar> = Vec::new();
     let fixed = cfg.kind == LimiterKind::FixedWindow;

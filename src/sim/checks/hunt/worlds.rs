@@ -20,7 +20,7 @@ use crate::sim::run::scenario::{BudgetConfig, CoordinatorConfig, DeferralConfig,
 use crate::sim::run::seed::derive;
 use crate::sim::world::api::{
     AccountConfig, AdviceForm, ConcurrencyConfig, DateForm, Dialect, Envelope, KeepAlive, LimiterConfig, LimiterKind,
-    ScriptStep,
+    RateLimitedBody, ScriptStep,
 };
 use crate::sim::world::faults::{self, Draws};
 use crate::sim::world::net::Fault;
@@ -126,6 +126,9 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     }
     if !matches!(s.fleet.gate, GateConfig::Pacing(_)) && g.chance(300) {
         draw_dialect(&mut g, &mut s);
+    }
+    if !calm && s.fleet.gate == GateConfig::None && g.chance(100) {
+        draw_nginx(&mut g, &mut s);
     }
     if calm {
         make_ample(&mut s);
@@ -309,6 +312,7 @@ fn draw_api(g: &mut Draw, s: &mut Scenario, calm: bool, jobs: u64) {
         writes,
         reads: writes * g.range(1, 10) as u32,
         window_ms,
+        ..LimiterConfig::default()
     };
     api.advice = g.pick(&[
         AdviceForm::Both,
@@ -532,6 +536,28 @@ fn draw_dialect(g: &mut Draw, s: &mut Scenario) {
         s.api.advice = AdviceForm::None;
     }
     s.api.rate_limit_headers = false;
+}
+
+/// nginx's `limit_req` in front of the API (drawn last, so no other seed's
+/// scenario moves): its leaky bucket, without `burst`, with one (excess
+/// held, not refused) or with `burst nodelay`; its default 503 or 429; its
+/// own error page (no code, no wait in the body) and mostly no `Retry-After`
+/// (nginx adds none unless told to with `add_header`), no rate-limit
+/// headers and no dialect (nginx sends neither). A rate in whole requests
+/// per second, as nginx's `rate=Nr/s` (the model is exact there). Never
+/// with a gate: the gates model a window, not a bucket that drains request
+/// by request.
+fn draw_nginx(g: &mut Draw, s: &mut Scenario) {
+    s.api.limiter.kind = LimiterKind::LeakyBucket;
+    s.api.limiter.window_ms = 1_000;
+    (s.api.dialect, s.api.rate_limit_headers) = (Dialect::None, false);
+    s.api.limiter.burst = g.pick(&[0, 0, 5, 10]);
+    s.api.limiter.nodelay = s.api.limiter.burst > 0 && g.chance(500);
+    s.api.rate_limited_status = g.pick(&[503, 429]);
+    s.api.rate_limited_body = RateLimitedBody::Nginx;
+    if g.chance(700) {
+        s.api.advice = AdviceForm::None;
+    }
 }
 
 /// A fleet gate, sometimes. Whether it is a pacing gate on the signals it

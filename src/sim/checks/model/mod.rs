@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use crate::sim::run::runner::Report;
 use crate::sim::world::api::{
-    Advertised, AdviceForm, ApiConfig, Arrival, ArrivalOutcome, Dialect, LimiterKind, RetryAfterRounding, ScriptStep,
+    Advertised, AdviceForm, ApiConfig, Arrival, ArrivalOutcome, Dialect, LimiterConfig, LimiterKind,
+    RetryAfterRounding, ScriptStep,
 };
 mod network;
 pub use network::{check_close_races, check_keep_alive, check_lost_answers};
@@ -71,9 +72,11 @@ impl Window {
 }
 
 /// Whether the API refused `a` at its request-rate limiter: 429 with the
-/// rate-limit code (or none, an HTML page).
+/// rate-limit code (or none, an HTML page), or a refusal of another status
+/// without a code or with that one (`rate_limited_status`: nginx's 503).
 fn refused_by_limiter(a: &Arrival) -> bool {
-    a.status == 429 && a.code.as_deref().is_none_or(|c| c.eq_ignore_ascii_case("rate_limited"))
+    let rate_limited = a.code.as_deref().is_none_or(|c| c.eq_ignore_ascii_case("rate_limited"));
+    rate_limited && (a.status == 429 || (a.outcome == ArrivalOutcome::Refused && a.status >= 400))
 }
 
 /// A request-rate limiter of one (account, budget) as its design is usually
@@ -93,6 +96,15 @@ enum Reference {
     /// than `limit` of them are younger than a window, or, where `edge`
     /// (`limits`' moving window), no older than one.
     Log { admitted: Vec<Duration>, edge: bool },
+    /// nginx's `limit_req` as the generic cell rate algorithm over whole
+    /// milliseconds: each admitted request takes one interval (1 / rate) of
+    /// the bucket, `tat` is when the bucket has drained everything admitted
+    /// (in milliseconds times thousandths of a request per second, so one
+    /// request is 1,000,000), and a request is admitted while what is left
+    /// ahead of it is at most `burst` intervals; it is `held` until that is
+    /// drained (none with `nodelay`). Exact where the rate is whole requests
+    /// per second, where nginx's own truncation of the drain loses nothing.
+    Leaky { tat: Option<u128>, burst: u128, nodelay: bool, held: Duration },
 }
 
 impl Reference {
@@ -102,6 +114,25 @@ impl Reference {
             LimiterKind::TokenBucket => Reference::Gcra { tat: 0 },
             LimiterKind::SlidingWindow => Reference::Log { admitted: Vec::new(), edge: false },
             LimiterKind::MovingWindow => Reference::Log { admitted: Vec::new(), edge: true },
+            LimiterKind::LeakyBucket => Reference::Leaky { tat: None, burst: 0, nodelay: false, held: Duration::ZERO },
+        }
+    }
+
+    /// The reference of the API's limiter, with nginx's `burst` and `nodelay`.
+    fn of(limiter: &LimiterConfig) -> Reference {
+        match Reference::new(limiter.kind) {
+            Reference::Leaky { tat, held, .. } => {
+                Reference::Leaky { tat, burst: u128::from(limiter.burst), nodelay: limiter.nodelay, held }
+            }
+            other => other,
+        }
+    }
+
+    /// How long the latest admitted request was held before it ran.
+    fn held(&self) -> Duration {
+        match self {
+            Reference::Leaky { held, .. } => *held,
+            _ => Duration::ZERO,
         }
     }
 
@@ -114,7 +145,7 @@ impl Reference {
                 let reset = w.reset(window).unwrap_or(at);
                 (!admitted).then(|| reset.saturating_sub(at))
             }
-            Reference::Gcra { .. } | Reference::Log { .. } if limit == 0 => Some(window),
+            Reference::Gcra { .. } | Reference::Log { .. } | Reference::Leaky { .. } if limit == 0 => Some(window),
             Reference::Gcra { tat } => {
                 let (now, step) = (at.as_nanos() * u128::from(limit), window.as_nanos());
                 let due = (*tat).max(now) + step;
@@ -135,6 +166,19 @@ impl Reference {
                 }
                 let oldest = admitted.iter().min().copied().unwrap_or(at);
                 Some((oldest + window).saturating_sub(at))
+            }
+            Reference::Leaky { tat, burst, nodelay, held } => {
+                const ONE: u128 = 1_000_000;
+                let rate = leaky_rate(limit, window);
+                let now = at.as_millis() * rate;
+                let ahead = tat.map_or(0, |t| t.saturating_sub(now));
+                if ahead > *burst * ONE {
+                    let ms = (ahead - *burst * ONE + now).div_ceil(rate);
+                    return Some(Duration::from_millis(ms as u64).saturating_sub(at));
+                }
+                *tat = Some(tat.map_or(now, |t| t.max(now)) + ONE);
+                *held = if *nodelay { Duration::ZERO } else { Duration::from_millis((ahead / rate) as u64) };
+                None
             }
         }
     }
@@ -162,8 +206,22 @@ impl Reference {
                 let remaining = limit.saturating_sub(live.count() as u64);
                 (remaining, oldest.map_or(Duration::ZERO, |&t| t + window - at))
             }
+            Reference::Leaky { .. } if limit == 0 => (0, window),
+            Reference::Leaky { tat, burst, .. } => {
+                let rate = leaky_rate(limit, window);
+                let now = at.as_millis() * rate;
+                let ahead = tat.map_or(0, |t| t.saturating_sub(now));
+                let room = if ahead > burst * 1_000_000 { 0 } else { (burst * 1_000_000 - ahead) / 1_000_000 + 1 };
+                let empty = tat.map_or(Duration::ZERO, |t| Duration::from_millis(t.div_ceil(rate) as u64));
+                (room as u64, empty.saturating_sub(at))
+            }
         }
     }
+}
+
+/// nginx's rate in thousandths of a request per second (`limit` per `window`), at least 1.
+fn leaky_rate(limit: u64, window: Duration) -> u128 {
+    (u128::from(limit) * 1_000_000 / window.as_millis().max(1)).max(1)
 }
 
 /// Whether `a` counts against the writes' budget (anything but `GET`) or the reads'.
@@ -178,6 +236,7 @@ fn described(kind: LimiterKind) -> &'static str {
         LimiterKind::TokenBucket => "a token bucket",
         LimiterKind::SlidingWindow => "a sliding window",
         LimiterKind::MovingWindow => "a moving window",
+        LimiterKind::LeakyBucket => "nginx's leaky bucket",
     }
 }
 
@@ -190,6 +249,8 @@ struct Judged<'a> {
     /// `None` if the reference admits it, else how long until it would
     /// admit one.
     refused: Option<Duration>,
+    /// How long the reference holds it before it runs (nginx's `burst`).
+    held: Duration,
     /// The standing its answer must tell, (remaining, reset): the
     /// reference's at the instant the answer went out, after every request
     /// on the same budget that arrived before it. `None` where the ledger
@@ -233,13 +294,14 @@ fn reference_limiter(r: &Report) -> Vec<Judged<'_>> {
         settle(Some(a.at), &mut waiting, &mut judged, &limiters);
         let write = writes(a);
         let limit = u64::from(if write { api.limiter.writes } else { api.limiter.reads });
-        let entry = limiters.entry((account, write)).or_insert_with(|| (Reference::new(api.limiter.kind), a.at, i));
+        let entry = limiters.entry((account, write)).or_insert_with(|| (Reference::of(&api.limiter), a.at, i));
         let refused = entry.0.hit(a.at, limit, window);
+        let held = if refused.is_none() { entry.0.held() } else { Duration::ZERO };
         (entry.1, entry.2) = (a.at, i);
         if let Some(sent) = a.answered_at {
             waiting.push((sent, judged.len()));
         }
-        judged.push(Judged { i, a, limit, refused, told: None });
+        judged.push(Judged { i, a, limit, refused, held, told: None });
     }
     settle(None, &mut waiting, &mut judged, &limiters);
     judged
@@ -579,16 +641,26 @@ pub fn check_concurrency(r: &Report) -> Vec<ModelViolation> {
 
 /// Every request the API ran to its end (a job charged, an upload, a poll or
 /// a part accepted) is answered the scenario's `processing_ms` after it
-/// arrived (`model-run-time`): the network waits for the run as long as the
-/// API says it takes. The first finding only.
+/// arrived (`model-run-time`), plus, behind nginx's leaky bucket, the delay
+/// the reference limiter holds it for: the network waits for the run as
+/// long as the API says it takes. The first finding only.
 pub fn check_run_times(r: &Report) -> Vec<ModelViolation> {
     let processing = Duration::from_millis(r.scenario_config.api.processing_ms);
+    let held: BTreeMap<usize, Duration> = if r.scenario_config.api.limiter.kind == LimiterKind::LeakyBucket {
+        reference_limiter(r).iter().map(|j| (j.i, j.held)).collect()
+    } else {
+        BTreeMap::new()
+    };
     for (i, a) in r.ledger.arrivals.iter().enumerate() {
         let ran = matches!(a.outcome, ArrivalOutcome::Charged | ArrivalOutcome::Accepted);
         let Some(end) = a.answered_at.filter(|_| ran) else { continue };
-        if end != a.at + processing {
+        let delay = held.get(&i).copied().unwrap_or_default();
+        if end != a.at + delay + processing {
             let took = end.saturating_sub(a.at).as_millis();
-            let what = format!(" ran {took} ms, where the scenario's processing_ms is {}", processing.as_millis());
+            let mut what = format!(" ran {took} ms, where the scenario's processing_ms is {}", processing.as_millis());
+            if !delay.is_zero() {
+                what += &format!(" after nginx's burst held it {} ms", delay.as_millis());
+            }
             return blame(i, a, what);
         }
     }

@@ -93,6 +93,55 @@ fn every_advertised_standing_is_the_references_and_a_slip_is_seen() {
     }
 }
 
+/// nginx's leaky bucket (tests/conformance/limiters/sim/nginx-burst.toml's
+/// limiter on blinkimg-1s's fleet): the model agrees with the GCRA
+/// reference on every verdict and every delay; a bucket without its
+/// burst, or a run not held as long as the reference holds it, is seen.
+#[test]
+fn nginxs_leaky_bucket_agrees_with_the_reference_and_a_slip_is_seen() {
+    let mut s = named("blinkimg-1s").expect("a named scenario");
+    s.api.limiter = LimiterConfig {
+        kind: LimiterKind::LeakyBucket,
+        writes: 10,
+        reads: 100,
+        window_ms: 1_000,
+        burst: 5,
+        nodelay: false,
+    };
+    (s.api.rate_limited_status, s.api.advice) = (503, AdviceForm::None);
+    let r = run(&s, 7).expect("finishes");
+    let refused = r.ledger.arrivals.iter().filter(|a| a.status == 503).count();
+    let held = reference_limiter(&r).iter().filter(|j| !j.held.is_zero()).count();
+    assert!(refused > 0 && held > 0, "{refused} refusals and {held} held runs to judge");
+    assert_eq!((check_model(&r), check_run_times(&r), check_model_advice(&r)), (vec![], vec![], vec![]));
+    // Judged as if it had no burst: admissions the reference would refuse.
+    let mut judged = r.clone();
+    judged.scenario_config.api.limiter.burst = 0;
+    let found = check_model(&judged);
+    assert!(found.len() == 1 && found[0].message.contains("nginx's leaky bucket"), "{found:?}");
+    // Judged as if nodelay: the held runs took longer than the scenario says.
+    judged = r.clone();
+    judged.scenario_config.api.limiter.nodelay = true;
+    let found = check_run_times(&judged);
+    assert!(found.len() == 1 && found[0].message.contains("where the scenario's processing_ms"), "{found:?}");
+}
+
+#[test]
+fn the_reference_leaky_bucket_refuses_and_holds_as_nginx_does() {
+    let (s, ms) = (Duration::from_secs(1), Duration::from_millis);
+    let mut bucket =
+        Reference::of(&LimiterConfig { kind: LimiterKind::LeakyBucket, burst: 2, ..LimiterConfig::default() });
+    // 10 per second, burst 2: three at once, held 0, 100 and 200 ms; the fourth waits 100 ms.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        assert_eq!(bucket.hit(ms(0), 10, s), None);
+        held.push(bucket.held());
+    }
+    assert_eq!(held, [Duration::ZERO, ms(100), ms(200)]);
+    assert_eq!(bucket.hit(ms(0), 10, s), Some(ms(100)));
+    assert_eq!(bucket.hit(ms(100), 10, s), None);
+    assert_eq!(bucket.held(), ms(200));
+}
 #[test]
 fn every_run_takes_the_scenarios_processing_time_and_a_slip_is_seen() {
     let mut s = named("blinkimg-1s").expect("a named scenario");

@@ -47,8 +47,12 @@ impl Account {
         let window = Duration::from_millis(limits.window_ms);
         Account {
             name: config.name.clone(),
-            writes: Limiter::new(limits.kind, limits.writes, window).admitting_one_more(admit_one_more),
-            reads: Limiter::new(limits.kind, limits.reads, window).admitting_one_more(admit_one_more),
+            writes: Limiter::new(limits.kind, limits.writes, window)
+                .bursting(limits.burst, limits.nodelay)
+                .admitting_one_more(admit_one_more),
+            reads: Limiter::new(limits.kind, limits.reads, window)
+                .bursting(limits.burst, limits.nodelay)
+                .admitting_one_more(admit_one_more),
             credits: config.credits,
             committed: 0,
             monthly_quota: config.monthly_quota,

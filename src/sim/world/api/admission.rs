@@ -61,6 +61,11 @@ impl Api {
             Caller::Account(i) => self.accounts[i].hit(endpoint.budget(), now),
             Caller::Anonymous => self.anonymous.as_mut().map_or(Verdict::Allowed, |cap| cap.hit(self.clock.at(now))),
         };
+        // nginx's burst: admitted, but held before it runs.
+        let held = match verdict {
+            Verdict::Delayed { by } => by,
+            _ => Duration::ZERO,
+        };
         if let Verdict::Refused { wait } = verdict {
             let code = if caller == Caller::Anonymous { ErrorCode::SignupRequired } else { ErrorCode::RateLimited };
             let rounding = match self.config.retry_after_rounding {
@@ -120,7 +125,7 @@ impl Api {
             self.idempotency.start(&scope, &key, fingerprint);
             (scope, key)
         });
-        Ok(Run { caller, endpoint, idempotency, cost, reservation })
+        Ok(Run { caller, endpoint, idempotency, cost, reservation, held })
     }
 
     /// The caller behind `x-api-key`; a keyless caller only if anonymous use is on.

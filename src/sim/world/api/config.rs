@@ -65,6 +65,11 @@ pub struct ApiConfig {
     /// The body of a request-rate refusal (429 `RATE_LIMITED`).
     #[serde(skip_serializing_if = "is_default")]
     pub rate_limited_body: RateLimitedBody,
+    /// The status of a request-rate refusal: 429, or nginx `limit_req`'s
+    /// default 503 (`limit_req_status` sets it, 400..=599). Its code is still
+    /// `RATE_LIMITED` in the ledger; the client sees only the status.
+    #[serde(skip_serializing_if = "is_429")]
+    pub rate_limited_status: u16,
     /// The rate-limit dialect every 429 that advises a wait speaks besides
     /// `Retry-After` (`advice = "none"`: instead of it). See
     /// [`Dialect`] and docs/guide/real-servers-habits.md.
@@ -144,6 +149,7 @@ impl Default for ApiConfig {
             rate_limit_reset: ResetForm::default(),
             retry_after_rounding: RetryAfterRounding::default(),
             rate_limited_body: RateLimitedBody::default(),
+            rate_limited_status: 429,
             dialect: Dialect::default(),
             processing_ms: 0,
             script: Vec::new(),
@@ -191,6 +197,13 @@ impl ApiConfig {
         if let Some(step) = self.script.iter().find(|s| !(100..=999).contains(&s.status)) {
             return Err(format!("script status {} is not an HTTP status", step.status));
         }
+        if !(400..=599).contains(&self.rate_limited_status) {
+            return Err(format!(
+                "rate_limited_status = {} is not an error status: it must be in 400..=599 (429, or nginx's 503)",
+                self.rate_limited_status
+            ));
+        }
+        self.limiter.validate()?;
         if let Some(clash) = self.dialect_clash() {
             return Err(clash);
         }
@@ -244,6 +257,12 @@ pub enum LimiterKind {
     /// window old), except that a hit exactly one window after the
     /// `limit`-th newest accepted one is still refused. See `habits`.
     MovingWindow,
+    /// nginx's `limit_req`: a leaky bucket kept in milliseconds that drains
+    /// `writes` (or `reads`) per window; a request is refused when the
+    /// excess it would leave passes `burst` (refusals are free), and an
+    /// admitted request beyond the rate is *delayed* until the bucket has
+    /// room for it, unless `nodelay`. See the module doc of `leaky`.
+    LeakyBucket,
 }
 
 /// Request-rate budgets per account: `writes` and `reads` per `window_ms`.
@@ -258,11 +277,39 @@ pub struct LimiterConfig {
     pub reads: u32,
     /// The window's length in milliseconds.
     pub window_ms: u64,
+    /// `leaky_bucket` only: nginx's `burst`, the requests beyond the rate
+    /// that are admitted (and delayed) rather than refused. 0: none.
+    #[serde(skip_serializing_if = "is_default")]
+    pub burst: u32,
+    /// `leaky_bucket` only: nginx's `nodelay`, the burst is served at once
+    /// instead of delayed.
+    #[serde(skip_serializing_if = "is_default")]
+    pub nodelay: bool,
 }
 
 impl Default for LimiterConfig {
     fn default() -> LimiterConfig {
-        LimiterConfig { kind: LimiterKind::FixedWindow, writes: 120, reads: 1_200, window_ms: 60_000 }
+        LimiterConfig {
+            kind: LimiterKind::FixedWindow,
+            writes: 120,
+            reads: 1_200,
+            window_ms: 60_000,
+            burst: 0,
+            nodelay: false,
+        }
+    }
+}
+
+impl LimiterConfig {
+    /// `burst` and `nodelay` belong to the leaky bucket alone.
+    fn validate(&self) -> Result<(), String> {
+        if self.kind != LimiterKind::LeakyBucket && (self.burst != 0 || self.nodelay) {
+            return Err(format!(
+                "limiter.burst = {} and limiter.nodelay = {} are nginx's limit_req knobs: they need limiter.kind = \"leaky_bucket\"",
+                self.burst, self.nodelay
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -391,6 +438,14 @@ pub enum RateLimitedBody {
     /// (`<title>429 Too Many Requests</title>`, `<p>30 per 1 second</p>`),
     /// `text/html`, no error code and no wait in the body.
     Html,
+    /// nginx's own error page for `rate_limited_status`
+    /// (`<title>503 Service Temporarily Unavailable</title>`, `text/html`),
+    /// no error code and no wait in the body.
+    Nginx,
+}
+
+fn is_429(status: &u16) -> bool {
+    *status == 429
 }
 
 /// Whether a value is its type's default (such knobs stay out of the TOML,
@@ -559,7 +614,13 @@ mod tests {
         let c = ApiConfig::default();
         assert_eq!(
             c.limiter,
-            LimiterConfig { kind: LimiterKind::FixedWindow, writes: 120, reads: 1_200, window_ms: 60_000 }
+            LimiterConfig {
+                kind: LimiterKind::FixedWindow,
+                writes: 120,
+                reads: 1_200,
+                window_ms: 60_000,
+                ..LimiterConfig::default()
+            }
         );
         assert_eq!(c.accounts[0].keys, ["key-a", "key-b"]);
         assert_eq!((c.envelope, c.advice, c.send_date), (Envelope::Blinkimg, AdviceForm::Both, true));
@@ -628,7 +689,7 @@ mod tests {
             ("retry_after_rounding = \"nearest\"", "`up`, `down`, `truncate`"),
             ("rate_limit_reset = \"unix\"", "`seconds_left` or `unix_seconds`"),
             ("rate_limit_fields = \"ietf\"", "`draft6`, `x_ratelimit`, `structured`, `draft6_and_structured`"),
-            ("rate_limited_body = \"text\"", "`envelope` or `html`"),
+            ("rate_limited_body = \"text\"", "`envelope`, `html`, `nginx`"),
             ("limiter = { kind = \"moving\" }", "`moving_window`"),
         ];
         for (line, allowed) in cases {

@@ -218,6 +218,7 @@ pub(crate) mod registry {
             LimiterKind::TokenBucket,
             LimiterKind::SlidingWindow,
             LimiterKind::MovingWindow,
+            LimiterKind::LeakyBucket,
         ];
         fn name(self) -> &'static str {
             match self {
@@ -225,6 +226,7 @@ pub(crate) mod registry {
                 LimiterKind::TokenBucket => "token_bucket",
                 LimiterKind::SlidingWindow => "sliding_window",
                 LimiterKind::MovingWindow => "moving_window",
+                LimiterKind::LeakyBucket => "leaky_bucket",
             }
         }
         fn of(api: &ApiConfig) -> Self {
@@ -340,11 +342,12 @@ pub(crate) mod registry {
 
     impl Habit for RateLimitedBody {
         const KEY: &'static str = "api.rate_limited_body";
-        const ALL: &'static [Self] = &[RateLimitedBody::Envelope, RateLimitedBody::Html];
+        const ALL: &'static [Self] = &[RateLimitedBody::Envelope, RateLimitedBody::Html, RateLimitedBody::Nginx];
         fn name(self) -> &'static str {
             match self {
                 RateLimitedBody::Envelope => "envelope",
                 RateLimitedBody::Html => "html",
+                RateLimitedBody::Nginx => "nginx",
             }
         }
         fn of(api: &ApiConfig) -> Self {

@@ -7,17 +7,24 @@
 //! full. `limits` (under Flask-Limiter) counts its fixed window the same way.
 //! The token bucket and sliding window are the other common designs and let
 //! scenarios check a policy that does not over-fit one limiter; the moving
-//! window is the sliding one as `limits` implements it (see `habits`).
+//! window is the sliding one as `limits` implements it (see `habits`). The
+//! leaky bucket is nginx's `limit_req` (see `leaky`), the one limiter that
+//! *delays* what it admits.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::config::LimiterKind;
+use super::leaky::{Leak, Leaky};
 
 /// The outcome of one request at a limiter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Verdict {
     Allowed,
+    /// Admitted, but held `by` before it runs (nginx's `burst` without `nodelay`).
+    Delayed {
+        by: Duration,
+    },
     /// Refused; `wait` is the exact time until a request would be allowed.
     Refused {
         wait: Duration,
@@ -64,6 +71,8 @@ enum State {
     /// `edge_refuses`: a hit exactly one window old still takes its slot
     /// (`limits`' moving window; see `habits`).
     Sliding { log: VecDeque<Duration>, edge_refuses: bool },
+    /// nginx's `limit_req` (`leaky`).
+    Leaky(Leaky),
 }
 
 impl Limiter {
@@ -75,8 +84,17 @@ impl Limiter {
             LimiterKind::TokenBucket => State::Bucket { scaled: 0, last: None },
             LimiterKind::SlidingWindow => State::Sliding { log: VecDeque::new(), edge_refuses: false },
             LimiterKind::MovingWindow => State::Sliding { log: VecDeque::new(), edge_refuses: true },
+            LimiterKind::LeakyBucket => State::Leaky(Leaky::new(limit, window, 0, false)),
         };
         Limiter { limit, window, state, admits_one_more: false }
+    }
+
+    /// A leaky bucket with nginx's `burst` and `nodelay` (other kinds ignore them).
+    pub(crate) fn bursting(mut self, burst: u32, nodelay: bool) -> Limiter {
+        if let State::Leaky(_) = self.state {
+            self.state = State::Leaky(Leaky::new(self.limit, self.window, burst, nodelay));
+        }
+        self
     }
 
     /// With the deliberate defect `window_admits_one_more` (negative controls only).
@@ -126,6 +144,11 @@ impl Limiter {
                 let wait = log.front().map_or(window, |&t| t + window - now);
                 Verdict::Refused { wait }
             }
+            State::Leaky(bucket) => match bucket.hit(now) {
+                Leak::Admitted { delay } if delay.is_zero() => Verdict::Allowed,
+                Leak::Admitted { delay } => Verdict::Delayed { by: delay },
+                Leak::Refused { wait } => Verdict::Refused { wait },
+            },
         }
     }
 
@@ -149,6 +172,7 @@ impl Limiter {
                 let reset = live.first().map_or(Duration::ZERO, |&&t| t + window - now);
                 (limit.saturating_sub(live.len() as u32), reset)
             }
+            State::Leaky(bucket) => bucket.standing(now),
         };
         Standing { limit, remaining, reset }
     }
@@ -188,7 +212,7 @@ mod tests {
     fn refused(v: Verdict) -> Duration {
         match v {
             Verdict::Refused { wait } => wait,
-            Verdict::Allowed => panic!("expected a refusal"),
+            Verdict::Allowed | Verdict::Delayed { .. } => panic!("expected a refusal"),
         }
     }
 
@@ -263,9 +287,13 @@ mod tests {
 
     #[test]
     fn zero_limits_refuse_everything() {
-        for kind in
-            [LimiterKind::FixedWindow, LimiterKind::TokenBucket, LimiterKind::SlidingWindow, LimiterKind::MovingWindow]
-        {
+        for kind in [
+            LimiterKind::FixedWindow,
+            LimiterKind::TokenBucket,
+            LimiterKind::SlidingWindow,
+            LimiterKind::MovingWindow,
+            LimiterKind::LeakyBucket,
+        ] {
             let mut l = Limiter::new(kind, 0, ms(1_000));
             assert!(matches!(l.hit(ms(0)), Verdict::Refused { .. }), "{kind:?}");
         }

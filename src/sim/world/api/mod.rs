@@ -29,6 +29,7 @@ mod endpoint;
 mod envelope;
 pub(crate) mod habits;
 mod idempotency;
+mod leaky;
 mod ledger;
 pub(crate) mod limiter;
 mod response;
@@ -38,6 +39,8 @@ mod wallclock;
 mod dialect_flow_tests;
 #[cfg(test)]
 mod flow_tests;
+#[cfg(test)]
+mod nginx_flow_tests;
 #[cfg(test)]
 mod testkit;
 
@@ -117,7 +120,8 @@ impl Ticket {
         self.arrival
     }
 
-    /// When the request finishes running: arrival + `processing_ms`.
+    /// When the request finishes running: arrival + `processing_ms` (plus
+    /// the delay of nginx's `burst`, behind a leaky bucket).
     pub fn ready_at(&self) -> Duration {
         self.ready_at
     }
@@ -144,6 +148,8 @@ struct Run {
     cost: u64,
     /// The account's credits and quota it holds while it runs.
     reservation: Option<Reservation>,
+    /// How long nginx's `burst` holds it before it runs (zero for other limiters).
+    held: Duration,
 }
 
 /// One simulated API: its configuration, its state, and its ledger.
@@ -241,8 +247,9 @@ impl Api {
         });
         match self.admit(req, arrival, now) {
             Ok(run) => {
+                let ready_at = now + run.held + Duration::from_millis(self.config.processing_ms);
                 self.running.insert(arrival, run);
-                Begin::Run(Ticket { arrival, ready_at: now + Duration::from_millis(self.config.processing_ms) })
+                Begin::Run(Ticket { arrival, ready_at })
             }
             Err(early) => {
                 let answer = self.early_answer(early, arrival, now);

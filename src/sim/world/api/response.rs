@@ -17,6 +17,7 @@ use super::dialect;
 use super::endpoint::BudgetKind;
 use super::envelope::{self, ErrorCode, JSON, Refusal, Style};
 use super::habits;
+use super::leaky;
 use super::ledger::{Advertised, Settled};
 use super::limiter::Standing;
 use super::wallclock::WallTime;
@@ -80,9 +81,14 @@ impl Api {
                     ErrorCode::NotFound | ErrorCode::Unauthorized | ErrorCode::BadRequest => ArrivalOutcome::Rejected,
                     _ => ArrivalOutcome::Refused,
                 };
-                let refusal = Refusal::new(code, self.config.envelope, wait_s);
-                if code == ErrorCode::RateLimited && self.config.rate_limited_body == RateLimitedBody::Html {
-                    return self.html_answer(refusal, wait, outcome, meter, now);
+                let mut refusal = Refusal::new(code, self.config.envelope, wait_s);
+                if code == ErrorCode::RateLimited {
+                    refusal.status = self.config.rate_limited_status;
+                    match self.config.rate_limited_body {
+                        RateLimitedBody::Html => return self.html_answer(refusal, wait, outcome, meter, now),
+                        RateLimitedBody::Nginx => return self.nginx_answer(refusal, wait, outcome, meter, now),
+                        RateLimitedBody::Envelope => {}
+                    }
                 }
                 self.error_answer(&refusal, wait, outcome, meter, arrival, now)
             }
@@ -137,6 +143,22 @@ impl Api {
             _ => limiter.writes,
         };
         let page = habits::html_page(limit, Duration::from_millis(limiter.window_ms));
+        let rendered = envelope::render_html(&refusal, &self.style(now), page);
+        self.rendered_answer(&refusal, rendered, wait, outcome, meter, now)
+    }
+
+    /// A request-rate refusal as nginx's own error page for its status: no
+    /// code, no wait in the body.
+    fn nginx_answer(
+        &self,
+        mut refusal: Refusal,
+        wait: Option<Duration>,
+        outcome: ArrivalOutcome,
+        meter: Meter,
+        now: Duration,
+    ) -> Answer {
+        refusal.code = None;
+        let page = leaky::nginx_page(refusal.status);
         let rendered = envelope::render_html(&refusal, &self.style(now), page);
         self.rendered_answer(&refusal, rendered, wait, outcome, meter, now)
     }

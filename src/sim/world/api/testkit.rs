@@ -50,7 +50,13 @@ pub(crate) fn get(key: &str, path: &str) -> Request<Bytes> {
 /// A small fixed window: 3 writes and 5 reads per second.
 pub(crate) fn small() -> ApiConfig {
     ApiConfig {
-        limiter: LimiterConfig { kind: LimiterKind::FixedWindow, writes: 3, reads: 5, window_ms: 1_000 },
+        limiter: LimiterConfig {
+            kind: LimiterKind::FixedWindow,
+            writes: 3,
+            reads: 5,
+            window_ms: 1_000,
+            ..LimiterConfig::default()
+        },
         ..ApiConfig::default()
     }
 }
