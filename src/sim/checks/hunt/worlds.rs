@@ -127,7 +127,7 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     if !matches!(s.fleet.gate, GateConfig::Pacing(_)) && g.chance(300) {
         draw_dialect(&mut g, &mut s);
     }
-    if !calm && s.fleet.gate == GateConfig::None && g.chance(100) {
+    if !calm && s.fleet.gate == GateConfig::None && s.api.dialect == Dialect::None && g.chance(100) {
         draw_nginx(&mut g, &mut s);
     }
     if calm {
@@ -543,14 +543,14 @@ fn draw_dialect(g: &mut Draw, s: &mut Scenario) {
 /// held, not refused) or with `burst nodelay`; its default 503 or 429; its
 /// own error page (no code, no wait in the body) and mostly no `Retry-After`
 /// (nginx adds none unless told to with `add_header`), no rate-limit
-/// headers and no dialect (nginx sends neither). A rate in whole requests
+/// headers (nginx sends none; drawn only where no dialect was). A rate in whole requests
 /// per second, as nginx's `rate=Nr/s` (the model is exact there). Never
 /// with a gate: the gates model a window, not a bucket that drains request
 /// by request.
 fn draw_nginx(g: &mut Draw, s: &mut Scenario) {
     s.api.limiter.kind = LimiterKind::LeakyBucket;
     s.api.limiter.window_ms = 1_000;
-    (s.api.dialect, s.api.rate_limit_headers) = (Dialect::None, false);
+    s.api.rate_limit_headers = false;
     s.api.limiter.burst = g.pick(&[0, 0, 5, 10]);
     s.api.limiter.nodelay = s.api.limiter.burst > 0 && g.chance(500);
     s.api.rate_limited_status = g.pick(&[503, 429]);
