@@ -284,12 +284,12 @@ fn no_advice_uses_backoff() {
 fn n_retries_means_n_plus_one_attempts() {
     let adv = advice(1);
     let p = Policy::batch();
-    for attempts in 1..=5 {
+    for attempts in 1..=8 {
         assert!(matches!(run(&p, &attempted(Class::Throttled, &adv, attempts, S(0))), Decision::Retry { .. }));
     }
     assert_eq!(
-        run(&p, &attempted(Class::Throttled, &adv, 6, S(0))),
-        give_up(GiveUpReason::AttemptsExhausted { attempts: 6 })
+        run(&p, &attempted(Class::Throttled, &adv, 9, S(0))),
+        give_up(GiveUpReason::AttemptsExhausted { attempts: 9 })
     );
 }
 
@@ -348,17 +348,32 @@ fn unsafe_post_after_429_but_not_after_ambiguous() {
 #[test]
 fn unclear_429s_are_bounded() {
     let none = Advice::none();
-    let p = Policy::standard(); // 2 unclear retries
+    let p = Policy::interactive(); // 1 unclear retry of 3
     let mut a = attempted(Class::Unclear, &none, 1, S(0));
     a.code = None;
-    for unclear in 1..=2 {
-        a.unclear = unclear;
-        a.attempts = unclear;
-        assert!(matches!(run(&p, &a), Decision::Retry { .. }));
+    assert!(matches!(run(&p, &a), Decision::Retry { .. }));
+    a.unclear = 2;
+    a.attempts = 2;
+    assert_eq!(run(&p, &a), give_up(GiveUpReason::UnclearExhausted { unclear: 2 }));
+}
+
+/// Issue 55: a 429 with neither code nor advice (nginx `limit_req`) is
+/// retried by the production presets as often as any other answer, so
+/// the attempts, not the unclear bound, end a run of them.
+#[test]
+fn production_presets_retry_unclear_429s_as_often_as_any() {
+    let none = Advice::none();
+    for p in [Policy::background(), Policy::batch(), Policy::standard()] {
+        let mut a = attempted(Class::Unclear, &none, 1, S(0));
+        a.code = None;
+        for n in 1..=p.max_retries {
+            (a.unclear, a.attempts) = (n, n);
+            assert!(matches!(run(&p, &a), Decision::Retry { .. }), "{} after {n}", p.name);
+        }
+        (a.unclear, a.attempts) = (p.max_retries + 1, p.max_retries + 1);
+        let attempts = p.max_retries + 1;
+        assert_eq!(run(&p, &a), give_up(GiveUpReason::AttemptsExhausted { attempts }), "{}", p.name);
     }
-    a.unclear = 3;
-    a.attempts = 3;
-    assert_eq!(run(&p, &a), give_up(GiveUpReason::UnclearExhausted { unclear: 3 }));
 }
 
 #[test]
@@ -431,9 +446,9 @@ fn presets_have_their_documented_numbers() {
     //  attempt timeout, backoff base, backoff cap, advice mode, unclear retries)
     let documented = [
         (Policy::interactive(), 3, S(10), S(10), m(500), S(5), m(200), S(2), AdviceMode::AdvicePlusSpread, 1),
-        (Policy::background(), 8, S(120), S(60), S(1), S(30), S(1), S(30), AdviceMode::AdvicePlusSpread, 2),
-        (Policy::batch(), 5, S(90), S(90), S(1), S(30), S(1), S(30), AdviceMode::MaxOfAdviceAndBackoff, 2),
-        (Policy::standard(), 5, S(60), S(60), S(1), S(20), m(500), S(20), AdviceMode::AdvicePlusSpread, 2),
+        (Policy::background(), 8, S(120), S(60), S(1), S(30), S(1), S(30), AdviceMode::AdvicePlusSpread, 8),
+        (Policy::batch(), 8, S(90), S(90), S(1), S(30), S(1), S(30), AdviceMode::MaxOfAdviceAndBackoff, 8),
+        (Policy::standard(), 8, S(60), S(60), S(1), S(20), m(500), S(20), AdviceMode::AdvicePlusSpread, 8),
     ];
     for (p, retries, deadline, single, reserved, timeout, base, cap, mode, unclear) in documented {
         let numbers = (p.max_retries, p.deadline, p.max_single_wait, p.min_attempt_time, p.attempt_timeout);
