@@ -173,7 +173,7 @@ pub struct SeedResult {
 /// run, [`check::check_determinism`]): the trace-based and black-box
 /// invariants with liveness where it applies ([`check_report`]), then every
 /// property of the registry's judges
-/// ([`check_properties`](crate::sim::checks::judges::check_properties):
+/// (`judges::check_properties`:
 /// the fleet controls, the model's self-check, the too-careful checks, the
 /// give-up reasons and the bounds on waits). [`check_seed`] and
 /// `testing::Harness::check` both judge by it, so a user's `cargo test` and

@@ -25,9 +25,9 @@ use crate::sim::checks::invariants::{Violation, cancel_ends_job, check_liveness,
 use crate::sim::run::runner::Report;
 
 /// The numbered invariants' checks that apply to one run, as
-/// [`Violation`]s (the properties are [`judges::check_properties`]'s;
+/// [`Violation`]s (the properties are `judges::check_properties`'s;
 /// `hunt::judge` runs both):
-/// the black-box checks ([`blackbox`]) with what the client promised (a
+/// the black-box checks (`blackbox`) with what the client promised (a
 /// deferred job's background runs with the background policy's), and,
 /// when the client wrote retrysim's trace ([`Report::traced`]), the
 /// trace-based checks of [`check_run`] and liveness where the scenario
