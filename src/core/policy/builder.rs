@@ -33,13 +33,13 @@ use crate::core::backoff::{AdviceMode, Backoff, Spread};
 /// [`Policy::builder`] starts from [`Policy::standard`]; [`Policy::to_builder`]
 /// from any policy, e.g. another preset. `standard`'s values:
 /// - `name`: `"standard"`;
-/// - `max_retries`: 5 (at most 6 attempts);
+/// - `max_retries`: 8 (at most 9 attempts);
 /// - `deadline`: 60 s; `max_single_wait`: 60 s;
 /// - `min_attempt_time`: 1 s; `attempt_timeout`: 20 s;
 /// - `backoff`: full jitter, base 500 ms, cap 20 s;
 /// - `advice_mode`: [`AdviceMode::AdvicePlusSpread`];
 /// - `spread`: [`Spread::default`] (20% of the advice, 100 ms to 1 s);
-/// - `escalate`: on; `unclear_max_retries`: 2;
+/// - `escalate`: on; `unclear_max_retries`: 8 (as many as `max_retries`);
 /// - `use_advice`: on; `idempotency_keys`: on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a builder does nothing until `build` is called"]

@@ -543,7 +543,7 @@ fn the_builder_starts_from_standard_and_each_setter_sets_its_field() {
 fn the_builders_documented_defaults_are_standards() {
     let p = Policy::builder().build();
     assert_eq!(p.name, "standard");
-    assert_eq!((p.max_retries, p.unclear_max_retries), (5, 2));
+    assert_eq!((p.max_retries, p.unclear_max_retries), (8, 8));
     assert_eq!((p.deadline, p.max_single_wait), (S(60), S(60)));
     assert_eq!((p.min_attempt_time, p.attempt_timeout), (S(1), S(20)));
     assert_eq!(p.backoff, Backoff::new(ms(500), S(20), Jitter::Full));
