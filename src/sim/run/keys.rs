@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::sim::world::faults::FaultKind;
+
 /// Why a scenario is not runnable: what is wrong, naming the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidScenario(pub String);
@@ -305,19 +307,7 @@ const SCENARIO: [Key; 110] = {
         int("faults.lost_answers_per_mille", 0, 1000, ""),
         list("faults.schedule", 10_000, ""),
         dur("faults.schedule[].at", ZERO, LONGEST, ""),
-        choice(
-            "faults.schedule[].fault.kind",
-            &[
-                "lose_answer",
-                "latency_spike",
-                "partition",
-                "hold",
-                "bounce",
-                "close_race",
-                "limiter_partition",
-                "cancel",
-            ],
-        ),
+        choice("faults.schedule[].fault.kind", &FaultKind::NAMES),
         dur("faults.schedule[].fault.latency", ZERO, s(60), ""),
         dur("faults.schedule[].fault.until", ZERO, LONGEST, ""),
         choice("faults.schedule[].fault.timing", &["fin_before_write", "fin_after_write", "rst"]),

@@ -736,9 +736,16 @@ fn switch_link(sim: &mut turmoil::Sim<'_>, s: &Scenario, link: Link, hold: bool,
 }
 
 /// Carries out what `fault` does to the world when it starts (`start`) or
-/// heals ([`Fault::switch`]).
+/// heals ([`Fault::switches`]).
 fn apply(sim: &mut turmoil::Sim<'_>, server: &Server, shared: &Shared, fault: &Fault, start: bool, s: &Scenario) {
-    match fault.switch(start) {
+    for switch in fault.switches(start) {
+        carry_out(sim, server, shared, switch, s);
+    }
+}
+
+/// Carries out one [`Switch`] of a fault.
+fn carry_out(sim: &mut turmoil::Sim<'_>, server: &Server, shared: &Shared, switch: Switch, s: &Scenario) {
+    match switch {
         Switch::Cut { link, on } => switch_link(sim, s, link, false, on),
         Switch::Hold { link, on } => switch_link(sim, s, link, true, on),
         Switch::LoseNextAnswer => lock(&server.faults).lose_next += 1,

@@ -16,6 +16,7 @@ use crate::sim::world::api::{
     AdviceForm, ApiConfig, Envelope, LimiterConfig, LimiterKind, RateLimitFields, RateLimitedBody, ResetForm,
     RetryAfterRounding, ScriptStep,
 };
+use crate::sim::world::faults::Needs;
 pub use crate::sim::world::limiter_service::CoordinatorConfig;
 use crate::sim::world::net::{Fault, FaultClass, ScheduledFault};
 
@@ -439,10 +440,12 @@ impl Scenario {
             check(c.heartbeat < c.silence, || "fleet.coordinator.heartbeat must be shorter than silence".into())?;
             check(c.lease >= c.silence, || "fleet.coordinator.lease must be at least silence".into())?;
         }
-        let limiter_faults = self.faults.schedule.iter().any(|f| matches!(f.fault, Fault::LimiterPartition { .. }));
-        check(!limiter_faults || f.coordinator.is_some(), || {
-            "a limiter_partition fault needs fleet.coordinator".into()
-        })?;
+        if f.coordinator.is_none() {
+            let needs = |f: &&ScheduledFault| f.fault.kind().needs() == Needs::LimiterService;
+            if let Some(f) = self.faults.schedule.iter().find(needs) {
+                return Err(InvalidScenario(format!("a {} fault needs fleet.coordinator", f.fault.kind().name())));
+            }
+        }
         if f.deferral.is_some() {
             check(!per_worker, || "fleet.deferral runs on the shared fleet host: use fleet.hosts = \"shared\"".into())?;
         }

@@ -1,7 +1,7 @@
 //! Faults, each kind in one home: what it is ([`Fault`], as scenario files
 //! spell it), how the hunt draws its numbers ([`draw_network_fault`] and the
 //! draws beside it), what it does to the simulated world when it starts and
-//! heals ([`Fault::switch`], carried out by the runner), how a timeline labels
+//! heals ([`Fault::switches`], carried out by the runner), how a timeline labels
 //! it ([`FaultKind::label`]), whether `retrysim serve` applies it
 //! ([`FaultKind::served`], [`Fault::message_delay`]), which transport faults
 //! a client sees ([`FaultClass::of_fault`]) and whether it excuses an answer
@@ -101,9 +101,11 @@ impl Fault {
     }
 
     /// What the simulated world does when the fault starts (`start`) or
-    /// heals: the runner carries it out (`sim::run::runner`).
-    pub(crate) fn switch(&self, start: bool) -> Switch {
-        match self {
+    /// heals, in order: the runner carries each out (`sim::run::runner`).
+    /// A kind that breaks the world in several ways at once (several
+    /// links) lists each [`Switch`].
+    pub(crate) fn switches(&self, start: bool) -> Vec<Switch> {
+        let one = match self {
             Fault::LoseAnswer => Switch::LoseNextAnswer,
             Fault::LatencySpike { latency, .. } => Switch::MaxLatency(start.then_some(*latency)),
             Fault::Partition { .. } => Switch::Cut { link: Link::Api, on: start },
@@ -112,7 +114,17 @@ impl Fault {
             Fault::CloseRace { timing } => Switch::CloseRace(*timing),
             Fault::LimiterPartition { .. } => Switch::Cut { link: Link::Limiter, on: start },
             Fault::Cancel => Switch::CancelRunning,
-        }
+        };
+        vec![one]
+    }
+
+    /// Until when this fault cuts `link` (messages on it lost), if it
+    /// does: read from its [`switches`](Fault::switches), so the checks
+    /// that ask which faults cut the fleet off from the limiter service
+    /// (`checks::fleet`) learn of a new kind that does without an edit.
+    pub(crate) fn cuts(&self, link: Link) -> Option<Duration> {
+        let cut = self.switches(true).contains(&Switch::Cut { link, on: true });
+        cut.then(|| self.until()).flatten()
     }
 
     /// How long this fault, started at `at`, holds a message sent at `now`
@@ -187,8 +199,20 @@ impl FaultKind {
         FaultKind::Cancel,
     ];
 
+    /// Every kind's [`name`](FaultKind::name), in [`FaultKind::ALL`]'s
+    /// order: the values the scenario keys' registry allows.
+    pub(crate) const NAMES: [&'static str; FaultKind::ALL.len()] = {
+        let mut names = [""; FaultKind::ALL.len()];
+        let mut i = 0;
+        while i < names.len() {
+            names[i] = FaultKind::ALL[i].name();
+            i += 1;
+        }
+        names
+    };
+
     /// The kind as scenario files spell it (`kind = "lose_answer"`).
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             FaultKind::LoseAnswer => "lose_answer",
             FaultKind::LatencySpike => "latency_spike",
@@ -229,8 +253,8 @@ impl FaultKind {
         }
     }
 
-    /// What a scenario must have for the kind to mean anything.
-    #[cfg(test)]
+    /// What a scenario must have for the kind to mean anything (a scenario
+    /// that schedules it without fails validation).
     pub(crate) fn needs(self) -> Needs {
         match self {
             FaultKind::LimiterPartition => Needs::LimiterService,
@@ -247,7 +271,8 @@ impl FaultKind {
     /// The swarm's draw that schedules the kind (`sim::checks::hunt`'s
     /// generator), by its function's name; its numbers are drawn here
     /// ([`draw_network_fault`], [`draw_close_race`], [`draw_cancel`],
-    /// [`draw_limiter_partition`]). `generator_coverage` checks that the
+    /// [`draw_limiter_partition`]); a kind added now is drawn in
+    /// [`draw_last`], at its end. `generator_coverage` checks that the
     /// default hunt draws every kind. (Read by the tests: a kind that
     /// lacks a draw fails to build them.)
     #[cfg(test)]
@@ -272,7 +297,6 @@ impl std::fmt::Display for FaultKind {
 }
 
 /// What a fault kind needs of the scenario it is scheduled in.
-#[cfg(test)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Needs {
     /// Any scenario.
@@ -321,6 +345,29 @@ pub(crate) trait Draws {
     fn ms(&mut self, lo: u64, hi: u64) -> Duration {
         Duration::from_millis(self.range(lo, hi))
     }
+    /// True with probability `per_mille / 1000`.
+    fn chance(&mut self, per_mille: u64) -> bool {
+        self.range(0, 999) < per_mille
+    }
+}
+
+/// What the swarm's generator has drawn of a world, as the kinds drawn by
+/// [`draw_last`] need to know it.
+#[derive(Debug, Clone, Copy)]
+#[expect(dead_code, reason = "read by the kinds drawn last, and none is yet")]
+pub(crate) struct Drawn {
+    /// A calm world (liveness checked): no faults.
+    pub calm: bool,
+    /// Per-worker hosts with the limiter service (`fleet.coordinator`).
+    pub limiter_service: bool,
+}
+
+/// The draws of the kinds added after the generator's other draws were
+/// set: the swarm's generator (`hunt/worlds.rs`) calls this after every
+/// other draw, so a kind added here, after the draws already here, moves
+/// no other seed's world. Draws nothing yet: no kind has been added since.
+pub(crate) fn draw_last(g: &mut impl Draws, drawn: Drawn, schedule: &mut Vec<ScheduledFault>) {
+    let _ = (g, drawn, schedule);
 }
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -516,14 +563,29 @@ mod tests {
     #[test]
     fn lasting_faults_switch_back_when_they_heal() {
         for f in one_of_each() {
-            let (on, off) = (f.fault.switch(true), f.fault.switch(false));
-            match (f.fault.until(), on) {
-                (Some(_), Switch::Cut { link, on: true }) => assert_eq!(off, Switch::Cut { link, on: false }),
-                (Some(_), Switch::Hold { link, on: true }) => assert_eq!(off, Switch::Hold { link, on: false }),
-                (Some(_), Switch::MaxLatency(Some(_))) => assert_eq!(off, Switch::MaxLatency(None)),
-                (None, _) => assert_eq!(on, off, "{:?}", f.fault),
-                (Some(_), other) => panic!("{:?} lasts, and its start {other:?} is not undone", f.fault),
+            let (starts, heals) = (f.fault.switches(true), f.fault.switches(false));
+            assert!(!starts.is_empty() && starts.len() == heals.len(), "{:?}: {starts:?} / {heals:?}", f.fault);
+            for (on, off) in starts.into_iter().zip(heals) {
+                match (f.fault.until(), on) {
+                    (Some(_), Switch::Cut { link, on: true }) => assert_eq!(off, Switch::Cut { link, on: false }),
+                    (Some(_), Switch::Hold { link, on: true }) => assert_eq!(off, Switch::Hold { link, on: false }),
+                    (Some(_), Switch::MaxLatency(Some(_))) => assert_eq!(off, Switch::MaxLatency(None)),
+                    (None, _) => assert_eq!(on, off, "{:?}", f.fault),
+                    (Some(_), other) => panic!("{:?} lasts, and its start {other:?} is not undone", f.fault),
+                }
             }
+        }
+    }
+
+    /// docs/DESIGN.md's paragraph on the network names every kind, as
+    /// scenario files spell it.
+    #[test]
+    fn the_design_names_every_kind() {
+        let design = include_str!("../../../docs/DESIGN.md");
+        let from = design.find("Faults (`Fault`) at").expect("DESIGN.md lists the faults");
+        let to = from + design[from..].find("*Adding a fault*").expect("then says how to add one");
+        for kind in FaultKind::ALL {
+            assert!(design[from..to].contains(&format!("`{}`", kind.name())), "DESIGN.md does not name {kind}");
         }
     }
 

@@ -27,7 +27,7 @@ pub fn service_hears_outcomes(r: &Report) -> Vec<FleetViolation> {
     let trip = s.net.max_latency + s.net.tick;
     let longest = s.policy.attempt_timeout + trip * 4 + s.net.tick * 4;
     let slowed =
-        |f: &Fault| matches!(f, Fault::LimiterPartition { .. } | Fault::Hold { .. } | Fault::LatencySpike { .. });
+        |f: &Fault| f.cuts(Link::Limiter).is_some() || matches!(f, Fault::Hold { .. } | Fault::LatencySpike { .. });
     let cut_off = s.faults.schedule.iter().any(|f| slowed(&f.fault));
     if !r.traced || fell_back || cut_off || !facts.cancels.is_empty() || c.lease <= longest {
         return Vec::new();

@@ -142,15 +142,8 @@ pub fn fallback_only_when_cut_off(r: &Report) -> Vec<FleetViolation> {
     // A latency spike slows every link, the service's too; a hold only the
     // API's (counted as well: lenient).
     let mut cut_off = delay_windows(s, trip);
-    let partitions: Vec<_> = s
-        .faults
-        .schedule
-        .iter()
-        .filter_map(|f| match f.fault {
-            Fault::LimiterPartition { until } => Some((f.at, until)),
-            _ => None,
-        })
-        .collect();
+    let partitions: Vec<_> =
+        s.faults.schedule.iter().filter_map(|f| f.fault.cuts(Link::Limiter).map(|until| (f.at, until))).collect();
     cut_off.extend(partitions.iter().copied());
     let dead_links = dead_links(r, &partitions);
     for f in r.fleet_facts.routes.iter().filter(|f| f.route == Route::Fallback) {

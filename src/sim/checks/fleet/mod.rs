@@ -38,6 +38,7 @@ use crate::sim::run::deferral::deferrable;
 use crate::sim::run::runner::{JobOutcome, JobRecord, Report};
 use crate::sim::run::scenario::{BudgetConfig, GateConfig, Hosts};
 use crate::sim::world::api::Arrival;
+use crate::sim::world::faults::Link;
 use crate::sim::world::limiter_service::{Hello, Route};
 use crate::sim::world::net::Fault;
 use crate::trace::EventKind;

@@ -23,17 +23,9 @@ use crate::sim::world::api::{
     RateLimitedBody, ScriptStep,
 };
 use crate::sim::world::faults::{self, Draws};
-use crate::sim::world::net::Fault;
 
 /// Draws for the swarm, from one PCG-64 stream.
 pub(crate) struct Draw(Pcg64);
-
-impl Draw {
-    /// True with probability `per_mille / 1000`.
-    fn chance(&mut self, per_mille: u64) -> bool {
-        self.0.draw() % 1000 < per_mille
-    }
-}
 
 impl Draws for Draw {
     fn range(&mut self, lo: u64, hi: u64) -> u64 {
@@ -130,6 +122,9 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     if !calm && s.fleet.gate == GateConfig::None && s.api.dialect == Dialect::None && g.chance(100) {
         draw_nginx(&mut g, &mut s);
     }
+    // The fault kinds added since: their home draws them, last.
+    let drawn = faults::Drawn { calm, limiter_service: s.fleet.coordinator.is_some() };
+    faults::draw_last(&mut g, drawn, &mut s.faults.schedule);
     if calm {
         make_ample(&mut s);
     }
@@ -216,7 +211,7 @@ fn draw_policy_edges(g: &mut Draw, s: &mut Scenario, kind: Kind) -> bool {
             s.fleet.budget = Some(BudgetConfig::Percent { ttl, min_per_sec, per_mille });
             (s.fleet.gate, s.fleet.deferral, s.fleet.hosts, s.fleet.coordinator) =
                 (GateConfig::None, None, Hosts::Shared, None);
-            s.faults.schedule.retain(|f| !matches!(f.fault, Fault::LimiterPartition { .. }));
+            s.faults.schedule.retain(|f| f.fault.kind().needs() != faults::Needs::LimiterService);
             // Lost answers found out quickly, and jobs for several windows:
             // the fleet asks for more retries a window than the reserve.
             s.faults.lost_answers_per_mille = g.range(100, 300) as u32;

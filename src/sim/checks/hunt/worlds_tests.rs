@@ -59,13 +59,17 @@ fn calm_scenarios_qualify_for_liveness() {
 }
 
 /// Each fault kind names the draw that schedules it (its home,
-/// `sim::world::faults`), and that draw is here.
+/// `sim::world::faults`), and that draw is here, or is the home's
+/// `draw_last`, which the generator calls after every other draw.
 #[test]
 fn every_fault_kind_names_a_draw_of_this_generator() {
-    let source = include_str!("worlds.rs");
+    let (source, home) = (include_str!("worlds.rs"), include_str!("../../world/faults.rs"));
+    let last = "faults::draw_last(&mut g, drawn, &mut s.faults.schedule);\n    if calm {\n        make_ample(&mut s);";
+    assert!(source.contains(last), "the generator calls the home's draw_last after every other draw");
     for kind in crate::sim::world::faults::FaultKind::ALL {
         for draw in kind.swarm_draw().split(", ") {
-            assert!(source.contains(&format!("\nfn {draw}(")), "{kind}: no `fn {draw}` in the generator");
+            let (file, at) = if draw == "draw_last" { (home, "\npub(crate) fn ") } else { (source, "\nfn ") };
+            assert!(file.contains(&format!("{at}{draw}(")), "{kind}: no `fn {draw}` in the generator");
         }
     }
 }
