@@ -72,6 +72,23 @@ pub enum Fault {
     /// end within one clock step, whether it was waiting to retry, queued
     /// at a gate or waiting for an answer (invariant 13).
     Cancel,
+    /// A regional outage: the fleet reaches neither the API nor the limiter
+    /// service until `until` (the zone or region both run in loses its
+    /// network, as AWS us-east-1 did on 2021-12-07), then both come back at
+    /// once. Neither partition alone does this to retry code: cut off from
+    /// the service only, a worker's fallback gate paces requests the API
+    /// answers; cut off from the API only, the service's gate still paces
+    /// them. Here every worker falls back just as its attempts fail too, so
+    /// its fallback gate must hold slots for attempts that never get an
+    /// answer, and at the heal every worker dials the service again while
+    /// the retries that waited out the outage come due together: the gate's
+    /// limit and the service's leases meet the herd the outage gathered.
+    /// Needs the limiter service (a fleet without it sees a partition).
+    RegionalOutage {
+        /// When it heals, in virtual time since the run began.
+        #[serde(with = "duration_text")]
+        until: Duration,
+    },
 }
 
 impl Fault {
@@ -81,7 +98,8 @@ impl Fault {
             Fault::LatencySpike { until, .. }
             | Fault::Partition { until }
             | Fault::Hold { until }
-            | Fault::LimiterPartition { until } => Some(*until),
+            | Fault::LimiterPartition { until }
+            | Fault::RegionalOutage { until } => Some(*until),
             Fault::LoseAnswer | Fault::Bounce | Fault::Cancel | Fault::CloseRace { .. } => None,
         }
     }
@@ -97,6 +115,7 @@ impl Fault {
             Fault::CloseRace { .. } => FaultKind::CloseRace,
             Fault::LimiterPartition { .. } => FaultKind::LimiterPartition,
             Fault::Cancel => FaultKind::Cancel,
+            Fault::RegionalOutage { .. } => FaultKind::RegionalOutage,
         }
     }
 
@@ -114,6 +133,12 @@ impl Fault {
             Fault::CloseRace { timing } => Switch::CloseRace(*timing),
             Fault::LimiterPartition { .. } => Switch::Cut { link: Link::Limiter, on: start },
             Fault::Cancel => Switch::CancelRunning,
+            Fault::RegionalOutage { .. } => {
+                return vec![
+                    Switch::Cut { link: Link::Api, on: start },
+                    Switch::Cut { link: Link::Limiter, on: start },
+                ];
+            }
         };
         vec![one]
     }
@@ -140,7 +165,8 @@ impl Fault {
             | Fault::Bounce
             | Fault::CloseRace { .. }
             | Fault::LimiterPartition { .. }
-            | Fault::Cancel => Duration::ZERO,
+            | Fault::Cancel
+            | Fault::RegionalOutage { .. } => Duration::ZERO,
         }
     }
 
@@ -150,9 +176,10 @@ impl Fault {
     /// black-box checks give a late or unread answer.
     pub(crate) fn may_cut_answer(&self, from: Duration, left: Duration, end: Duration) -> bool {
         match self {
-            Fault::Hold { until } | Fault::LatencySpike { until, .. } | Fault::Partition { until } => {
-                from <= end && left <= *until
-            }
+            Fault::Hold { until }
+            | Fault::LatencySpike { until, .. }
+            | Fault::Partition { until }
+            | Fault::RegionalOutage { until } => from <= end && left <= *until,
             Fault::Bounce => left <= from && from <= end,
             // A close race drops a request unread: no answer left.
             Fault::LoseAnswer | Fault::LimiterPartition { .. } | Fault::Cancel | Fault::CloseRace { .. } => false,
@@ -184,11 +211,13 @@ pub enum FaultKind {
     LimiterPartition,
     /// [`Fault::Cancel`].
     Cancel,
+    /// [`Fault::RegionalOutage`].
+    RegionalOutage,
 }
 
 impl FaultKind {
     /// Every kind, in [`Fault`]'s order.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::LoseAnswer,
         FaultKind::LatencySpike,
         FaultKind::Partition,
@@ -197,6 +226,7 @@ impl FaultKind {
         FaultKind::CloseRace,
         FaultKind::LimiterPartition,
         FaultKind::Cancel,
+        FaultKind::RegionalOutage,
     ];
 
     /// Every kind's [`name`](FaultKind::name), in [`FaultKind::ALL`]'s
@@ -222,6 +252,7 @@ impl FaultKind {
             FaultKind::CloseRace => "close_race",
             FaultKind::LimiterPartition => "limiter_partition",
             FaultKind::Cancel => "cancel",
+            FaultKind::RegionalOutage => "regional_outage",
         }
     }
 
@@ -236,12 +267,14 @@ impl FaultKind {
             FaultKind::LimiterPartition => "limiter-partition",
             FaultKind::Cancel => "cancel",
             FaultKind::CloseRace => "close-race",
+            FaultKind::RegionalOutage => "regional-outage",
         }
     }
 
     /// Whether `retrysim serve` (a real socket, no simulated network)
     /// applies it: it loses answers and delays them, and cannot cut, bounce
-    /// or race a real connection, nor cancel a real caller's jobs.
+    /// or race a real connection, nor cancel a real caller's jobs (and it
+    /// runs no limiter service).
     pub(crate) fn served(self) -> bool {
         match self {
             FaultKind::LoseAnswer | FaultKind::LatencySpike | FaultKind::Hold => true,
@@ -249,7 +282,8 @@ impl FaultKind {
             | FaultKind::Bounce
             | FaultKind::LimiterPartition
             | FaultKind::Cancel
-            | FaultKind::CloseRace => false,
+            | FaultKind::CloseRace
+            | FaultKind::RegionalOutage => false,
         }
     }
 
@@ -257,7 +291,7 @@ impl FaultKind {
     /// that schedules it without fails validation).
     pub(crate) fn needs(self) -> Needs {
         match self {
-            FaultKind::LimiterPartition => Needs::LimiterService,
+            FaultKind::LimiterPartition | FaultKind::RegionalOutage => Needs::LimiterService,
             FaultKind::LoseAnswer
             | FaultKind::LatencySpike
             | FaultKind::Partition
@@ -286,6 +320,7 @@ impl FaultKind {
             FaultKind::CloseRace => "draw_keep_alive",
             FaultKind::LimiterPartition => "draw_hosts, draw_coordinated_outage",
             FaultKind::Cancel => "draw_cancel",
+            FaultKind::RegionalOutage => "draw_last",
         }
     }
 }
@@ -354,7 +389,6 @@ pub(crate) trait Draws {
 /// What the swarm's generator has drawn of a world, as the kinds drawn by
 /// [`draw_last`] need to know it.
 #[derive(Debug, Clone, Copy)]
-#[expect(dead_code, reason = "read by the kinds drawn last, and none is yet")]
 pub(crate) struct Drawn {
     /// A calm world (liveness checked): no faults.
     pub calm: bool,
@@ -365,9 +399,21 @@ pub(crate) struct Drawn {
 /// The draws of the kinds added after the generator's other draws were
 /// set: the swarm's generator (`hunt/worlds.rs`) calls this after every
 /// other draw, so a kind added here, after the draws already here, moves
-/// no other seed's world. Draws nothing yet: no kind has been added since.
+/// no other seed's world: a regional outage in half the coordinated fleets
+/// that are not calm.
 pub(crate) fn draw_last(g: &mut impl Draws, drawn: Drawn, schedule: &mut Vec<ScheduledFault>) {
-    let _ = (g, drawn, schedule);
+    if !drawn.calm && drawn.limiter_service && g.chance(500) {
+        let outage = draw_regional_outage(g);
+        let i = schedule.partition_point(|f| f.at <= outage.at);
+        schedule.insert(i, outage);
+    }
+}
+
+/// A regional outage starting in the first 6 s, 0.5 s to 5 s long.
+pub(crate) fn draw_regional_outage(g: &mut impl Draws) -> ScheduledFault {
+    let at = g.ms(0, 6_000);
+    let until = at + g.ms(500, 5_000);
+    ScheduledFault { at, fault: Fault::RegionalOutage { until } }
 }
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -479,7 +525,9 @@ impl FaultClass {
             Fault::LoseAnswer => &[FaultClass::AnswerLost],
             // On a pooled connection a partition is a silent hang until the
             // client's own timeout: the request may have arrived.
-            Fault::Partition { .. } => &[FaultClass::ConnectFailed, FaultClass::AnswerLost, FaultClass::AnswerLate],
+            Fault::Partition { .. } | Fault::RegionalOutage { .. } => {
+                &[FaultClass::ConnectFailed, FaultClass::AnswerLost, FaultClass::AnswerLate]
+            }
             Fault::Bounce => &[FaultClass::ConnectFailed, FaultClass::AnswerLost],
             Fault::Hold { .. } | Fault::LatencySpike { .. } => &[FaultClass::AnswerLate],
             // Seen before the write: a pooled client resends by itself.
@@ -541,6 +589,7 @@ mod tests {
             Fault::CloseRace { timing: CloseTiming::Rst },
             Fault::LimiterPartition { until: ms(900) },
             Fault::Cancel,
+            Fault::RegionalOutage { until: ms(900) },
         ];
         faults.into_iter().map(|fault| ScheduledFault { at: ms(500), fault }).collect()
     }
@@ -577,11 +626,69 @@ mod tests {
         }
     }
 
+    /// The kinds that cut a link say until when; the limiter service's
+    /// checks read it, so a regional outage counts as cutting the fleet off
+    /// from the service, and from the API.
+    #[test]
+    fn cuts_are_read_from_the_switches() {
+        let ms = Duration::from_millis;
+        for f in one_of_each() {
+            let kind = f.fault.kind();
+            let api = matches!(kind, FaultKind::Partition | FaultKind::RegionalOutage);
+            let limiter = matches!(kind, FaultKind::LimiterPartition | FaultKind::RegionalOutage);
+            assert_eq!(f.fault.cuts(Link::Api), api.then_some(ms(900)), "{kind}");
+            assert_eq!(f.fault.cuts(Link::Limiter), limiter.then_some(ms(900)), "{kind}");
+            assert_eq!(kind.needs() == Needs::LimiterService, limiter, "{kind}");
+        }
+    }
+
+    /// The regional outage is drawn last, only in coordinated fleets that
+    /// are not calm, in the schedule's order; elsewhere `draw_last` draws
+    /// nothing at all (so no seed without one moves).
+    #[test]
+    fn the_regional_outage_is_drawn_only_where_the_limiter_service_runs() {
+        struct Counted(u64, u64);
+        impl Draws for Counted {
+            fn range(&mut self, lo: u64, hi: u64) -> u64 {
+                self.0 += 1;
+                self.1 = self.1.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                lo + (self.1 >> 33) % (hi - lo + 1)
+            }
+            fn pick<T: Clone>(&mut self, xs: &[T]) -> T {
+                let i = self.range(0, xs.len() as u64 - 1);
+                xs[i as usize].clone()
+            }
+        }
+        let mut g = Counted(0, 7);
+        let mut schedule = Vec::new();
+        for (calm, limiter_service) in [(true, true), (false, false), (true, false)] {
+            draw_last(&mut g, Drawn { calm, limiter_service }, &mut schedule);
+        }
+        assert_eq!((g.0, schedule.len()), (0, 0), "drew where it must not");
+        let early = ScheduledFault { at: Duration::ZERO, fault: Fault::Bounce };
+        let late = ScheduledFault { at: Duration::from_secs(7), fault: Fault::Bounce };
+        let mut drawn = 0;
+        for _ in 0..200 {
+            let mut schedule = vec![early.clone(), late.clone()];
+            draw_last(&mut g, Drawn { calm: false, limiter_service: true }, &mut schedule);
+            if schedule.len() == 3 {
+                drawn += 1;
+                let outage = &schedule[1];
+                let until = outage.fault.until().expect("lasts");
+                assert_eq!(outage.fault.kind(), FaultKind::RegionalOutage);
+                assert!(outage.at <= Duration::from_secs(6) && until >= outage.at + Duration::from_millis(500));
+                assert!(until <= outage.at + Duration::from_secs(5));
+            }
+        }
+        assert!((50..150).contains(&drawn), "{drawn} of 200");
+    }
+
     /// docs/DESIGN.md's paragraph on the network names every kind, as
     /// scenario files spell it.
     #[test]
     fn the_design_names_every_kind() {
-        let design = include_str!("../../../docs/DESIGN.md");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/DESIGN.md");
+        let design = std::fs::read_to_string(path).expect("docs/DESIGN.md reads");
         let from = design.find("Faults (`Fault`) at").expect("DESIGN.md lists the faults");
         let to = from + design[from..].find("*Adding a fault*").expect("then says how to add one");
         for kind in FaultKind::ALL {
@@ -602,8 +709,14 @@ mod tests {
             assert_eq!(f.fault.message_delay(f.at, ms(400)), Duration::ZERO, "{kind} before it starts");
             assert_eq!(f.fault.message_delay(f.at, ms(950)), Duration::ZERO, "{kind} after it heals");
             let cuts = f.fault.may_cut_answer(f.at, ms(450), ms(600));
-            let expected =
-                matches!(kind, FaultKind::LatencySpike | FaultKind::Partition | FaultKind::Hold | FaultKind::Bounce);
+            let expected = matches!(
+                kind,
+                FaultKind::LatencySpike
+                    | FaultKind::Partition
+                    | FaultKind::Hold
+                    | FaultKind::Bounce
+                    | FaultKind::RegionalOutage
+            );
             assert_eq!(cuts, expected, "{kind} excuses an answer on its way when it starts");
             assert!(!f.fault.may_cut_answer(f.at, ms(950), ms(1_000)), "{kind} excuses an answer after it ended");
         }
