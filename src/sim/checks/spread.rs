@@ -293,6 +293,10 @@ fn walk(j: &JobRecord, p: &Policy, draws: &mut Draws) {
                     if fits.0 >= longest {
                         return Some(c);
                     }
+                    if wait > fits.1 {
+                        // Past what the declared deadline leaves: the bounds' finding.
+                        return None;
+                    }
                     // A backoff's draw given that it fit: uniform under the top of the longest cell that fits.
                     let top = |w: u128| backoff_cell(p, attempts.saturating_sub(1), previous, w)?.1.map(|c| c.hi);
                     let (lo, hi) = (top(fits.0)?, if fits.1 >= longest { 1.0 } else { top(fits.1)? });
