@@ -357,7 +357,8 @@ pub struct Checked {
     pub violations: Vec<Violation>,
     /// Every broken [`Property`] found: the fleet's controls (budgets,
     /// gates, deferral), the model's self-check (`model-limiter`), the
-    /// too-careful checks, the give-up reasons and the bounds on waits.
+    /// too-careful checks, the give-up reasons, the bounds on waits and
+    /// their spread (`jitter-spread`).
     pub fleet: Vec<FleetViolation>,
     /// Why the run did not finish (a client that never returned, cut at the
     /// scenario's `time_limit`; an invalid scenario).

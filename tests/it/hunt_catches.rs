@@ -44,11 +44,16 @@ const AT_LEAST: u64 = 10;
 /// malformed and its `X-RateLimit-Reset` a Unix time 2 s ahead, past the
 /// drawn policy's `max_single_wait`, so its workers now give up at once
 /// instead of retrying into the window a gate without the reset opens.
-const RARE: [(&str, u64); 4] = [
+/// `equal-declared-full` shows only where one run draws at least 24
+/// full-jitter waits on the backoff alone (jitter-spread's lowest-draw
+/// test: none under half the window has a chance of 2^-24 there), a world
+/// declaring full jitter whose failures carry no advice: 4 seeds of 500.
+const RARE: [(&str, u64); 5] = [
     ("max-of-advice-only", 6),
     ("aimd-never-grows", 7),
     ("pacing-trusts-rounded-reset", 5),
     ("pacing-ignores-reset", 7),
+    ("equal-declared-full", 4),
 ];
 
 /// The fewest failing seeds of 500 `defect` must show.
@@ -126,6 +131,10 @@ fn each_new_check_catches_its_defect_and_names_the_side_it_blames() {
         ("escalation-skipped", "wait-lower-bound", "blames the client"),
         ("max-of-advice-only", "wait-lower-bound", "blames the client"),
         ("budget-charged-twice", "budget-refusal", "blames the client"),
+        ("jitter-constant", "jitter-spread", "blames the client"),
+        ("jitter-same-draw", "jitter-spread", "blames the client"),
+        ("jitter-four-values", "jitter-spread", "blames the client"),
+        ("equal-declared-full", "jitter-spread", "blames the client"),
     ];
     let honest = Target::of(Kind::All);
     for (defect, property, blame) in cases {

@@ -175,7 +175,7 @@ pub struct SeedResult {
 /// property of the registry's judges
 /// (`judges::check_properties`:
 /// the fleet controls, the model's self-check, the too-careful checks, the
-/// give-up reasons and the bounds on waits). [`check_seed`] and
+/// give-up reasons, the bounds on waits and their spread). [`check_seed`] and
 /// `testing::Harness::check` both judge by it, so a user's `cargo test` and
 /// `retrysim hunt` agree.
 pub fn judge(r: &crate::sim::run::runner::Report) -> (Vec<Violation>, Vec<crate::sim::checks::fleet::FleetViolation>) {

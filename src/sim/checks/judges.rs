@@ -4,7 +4,7 @@
 //! which the checkers name for their ids.
 
 use crate::sim::checks::registry::{FleetViolation, Property};
-use crate::sim::checks::{careful, fleet, model, reasons, waits};
+use crate::sim::checks::{careful, fleet, model, reasons, spread, waits};
 use crate::sim::run::runner::Report;
 
 /// A checker of properties and what it may report.
@@ -52,6 +52,7 @@ judges! {
     "check_careful" => careful::check_careful, [ThrottledRetried, ZeroAdviceSpread];
     "check_reasons" => reasons::check_reasons, [GiveUpReason, UnclearBound];
     "check_waits" => waits::check_waits, [WaitUpperBound, AdviceSpreadDrawn, BackoffFloor, WaitLowerBound];
+    "check_spread" => spread::check_spread, [JitterSpread];
 }
 
 /// Every property of `r` the judges find, in [`PROPERTY_JUDGES`] order.

@@ -3,7 +3,8 @@
 //! trace ([`invariants`]) and from the ledger alone ([`blackbox`]), both at
 //! once for one report ([`check_report`]); the properties of the fleet's
 //! controls ([`fleet`]), the model ([`model`]), a too-careful client
-//! ([`careful`]), give-up reasons ([`reasons`]) and waits ([`waits`]); and
+//! ([`careful`]), give-up reasons ([`reasons`]), waits ([`waits`]) and their spread
+//! ([`spread`]); and
 //! the hunt over seeds ([`hunt`]).
 pub mod blackbox;
 pub mod careful;
@@ -16,6 +17,7 @@ pub mod reasons;
 pub mod registry;
 #[cfg(feature = "cli")]
 pub mod shards;
+pub mod spread;
 #[cfg(feature = "proptest")]
 pub mod strategies;
 pub mod waits;

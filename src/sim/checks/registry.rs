@@ -234,6 +234,8 @@ properties! {
         [Traces], Client, Control::Defect("jitter-full");
     WaitLowerBound = "wait-lower-bound", "A wait after an advice is at least the shortest the declared policy plans there.",
         [Traces], Client, Control::Defect("escalation-skipped");
+    JitterSpread = "jitter-spread", "A fleet's waits are spread as the declared jitter draws them.",
+        [Traces], Client, Control::Defect("jitter-same-draw");
 }
 
 impl fmt::Display for Property {

@@ -20,10 +20,11 @@ use bytes::Bytes;
 use http::Request;
 use tokio_util::sync::CancellationToken;
 
+use crate::client::IDEMPOTENCY_KEY;
 use crate::client::{Replayable, RetryClient};
 use crate::core::policy::Policy;
 use crate::env::Transport;
-use crate::sim::run::defects::{ClosedAsNotSent, Defects, FreshKeys, ReadsAdvice};
+use crate::sim::run::defects::{ClosedAsNotSent, Defects, FreshKeys, JitterSlip, ReadsAdvice, SlippedDraws};
 use crate::sim::run::scenario::{Builtin, Scenario};
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{BoxFuture, Host, Job, JobEnd, JobOutcome, MakeSubject, Promises, Subject};
@@ -39,12 +40,15 @@ pub struct Retrysim<T = SimTransport> {
     /// Hand the driver a token of its own instead of the job's (the
     /// `ignore-cancel` defect).
     own_token: bool,
+    /// Draw the jitter wrongly (the `jitter-*` defects), and whether the
+    /// running policy draws keys (their draws pass through).
+    slip: Option<(JitterSlip, bool)>,
 }
 
 impl<T: Transport> Retrysim<T> {
     /// Drives jobs through `client`, promising what `declared` says.
     pub fn new(client: RetryClient<SimClock, T>, declared: Promises) -> Retrysim<T> {
-        Retrysim { client, declared, replayable: false, own_token: false }
+        Retrysim { client, declared, replayable: false, own_token: false, slip: None }
     }
 }
 
@@ -70,7 +74,20 @@ impl<T: Transport + 'static> Subject for Retrysim<T> {
             let mut keys = Vec::new();
             let own = CancellationToken::new();
             let cancel = if self.own_token { &own } else { job.cancel };
-            let result = self.client.execute_recording_keys(req, job.rng, cancel, job.trace, &mut keys).await;
+            let keyed = |keys: bool| {
+                let method = matches!(*req.method(), http::Method::POST | http::Method::PATCH);
+                let opted_out = req.extensions().get::<crate::client::NoIdempotencyKey>().is_some();
+                keys && method && !opted_out && !req.headers().contains_key(IDEMPOTENCY_KEY)
+            };
+            let mut slipped;
+            let rng: &mut dyn crate::env::Rng = match self.slip {
+                Some((slip, keys)) => {
+                    slipped = SlippedDraws::new(job.rng, slip, 2 * u32::from(keyed(keys)));
+                    &mut slipped
+                }
+                None => job.rng,
+            };
+            let result = self.client.execute_recording_keys(req, rng, cancel, job.trace, &mut keys).await;
             match result {
                 Ok(done) => JobEnd {
                     outcome: JobOutcome::Succeeded { status: done.response.status().as_u16() },
@@ -98,12 +115,13 @@ pub(crate) fn builtin(kind: Builtin, defects: Defects, policy: &Policy, host: Ho
     let declared = Promises::of_policy(policy);
     let running = defects.running_policy(&kind.policy(policy));
     let replayable = kind == Builtin::NoKeyNaive || defects.replay_unsafe;
+    let keys = running.idempotency_keys;
     fn finish<T: Transport + 'static>(
         mut client: RetryClient<SimClock, T>,
         host: Host<'_>,
         defects: Defects,
         declared: Promises,
-        replayable: bool,
+        (replayable, keys): (bool, bool),
     ) -> Arc<dyn Subject> {
         let table = defects.retry_terminal
             || defects.quota_as_throttled
@@ -118,7 +136,8 @@ pub(crate) fn builtin(kind: Builtin, defects: Defects, policy: &Policy, host: Ho
         if let Some(budget) = host.budget {
             client = client.with_budget(budget);
         }
-        Arc::new(Retrysim { client, declared, replayable, own_token: defects.ignore_cancel })
+        let slip = defects.jitter_slip().map(|s| (s, keys));
+        Arc::new(Retrysim { client, declared, replayable, own_token: defects.ignore_cancel, slip })
     }
     let closed = defects.closed_after_write_as_not_sent;
     if defects.fresh_key_each_attempt {
@@ -127,14 +146,14 @@ pub(crate) fn builtin(kind: Builtin, defects: Defects, policy: &Policy, host: Ho
             derive(seed, "fresh-keys", host.worker.unwrap_or(0) as u64),
         );
         let client = RetryClient::new(host.clock.clone(), ReadsAdvice::new(transport, &defects), running);
-        finish(client, host, defects, declared, replayable)
+        finish(client, host, defects, declared, (replayable, keys))
     } else {
         let client = RetryClient::new(
             host.clock.clone(),
             ReadsAdvice::new(ClosedAsNotSent::new(SimTransport::new(), closed), &defects),
             running,
         );
-        finish(client, host, defects, declared, replayable)
+        finish(client, host, defects, declared, (replayable, keys))
     }
 }
 

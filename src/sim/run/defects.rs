@@ -165,6 +165,79 @@ defects! {
     /// the dialects sees it), so where a dialect is the only advice the
     /// client retries on its backoff alone.
     reads_only_retry_after = "reads-only-retry-after", "a client that reads only Retry-After: a rate-limit dialect's advice unread";
+    /// Every jitter draw the same (a random source stubbed with a constant,
+    /// a test double left in): each wait is the same fraction of its range,
+    /// half the window with full jitter, half the cap of a spread.
+    jitter_constant = "jitter-constant", "every jitter draw the same: each wait the same fraction of its range";
+    /// The jitter drawn from a generator seeded alike in every job (a
+    /// constant seed, or the build's): the keys stay the worker's, but each
+    /// retry of a fleet draws what every other job drew at that retry.
+    jitter_same_draw = "jitter-same-draw", "the jitter drawn alike in every worker: a fleet retries in step";
+    /// Each jitter draw keeps only its top two bits (a generator of two bits
+    /// scaled up, `rand() % 4`): four possible fractions of each range.
+    jitter_four_values = "jitter-four-values", "the jitter drawn from four possible values";
+    /// Equal jitter drawn where the declared jitter is full (a setting the
+    /// client reads wrongly): no wait under half its window, inside every bound.
+    equal_declared_full = "equal-declared-full", "equal jitter drawn where full jitter is declared";
+}
+
+/// How a defective client draws its jitter: the `jitter-*` defects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JitterSlip {
+    /// Every draw the same, `2^63`: half of each range.
+    Constant,
+    /// Every job's draws from one generator seeded alike.
+    SameDraw,
+    /// Each draw's top two bits only.
+    FourValues,
+}
+
+impl Defects {
+    /// How the defective client draws its jitter, if a `jitter-*` defect is on.
+    pub(crate) fn jitter_slip(&self) -> Option<JitterSlip> {
+        if self.jitter_constant {
+            Some(JitterSlip::Constant)
+        } else if self.jitter_same_draw {
+            Some(JitterSlip::SameDraw)
+        } else if self.jitter_four_values {
+            Some(JitterSlip::FourValues)
+        } else {
+            None
+        }
+    }
+}
+
+/// A job's generator as a client with a [`JitterSlip`] draws from it: the
+/// first `keep` draws (the idempotency key's) pass through, every later one
+/// (the jitter's: two per decision) slips. The job's own generator is drawn
+/// as often as an honest client draws it.
+pub(crate) struct SlippedDraws<'a> {
+    inner: &'a mut dyn Rng,
+    slip: JitterSlip,
+    keep: u32,
+    same: Pcg64,
+}
+
+impl<'a> SlippedDraws<'a> {
+    /// `inner` with `slip`, passing the first `keep` draws through.
+    pub fn new(inner: &'a mut dyn Rng, slip: JitterSlip, keep: u32) -> SlippedDraws<'a> {
+        SlippedDraws { inner, slip, keep, same: seeded_rng(0x5eed) }
+    }
+}
+
+impl Rng for SlippedDraws<'_> {
+    fn draw(&mut self) -> u64 {
+        let real = self.inner.draw();
+        if self.keep > 0 {
+            self.keep -= 1;
+            return real;
+        }
+        match self.slip {
+            JitterSlip::Constant => 1 << 63,
+            JitterSlip::SameDraw => self.same.draw(),
+            JitterSlip::FourValues => real & (3 << 62),
+        }
+    }
 }
 
 /// The defects by their command-line names, in a fixed order.
@@ -233,6 +306,9 @@ impl Defects {
         }
         if self.jitter_full {
             p.backoff.jitter = crate::core::backoff::Jitter::Full;
+        }
+        if self.equal_declared_full && p.backoff.jitter == crate::core::backoff::Jitter::Full {
+            p.backoff.jitter = crate::core::backoff::Jitter::Equal;
         }
         if self.escalation_skipped {
             p.escalate = false;
