@@ -25,6 +25,8 @@ use crate::sim::world::api::{
 use crate::sim::world::faults::{self, Draws};
 use crate::sim::world::net::Fault;
 
+mod reach;
+
 /// Draws for the swarm, from one PCG-64 stream.
 pub(crate) struct Draw(Pcg64);
 
@@ -130,6 +132,8 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     if !calm && s.fleet.gate == GateConfig::None && s.api.dialect == Dialect::None && g.chance(100) {
         draw_nginx(&mut g, &mut s);
     }
+    let free_fleet = kind == Kind::Fleet && !contended && !one_budget;
+    reach::draw_reach(&mut g, &mut s, calm, pacing_clean, free_fleet);
     if calm {
         make_ample(&mut s);
     }
