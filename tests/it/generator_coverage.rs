@@ -278,9 +278,9 @@ type Reach = (&'static str, usize, fn(&Scenario) -> bool);
 /// a code in each member the core reads (`error.code`, `error.type`; a
 /// terminal one and a throttled one), and a deferral whose front end is
 /// told `Retry-After: 0` and then a longer wait. Seeds 1..=500 draw now
-/// (other draws make some of them too): 7 and 16 code-less 429s (Blinkimg,
-/// Sume); 6 and 9 codes in `type` (terminal, throttled), 4 and 18 in
-/// `code`; 17 deferrals told twice. Each must stay drawn on at least the
+/// (other draws make some of them too): 5 and 13 code-less 429s (Blinkimg,
+/// Sume); 10 and 11 codes in `type` (terminal, throttled), 5 and 23 in
+/// `code`; 24 deferrals told twice. Each must stay drawn on at least the
 /// number beside it (`cargo test --release --test it -- --nocapture
 /// the_default_hunt_draws_the_reach_worlds` prints the counts).
 const REACH: &[Reach] = &[
