@@ -267,3 +267,70 @@ fn some_default_hunt_run_drains_a_bucket_to_exactly_half() {
     });
     assert!(refused.is_some(), "no seed of {SEEDS:?} with an even whole-token bucket ran it down to half");
 }
+
+/// A world of the hunt's reach (issue 54, `hunt::worlds::reach`), as a
+/// predicate on a drawn scenario, with the fewest seeds of the default hunt
+/// that must draw it.
+type Reach = (&'static str, usize, fn(&Scenario) -> bool);
+
+/// The reach's worlds: advice in the body of a code-less 429 (in each
+/// envelope's hint: Blinkimg's `resetAt`, Sume's `retry_after_seconds`),
+/// a code in each member the core reads (`error.code`, `error.type`; a
+/// terminal one and a throttled one), and a deferral whose front end is
+/// told `Retry-After: 0` and then a longer wait. Seeds 1..=500 draw now
+/// (other draws make some of them too): 5 and 13 code-less 429s (Blinkimg,
+/// Sume); 10 and 11 codes in `type` (terminal, throttled), 5 and 23 in
+/// `code`; 24 deferrals told twice. Each must stay drawn on at least the
+/// number beside it (`cargo test --release --test it -- --nocapture
+/// the_default_hunt_draws_the_reach_worlds` prints the counts).
+const REACH: &[Reach] = &[
+    ("a code-less 429 whose only advice is Blinkimg's resetAt", 4, |s| {
+        body_advice_only_codeless(s) && s.api.envelope == Envelope::Blinkimg
+    }),
+    ("a code-less 429 whose only advice is Sume's retry_after_seconds", 4, |s| {
+        body_advice_only_codeless(s) && s.api.envelope == Envelope::Sume
+    }),
+    ("a terminal code in error.type (Sume)", 4, |s| coded(s, Envelope::Sume, "insufficient_quota")),
+    ("a throttled code in error.type (Sume), more than the unclear retries", 4, |s| {
+        coded(s, Envelope::Sume, "rate_limited") && s.policy.unclear_max_retries == 1
+    }),
+    ("a terminal code in error.code (Blinkimg)", 2, |s| coded(s, Envelope::Blinkimg, "QUOTA_EXCEEDED")),
+    ("a throttled code in error.code (Blinkimg), more than the unclear retries", 2, |s| {
+        coded(s, Envelope::Blinkimg, "RATE_LIMITED") && s.policy.unclear_max_retries == 1
+    }),
+    ("a deferral whose front end is told Retry-After: 0, then a longer wait", 10, |s| {
+        let waits: Vec<Option<u64>> = s.api.script.iter().map(|x| x.retry_after_s).collect();
+        s.fleet.deferral.is_some() && waits.first() == Some(&Some(0)) && waits.iter().any(|w| w.is_some_and(|w| w >= 2))
+    }),
+];
+
+use retrysim::testing::scenario::{AdviceForm, Dialect, Envelope, RateLimitedBody};
+
+/// Whose only advice is the body's hint, with a code-less 429 scripted first.
+fn body_advice_only_codeless(s: &Scenario) -> bool {
+    let first = s.api.script.first();
+    s.api.advice == AdviceForm::BodyOnly
+        && s.api.dialect == Dialect::None
+        && !s.api.rate_limit_headers
+        && s.api.rate_limited_body == RateLimitedBody::Envelope
+        && first.is_some_and(|x| x.status == 429 && x.code.is_none() && x.retry_after_s.is_some())
+}
+
+/// In `envelope`, a refusal scripted first with `code` and a valid `Retry-After`.
+fn coded(s: &Scenario, envelope: Envelope, code: &str) -> bool {
+    let first = s.api.script.first();
+    s.api.envelope == envelope
+        && (matches!(s.api.advice, AdviceForm::Both | AdviceForm::HeaderSeconds) || s.api.dialect != Dialect::None)
+        && s.api.rate_limited_body == RateLimitedBody::Envelope
+        && first.is_some_and(|x| x.status == 429 && x.code.as_deref() == Some(code) && x.retry_after_s.is_some())
+}
+
+#[test]
+fn the_default_hunt_draws_the_reach_worlds() {
+    let drawn: Vec<Scenario> = SEEDS.map(|seed| swarm(seed, Kind::All)).collect();
+    let counts: Vec<(&str, usize, usize)> =
+        REACH.iter().map(|(name, least, at)| (*name, *least, drawn.iter().filter(|s| at(s)).count())).collect();
+    let short: Vec<&(&str, usize, usize)> = counts.iter().filter(|(_, least, n)| n < least).collect();
+    assert!(short.is_empty(), "seeds {SEEDS:?} draw too few of these worlds (name, at least, drawn): {short:#?}");
+    eprintln!("reach worlds drawn on seeds {SEEDS:?}: {counts:#?}");
+}

@@ -179,6 +179,22 @@ defects! {
     /// Equal jitter drawn where the declared jitter is full (a setting the
     /// client reads wrongly): no wait under half its window, inside every bound.
     equal_declared_full = "equal-declared-full", "equal jitter drawn where full jitter is declared";
+    /// A body read into an error type whose `code` is required (a reader
+    /// that fails on a code-less body and falls back to "no advice"): the
+    /// hint of a code-less refusal's body (`retry_after_seconds`,
+    /// `resetAt`) goes unread, so where it is the only advice the client
+    /// retries on its backoff alone.
+    body_advice_needs_code = "body-advice-needs-code", "the body's advice unread when the body has no code";
+    /// The code read only from `error.code`, the default envelope's member
+    /// (a reader written against Blinkimg's envelope): a code in
+    /// `error.type` (Sume's) goes unread, so a quota refusal reads as an
+    /// unclear 429 and a throttled one spends the unclear retries.
+    code_only_default_member = "code-only-default-member", "the code read only from error.code: error.type unread";
+    /// The deferral queue starts a background run once the *first* advice
+    /// its front end was given has passed, not the last (a queue that reads
+    /// the run's trace from the front): where the front end was told a short
+    /// wait and then a longer one, the background run comes back early.
+    deferral_first_advice = "deferral-first-advice", "a deferred job run again after its front end's first advice, not its last";
 }
 
 /// How a defective client draws its jitter: the `jitter-*` defects.
@@ -594,6 +610,8 @@ pub(crate) struct ReadsAdvice<T> {
     inner: T,
     first_line: bool,
     only_retry_after: bool,
+    body_needs_code: bool,
+    code_only: bool,
 }
 
 impl<T> ReadsAdvice<T> {
@@ -604,6 +622,8 @@ impl<T> ReadsAdvice<T> {
             inner,
             first_line: defects.first_retry_after_line,
             only_retry_after: defects.reads_only_retry_after,
+            body_needs_code: defects.body_advice_needs_code,
+            code_only: defects.code_only_default_member,
         }
     }
 }
@@ -621,8 +641,35 @@ impl<T: Transport> Transport for ReadsAdvice<T> {
                 res.headers_mut().remove(name);
             }
         }
+        if self.body_needs_code || self.code_only {
+            let body = misread_body(res.body(), self.body_needs_code, self.code_only);
+            if let Some(body) = body {
+                *res.body_mut() = body;
+            }
+        }
         Ok(res)
     }
+}
+
+/// A JSON error body as the body slips read it: with `needs_code`, an
+/// `error` object without a `code` or `type` string loses its hints
+/// (`retry_after_seconds`, `resetAt`); with `code_only`, every `error`
+/// object loses its `type`. `None`: the body is not such an envelope, or
+/// nothing changed (it is then passed on byte for byte).
+fn misread_body(body: &Bytes, needs_code: bool, code_only: bool) -> Option<Bytes> {
+    let mut doc: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let error = doc.get_mut("error")?.as_object_mut()?;
+    let mut changed = false;
+    if code_only {
+        changed |= error.remove("type").is_some();
+    }
+    let coded = ["code", "type"].iter().any(|m| error.get(*m).is_some_and(serde_json::Value::is_string));
+    if needs_code && !coded {
+        for hint in ["retry_after_seconds", "resetAt"] {
+            changed |= error.remove(hint).is_some();
+        }
+    }
+    changed.then(|| Bytes::from(serde_json::to_vec(&doc).expect("a JSON value serializes")))
 }
 
 #[cfg(test)]
@@ -694,6 +741,28 @@ mod tests {
         assert_eq!(seen[0].get("ratelimit-reset").unwrap(), "1", "seconds left already: unchanged");
         let told = crate::gate::pacing::RateLimitHeaders::read(&seen[0]);
         assert!(!told.reset_from_date, "the gate no longer knows the bound is whole seconds");
+    }
+
+    #[test]
+    fn the_body_slips_hide_a_code_less_hint_and_the_type_member_only() {
+        let read = |body: &str, needs_code, code_only| {
+            let body = Bytes::from(body.to_owned());
+            let seen = misread_body(&body, needs_code, code_only).unwrap_or(body);
+            crate::core::body::ErrorEnvelope::parse(&seen).expect("still an envelope")
+        };
+        let codeless = r#"{"error":{"message":"slow down","retry_after_seconds":2}}"#;
+        assert_eq!(read(codeless, false, false).retry_after_seconds, Some(serde_json::json!(2)));
+        assert_eq!(read(codeless, true, false).retry_after_seconds, None, "a code-less body's hint unread");
+        let coded = r#"{"error":{"code":"RATE_LIMITED","resetAt":"2026-10-17T09:12:32.250Z"}}"#;
+        assert!(read(coded, true, false).reset_at.is_some(), "a coded body's hint still read");
+        let sume = r#"{"error":{"type":"insufficient_quota","message":"m","retry_after_seconds":1}}"#;
+        assert_eq!(read(sume, false, false).code.as_deref(), Some("insufficient_quota"));
+        let misread = read(sume, false, true);
+        assert_eq!((misread.code, misread.retry_after_seconds), (None, Some(serde_json::json!(1))));
+        assert_eq!(read(sume, true, true).retry_after_seconds, None, "both slips: no code left, so no hint");
+        let html = Bytes::from_static(b"<html>429</html>");
+        assert_eq!(misread_body(&html, true, true), None, "a body that is not an envelope passes as it came");
+        assert_eq!(misread_body(&Bytes::from(coded), true, true), None, "nothing to hide: passed byte for byte");
     }
 
     #[test]

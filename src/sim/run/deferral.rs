@@ -52,12 +52,15 @@ struct Deferred {
 }
 
 /// When a give-up's advice has passed: the give-up time plus the last
-/// answer's advised wait (zero if it advised none).
-fn advice_passes_at(record: &JobRecord) -> Duration {
-    let advised = record.trace.events.iter().rev().find_map(|e| match &e.kind {
+/// answer's advised wait (zero if it advised none). With `first` (the
+/// `deferral-first-advice` defect), the first answer's instead.
+fn advice_passes_at(record: &JobRecord, first: bool) -> Duration {
+    let answer = |e: &crate::trace::Event| match &e.kind {
         EventKind::Answer { advice, .. } => Some(advice.wait_ms.map_or(Duration::ZERO, Millis::duration)),
         _ => None,
-    });
+    };
+    let events = &record.trace.events;
+    let advised = if first { events.iter().find_map(answer) } else { events.iter().rev().find_map(answer) };
     Duration::from_millis(record.finished_ms).saturating_add(advised.unwrap_or_default())
 }
 
@@ -105,7 +108,7 @@ impl DeferralQueue {
             worker: record.worker,
             kind: record.kind,
             key: record.key.clone(),
-            not_before: advice_passes_at(record),
+            not_before: advice_passes_at(record, s.client.defects.deferral_first_advice),
             passes: 0,
         };
         let mut state = self.lock();
@@ -196,7 +199,8 @@ pub(crate) async fn background_worker(
         record.worker = s.fleet.workers + i;
         let again = match &record.outcome {
             JobOutcome::GaveUp { reason } if deferrable(reason) && item.passes + 1 < max_passes => {
-                Some(Deferred { not_before: advice_passes_at(&record), passes: item.passes + 1, ..item })
+                let first = s.client.defects.deferral_first_advice;
+                Some(Deferred { not_before: advice_passes_at(&record, first), passes: item.passes + 1, ..item })
             }
             _ => None,
         };

@@ -24,6 +24,8 @@ use crate::sim::world::api::{
 };
 use crate::sim::world::faults::{self, Draws};
 
+mod reach;
+
 /// Draws for the swarm, from one PCG-64 stream.
 pub(crate) struct Draw(Pcg64);
 
@@ -122,6 +124,8 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     if !calm && s.fleet.gate == GateConfig::None && s.api.dialect == Dialect::None && g.chance(100) {
         draw_nginx(&mut g, &mut s);
     }
+    let free_fleet = kind == Kind::Fleet && !contended && !one_budget;
+    reach::draw_reach(&mut g, &mut s, calm, pacing_clean, free_fleet);
     // The fault kinds added since: their home draws them, last.
     let drawn = faults::Drawn { calm, limiter_service: s.fleet.coordinator.is_some() };
     faults::draw_last(&mut g, drawn, &mut s.faults.schedule);
