@@ -7,11 +7,17 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::presets::Preset;
+
 /// One simulated API. Unknown TOML keys are an error (a typo must not silently
 /// fall back to a default).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApiConfig {
+    /// The real API the model stands in for (its routes, authentication,
+    /// bodies and error envelope: [`Preset`]); `none` is the model's own.
+    #[serde(skip_serializing_if = "is_default")]
+    pub preset: Preset,
     /// The per-account request-rate limiter (separate read and write budgets).
     pub limiter: LimiterConfig,
     /// Accounts and their keys; keys of one account share its budgets.
@@ -126,6 +132,7 @@ impl Default for KeepAlive {
 impl Default for ApiConfig {
     fn default() -> ApiConfig {
         ApiConfig {
+            preset: Preset::None,
             limiter: LimiterConfig::default(),
             accounts: vec![AccountConfig {
                 name: "acme".into(),
@@ -204,6 +211,12 @@ impl ApiConfig {
             ));
         }
         self.limiter.validate()?;
+        if self.preset != Preset::None && self.advice == AdviceForm::BodyOnly {
+            return Err(format!(
+                "preset = \"{}\" writes its own error bodies, which have no place for a wait: advice = \"body_only\" would advise nothing; use \"header_seconds\", \"both\" (the header alone, under a preset) or \"none\"",
+                self.preset.name()
+            ));
+        }
         if let Some(clash) = self.dialect_clash() {
             return Err(clash);
         }

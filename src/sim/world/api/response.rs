@@ -20,6 +20,7 @@ use super::habits;
 use super::leaky;
 use super::ledger::{Advertised, Settled};
 use super::limiter::Standing;
+use super::presets::Preset;
 use super::wallclock::WallTime;
 use super::{Api, ArrivalOutcome, Caller, Meter, names};
 
@@ -69,6 +70,7 @@ impl Api {
                     message: "Scripted answer".into(),
                     retry_after_s: step.retry_after_s,
                     written_codes: step.written_codes,
+                    kind: None,
                 };
                 let mut answer = self.error_answer(&refusal, wait, ArrivalOutcome::Scripted, None, arrival, now);
                 answer.extra.extend(headers);
@@ -172,7 +174,14 @@ impl Api {
         arrival: usize,
         now: Duration,
     ) -> Answer {
-        let rendered = envelope::render(refusal, &self.style(now), arrival);
+        let rendered = match self.config.preset {
+            Preset::None => envelope::render(refusal, &self.style(now), arrival),
+            preset => {
+                let asked = &self.ledger.arrivals[arrival];
+                let body = preset.error_body(refusal, &asked.method, &asked.path);
+                envelope::render_preset(refusal, &self.style(now), body)
+            }
+        };
         self.rendered_answer(refusal, rendered, wait, outcome, meter, now)
     }
 
