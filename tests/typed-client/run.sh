@@ -29,7 +29,7 @@ for tool in cargo python3 curl; do
 done
 RETRYSIM=${RETRYSIM:-target/release/retrysim}
 [ -x "$RETRYSIM" ] || cargo build --release --quiet --bin retrysim
-(cd tests/typed-client && cargo build --release --quiet --locked) || {
+(cd tests/typed-client && nice -n 19 cargo build --release --quiet --locked) || {
     echo "typed-client: async-openai did not build: it needs crates.io (or a vendored copy) for its pinned lockfile; see the error above."
     exit 1
 }
