@@ -7,8 +7,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::presets::Preset;
-
 /// One simulated API. Unknown TOML keys are an error (a typo must not silently
 /// fall back to a default).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -614,6 +612,23 @@ pub enum Dialect {
     #[serde(rename = "openai")]
     OpenAi,
     /// GitHub's primary limit: `x-ratelimit-remaining: 0`, `x-ratelimit-reset` in Unix seconds.
+    #[serde(rename = "github")]
+    GitHub,
+}
+
+/// Which real API the simulated one stands in for: its routes, its
+/// authentication, its bodies and its error envelope (`presets` says each
+/// one's details and sources).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preset {
+    /// The model's own API: `POST /v1/jobs`, `x-api-key`, the `envelope` key's bodies.
+    #[default]
+    None,
+    /// OpenAI's chat completions: `POST /v1/chat/completions`, `Authorization: Bearer`.
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// GitHub's REST issues: `POST /repos/{owner}/{repo}/issues`, `Authorization: Bearer`.
     #[serde(rename = "github")]
     GitHub,
 }

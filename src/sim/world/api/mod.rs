@@ -53,10 +53,9 @@ use http::{HeaderName, Request, Response};
 
 pub use config::{
     AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Dialect, Envelope, KeepAlive, LimiterConfig,
-    LimiterKind, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding, ScriptStep,
+    LimiterKind, Preset, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding, ScriptStep,
 };
 pub use ledger::{Advertised, Arrival, ArrivalOutcome, Ledger, LossDecision, NO_KEY};
-pub use presets::Preset;
 
 use account::{Account, HourlyCap, Reservation};
 use endpoint::{BudgetKind, Endpoint};

@@ -46,27 +46,12 @@
 //! (a body without a title is a 400 here).
 
 use http::HeaderMap;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
+use super::config::Preset;
 use super::endpoint::Endpoint;
 use super::envelope::{ErrorCode, Refusal};
 use super::names;
-
-/// Which real API the simulated one stands in for: its routes, its
-/// authentication, its bodies and its error envelope.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Preset {
-    /// The model's own API: `POST /v1/jobs`, `x-api-key`, the `envelope` key's bodies.
-    #[default]
-    None,
-    /// OpenAI's chat completions: `POST /v1/chat/completions`, `Authorization: Bearer`.
-    #[serde(rename = "openai")]
-    OpenAi,
-    /// GitHub's REST issues: `POST /repos/{owner}/{repo}/issues`, `Authorization: Bearer`.
-    #[serde(rename = "github")]
-    GitHub,
-}
 
 /// What a request says about who sends it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

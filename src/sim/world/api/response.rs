@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
 
 use super::admission::Early;
-use super::config::{Dialect, RateLimitFields, RateLimitedBody};
+use super::config::{Dialect, Preset, RateLimitFields, RateLimitedBody};
 use super::dialect;
 use super::endpoint::BudgetKind;
 use super::envelope::{self, ErrorCode, JSON, Refusal, Style};
@@ -20,7 +20,6 @@ use super::habits;
 use super::leaky;
 use super::ledger::{Advertised, Settled};
 use super::limiter::Standing;
-use super::presets::Preset;
 use super::wallclock::WallTime;
 use super::{Api, ArrivalOutcome, Caller, Meter, names};
 
