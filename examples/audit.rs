@@ -103,10 +103,15 @@ pub const SEEDS: RangeInclusive<u64> = 1..=5;
 
 /// The harness for one row on one scenario.
 pub fn harness(scenario_name: &str, row: &str) -> Result<Harness, String> {
-    let mut s = scenario::named(scenario_name).ok_or_else(|| {
+    let s = scenario::named(scenario_name).ok_or_else(|| {
         let names: Vec<&str> = SCENARIOS.iter().map(|(n, _)| *n).collect();
         format!("no scenario named {scenario_name:?}; the audit's scenarios are: {}", names.join(", "))
     })?;
+    harness_of(s, row)
+}
+
+/// The harness for one row on scenario `s` (a named one, or one changed in code).
+pub fn harness_of(mut s: scenario::Scenario, row: &str) -> Result<Harness, String> {
     if s.client != ClientConfig::default() {
         // The scenario's baseline (a naive client) gives way to retrysim's own.
         s.client = ClientConfig::default();

@@ -121,7 +121,7 @@ pub mod scenario {
     };
     pub use crate::sim::world::api::{
         AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Dialect, Envelope, KeepAlive, LimiterConfig,
-        LimiterKind, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding, ScriptStep,
+        LimiterKind, Preset, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding, ScriptStep,
     };
 }
 

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::sim::serve::{ServeOptions, Served};
+use crate::sim::world::api::Preset;
 use clap::Args;
 
 use super::{Format, Outcome, ScenarioSource, UserError, terminal};
@@ -57,9 +58,14 @@ pub fn run(args: ServeArgs) -> Outcome {
             .for_
             .map_or("SIGINT or SIGTERM".to_owned(), |d| format!("{} or a signal", humantime::format_duration(d)));
         let key = scenario.api.accounts.first().and_then(|a| a.keys.first());
-        let key = key.map_or(String::new(), |k| format!(" with x-api-key: {}", terminal::printable(k)));
+        let (route, header) = match scenario.api.preset {
+            Preset::None => ("/v1/jobs", "x-api-key: "),
+            Preset::OpenAi => ("/v1/chat/completions", "Authorization: Bearer "),
+            Preset::GitHub => ("/repos/{owner}/{repo}/issues", "Authorization: Bearer "),
+        };
+        let key = key.map_or(String::new(), |k| format!(" with {header}{}", terminal::printable(k)));
         eprintln!(
-            "retrysim serve: {} (seed {}) until {until}; POST {}/v1/jobs{key}; GET {}/__retrysim/report",
+            "retrysim serve: {} (seed {}) until {until}; POST {}{route}{key}; GET {}/__retrysim/report",
             terminal::printable(&scenario.name),
             args.seed,
             served.url(),

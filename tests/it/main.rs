@@ -4,6 +4,7 @@ mod cancel;
 mod cli;
 mod cli_limits;
 mod compare;
+mod dialect_audit;
 mod docs;
 mod driver;
 mod external_user;

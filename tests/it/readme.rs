@@ -9,7 +9,7 @@ pub const README: &str = include_str!("../../README.md");
 
 /// Every page, as its path from the repository root and its text: the README
 /// first, then the guide's pages in the order the README lists them.
-pub const PAGES: [(&str, &str); 18] = [
+pub const PAGES: [(&str, &str); 19] = [
     ("README.md", README),
     ("docs/guide/core.md", include_str!("../../docs/guide/core.md")),
     ("docs/guide/comparing-policies.md", include_str!("../../docs/guide/comparing-policies.md")),
@@ -20,6 +20,7 @@ pub const PAGES: [(&str, &str); 18] = [
     ("docs/guide/hunting.md", include_str!("../../docs/guide/hunting.md")),
     ("docs/guide/testing-your-client.md", include_str!("../../docs/guide/testing-your-client.md")),
     ("docs/guide/any-language.md", include_str!("../../docs/guide/any-language.md")),
+    ("docs/guide/typed-clients.md", include_str!("../../docs/guide/typed-clients.md")),
     ("docs/guide/driver.md", include_str!("../../docs/guide/driver.md")),
     ("docs/guide/lean-build.md", include_str!("../../docs/guide/lean-build.md")),
     ("docs/guide/command-line.md", include_str!("../../docs/guide/command-line.md")),

@@ -171,7 +171,7 @@ const POLICY: [Key; 18] = [
     flag("policy.idempotency_keys"),
 ];
 
-const SCENARIO: [Key; 110] = {
+const SCENARIO: [Key; 111] = {
     let [a0, a1, a2, a3, a4, a5, a6, a7, a8, a9] = aimd_keys!("fleet.gate");
     let [f0, f1, f2, f3, f4, f5, f6, f7, f8, f9] = aimd_keys!("fleet.coordinator.fallback");
     [
@@ -179,6 +179,7 @@ const SCENARIO: [Key; 110] = {
         text("description", 2000),
         dur("time_limit", s(1), LONGEST, "virtual time after which a run is stopped as stuck"),
         // The API.
+        choice("api.preset", &["none", "openai", "github"]),
         choice(
             "api.limiter.kind",
             &["fixed_window", "token_bucket", "sliding_window", "moving_window", "leaky_bucket"],

@@ -389,7 +389,7 @@ fn anonymous_counts(r: &Report) -> Vec<(usize, &Arrival, u32)> {
         let counts = a.account.is_none()
             && a.outcome != ArrivalOutcome::Scripted
             && a.status != 401
-            && crate::sim::world::api::has_route(&a.method, &a.path);
+            && crate::sim::world::api::has_route(api.preset, &a.method, &a.path);
         if counts {
             let count = hours.entry(api.hour_at(a.at)).or_default();
             *count += 1;

@@ -11,12 +11,13 @@ use http::Request;
 
 use super::account::Denial;
 use super::config::RetryAfterRounding;
-use super::endpoint::{self, Endpoint};
+use super::endpoint::Endpoint;
 use super::envelope::ErrorCode;
 use super::habits;
 use super::idempotency::{Fingerprint, Lookup, StoredAnswer};
 use super::limiter::{Verdict, ceil_seconds};
-use super::{Api, Caller, Meter, Run, ScriptStep, names};
+use super::presets::Credential;
+use super::{Api, Caller, Meter, Run, ScriptStep};
 
 /// The idempotency scope of callers without a key.
 const ANONYMOUS: &str = "(anonymous)";
@@ -45,7 +46,7 @@ impl Api {
         if let Some(step) = self.next_script_step() {
             return Err(Early::Scripted(step));
         }
-        let Some(endpoint) = Endpoint::route(req.method(), req.uri().path()) else {
+        let Some(endpoint) = self.config.preset.route(req.method(), req.uri().path()) else {
             return Err(refused(ErrorCode::NotFound, None, None));
         };
         let Some(caller) = self.authenticate(req) else {
@@ -102,8 +103,8 @@ impl Api {
 
         // The request itself, then what it costs.
         let cost = match &endpoint {
-            Endpoint::CreateJob => match endpoint::job_op(req.body()) {
-                Some(op) => op.cost(),
+            Endpoint::CreateJob => match self.config.preset.job_cost(req.body()) {
+                Some(cost) => cost,
                 None => return Err(refused(ErrorCode::BadRequest, None, meter)),
             },
             Endpoint::GetJob(id) if !self.jobs.contains(id) => return Err(refused(ErrorCode::NotFound, None, meter)),
@@ -128,12 +129,14 @@ impl Api {
         Ok(Run { caller, endpoint, idempotency, cost, reservation, held })
     }
 
-    /// The caller behind `x-api-key`; a keyless caller only if anonymous use is on.
+    /// The caller behind `x-api-key` (a preset's `Authorization`); a keyless
+    /// caller only if anonymous use is on.
     fn authenticate(&self, req: &Request<Bytes>) -> Option<Caller> {
-        let Some(value) = req.headers().get(&names::API_KEY) else {
-            return self.anonymous.is_some().then_some(Caller::Anonymous);
+        let key = match self.config.preset.credential(req.headers()) {
+            Credential::Absent => return self.anonymous.is_some().then_some(Caller::Anonymous),
+            Credential::Unreadable => return None,
+            Credential::Key(key) => key,
         };
-        let key = value.to_str().ok()?;
         let account = self.config.accounts.iter().position(|a| a.keys.iter().any(|k| k == key))?;
         Some(Caller::Account(account))
     }

@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApiConfig {
+    /// The real API the model stands in for (its routes, authentication,
+    /// bodies and error envelope: [`Preset`]); `none` is the model's own.
+    #[serde(skip_serializing_if = "is_default")]
+    pub preset: Preset,
     /// The per-account request-rate limiter (separate read and write budgets).
     pub limiter: LimiterConfig,
     /// Accounts and their keys; keys of one account share its budgets.
@@ -126,6 +130,7 @@ impl Default for KeepAlive {
 impl Default for ApiConfig {
     fn default() -> ApiConfig {
         ApiConfig {
+            preset: Preset::None,
             limiter: LimiterConfig::default(),
             accounts: vec![AccountConfig {
                 name: "acme".into(),
@@ -204,6 +209,12 @@ impl ApiConfig {
             ));
         }
         self.limiter.validate()?;
+        if self.preset != Preset::None && self.advice == AdviceForm::BodyOnly {
+            return Err(format!(
+                "preset = \"{}\" writes its own error bodies, which have no place for a wait: advice = \"body_only\" would advise nothing; use \"header_seconds\", \"both\" (the header alone, under a preset) or \"none\"",
+                self.preset.name()
+            ));
+        }
         if let Some(clash) = self.dialect_clash() {
             return Err(clash);
         }
@@ -601,6 +612,23 @@ pub enum Dialect {
     #[serde(rename = "openai")]
     OpenAi,
     /// GitHub's primary limit: `x-ratelimit-remaining: 0`, `x-ratelimit-reset` in Unix seconds.
+    #[serde(rename = "github")]
+    GitHub,
+}
+
+/// Which real API the simulated one stands in for: its routes, its
+/// authentication, its bodies and its error envelope (`presets` says each
+/// one's details and sources).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preset {
+    /// The model's own API: `POST /v1/jobs`, `x-api-key`, the `envelope` key's bodies.
+    #[default]
+    None,
+    /// OpenAI's chat completions: `POST /v1/chat/completions`, `Authorization: Bearer`.
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// GitHub's REST issues: `POST /repos/{owner}/{repo}/issues`, `Authorization: Bearer`.
     #[serde(rename = "github")]
     GitHub,
 }

@@ -98,6 +98,8 @@ pub(crate) struct Refusal {
     /// The code members the body writes in place of `code`, in order (see
     /// `ScriptStep::written_codes`); empty: `code` alone.
     pub(crate) written_codes: Vec<String>,
+    /// The model's refusal it is (`None`: a script's), for a preset's envelope.
+    pub(crate) kind: Option<ErrorCode>,
 }
 
 impl Refusal {
@@ -108,6 +110,7 @@ impl Refusal {
             message: code.message().to_owned(),
             retry_after_s,
             written_codes: Vec::new(),
+            kind: Some(code),
         }
     }
 }
@@ -194,6 +197,13 @@ pub(crate) fn render(refusal: &Refusal, style: &Style, request: usize) -> Render
         body.splice(opening..opening, members.into_bytes());
     }
     Rendered { body: Bytes::from(body), content_type: JSON, retry_after_header, advised }
+}
+
+/// Writes `refusal` in a named API's envelope (`presets`): the advice goes
+/// only in the header, since the body has no place for a wait of its own.
+pub(crate) fn render_preset(refusal: &Refusal, style: &Style, body: serde_json::Value) -> Rendered {
+    let (retry_after_header, advised, _) = advise(refusal, style);
+    Rendered { body: Bytes::from(body.to_string()), content_type: JSON, retry_after_header, advised }
 }
 
 /// Writes `refusal` as an HTML `page` (Flask-Limiter's default, see

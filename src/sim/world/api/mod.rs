@@ -32,6 +32,7 @@ mod idempotency;
 mod leaky;
 mod ledger;
 pub(crate) mod limiter;
+mod presets;
 mod response;
 mod wallclock;
 
@@ -52,7 +53,7 @@ use http::{HeaderName, Request, Response};
 
 pub use config::{
     AccountConfig, AdviceForm, ApiConfig, ConcurrencyConfig, DateForm, Dialect, Envelope, KeepAlive, LimiterConfig,
-    LimiterKind, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding, ScriptStep,
+    LimiterKind, Preset, RateLimitFields, RateLimitedBody, ResetForm, RetryAfterRounding, ScriptStep,
 };
 pub use ledger::{Advertised, Arrival, ArrivalOutcome, Ledger, LossDecision, NO_KEY};
 
@@ -63,10 +64,10 @@ use ledger::{Settled, body_digest};
 use response::Answer;
 use wallclock::WallClock;
 
-/// Whether the API has a route for `method` and `path`: a request without
-/// one is answered 404 before any limiter counts it.
-pub(crate) fn has_route(method: &str, path: &str) -> bool {
-    http::Method::from_bytes(method.as_bytes()).is_ok_and(|m| Endpoint::route(&m, path).is_some())
+/// Whether the API (wearing `preset`) has a route for `method` and `path`:
+/// a request without one is answered 404 before any limiter counts it.
+pub(crate) fn has_route(preset: Preset, method: &str, path: &str) -> bool {
+    http::Method::from_bytes(method.as_bytes()).is_ok_and(|m| preset.route(&m, path).is_some())
 }
 
 /// Response header: the answer's index into [`Ledger::arrivals`].
@@ -273,7 +274,11 @@ impl Api {
                 self.jobs.insert(id.clone());
                 let key = run.idempotency.as_ref().map(|(_, key)| key.as_str());
                 self.ledger.charge(key, run.cost);
-                (201, serde_json::json!({ "id": id, "status": "queued" }), ArrivalOutcome::Charged)
+                let (status, body) = match self.config.preset {
+                    Preset::None => (201, serde_json::json!({ "id": id, "status": "queued" })),
+                    preset => preset.created(&id, self.clock.at(now).unix_seconds()),
+                };
+                (status, body, ArrivalOutcome::Charged)
             }
             Endpoint::CreateUpload => {
                 self.uploads_created += 1;
@@ -281,7 +286,11 @@ impl Api {
                 (201, serde_json::json!({ "id": id }), ArrivalOutcome::Accepted)
             }
             Endpoint::GetJob(id) => {
-                (200, serde_json::json!({ "id": id, "status": "completed" }), ArrivalOutcome::Accepted)
+                let (status, body) = match self.config.preset {
+                    Preset::None => (200, serde_json::json!({ "id": id, "status": "completed" })),
+                    preset => preset.fetched(id, self.clock.at(now).unix_seconds()),
+                };
+                (status, body, ArrivalOutcome::Accepted)
             }
             Endpoint::PutUpload(id) => (200, serde_json::json!({ "id": id }), ArrivalOutcome::Accepted),
         };

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
 
 use super::admission::Early;
-use super::config::{Dialect, RateLimitFields, RateLimitedBody};
+use super::config::{Dialect, Preset, RateLimitFields, RateLimitedBody};
 use super::dialect;
 use super::endpoint::BudgetKind;
 use super::envelope::{self, ErrorCode, JSON, Refusal, Style};
@@ -69,6 +69,7 @@ impl Api {
                     message: "Scripted answer".into(),
                     retry_after_s: step.retry_after_s,
                     written_codes: step.written_codes,
+                    kind: None,
                 };
                 let mut answer = self.error_answer(&refusal, wait, ArrivalOutcome::Scripted, None, arrival, now);
                 answer.extra.extend(headers);
@@ -172,7 +173,14 @@ impl Api {
         arrival: usize,
         now: Duration,
     ) -> Answer {
-        let rendered = envelope::render(refusal, &self.style(now), arrival);
+        let rendered = match self.config.preset {
+            Preset::None => envelope::render(refusal, &self.style(now), arrival),
+            preset => {
+                let asked = &self.ledger.arrivals[arrival];
+                let body = preset.error_body(refusal, &asked.method, &asked.path);
+                envelope::render_preset(refusal, &self.style(now), body)
+            }
+        };
         self.rendered_answer(refusal, rendered, wait, outcome, meter, now)
     }
 
