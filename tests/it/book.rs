@@ -377,3 +377,36 @@ fn the_hunting_page_counts_the_invariants_and_the_properties() {
     );
     assert!(page.contains(&expected), "docs/guide/hunting.md must say {expected:?}");
 }
+
+#[test]
+fn the_fault_kinds_page_is_the_faults_and_their_classes() {
+    use retrysim::testing::{CloseTiming, Fault, FaultClass};
+    use std::time::Duration;
+    let s = Duration::from_secs(1);
+    let faults = [
+        Fault::LoseAnswer,
+        Fault::LatencySpike { latency: s, until: s },
+        Fault::Partition { until: s },
+        Fault::Hold { until: s },
+        Fault::Bounce,
+        Fault::CloseRace { timing: CloseTiming::FinAfterWrite },
+        Fault::LimiterPartition { until: s },
+        Fault::Cancel,
+    ];
+    let page = PAGES.iter().find(|(p, _)| *p == "docs/book/faults.md").unwrap().1;
+    let rows: Vec<&str> = page.lines().filter(|l| l.starts_with("| `")).collect();
+    assert_eq!(rows.len(), faults.len(), "one row per fault kind");
+    for (row, fault) in rows.iter().zip(&faults) {
+        let kind = serde_json::to_value(fault).unwrap()["kind"].as_str().unwrap().to_owned();
+        assert!(row.starts_with(&format!("| `{kind}` |")), "the row for {kind}: {row}");
+        let classes: Vec<String> = FaultClass::of_fault(fault).iter().map(|c| c.to_string()).collect();
+        let shown = if classes.is_empty() { "none".to_owned() } else { classes.join(", ") };
+        assert!(row.ends_with(&format!("| {shown} |")), "{kind} shows {shown}: {row}");
+    }
+    // Every kind a scenario file accepts (the registry's own page) has its row.
+    let keys = PAGES.iter().find(|(p, _)| *p == "docs/guide/scenario-keys.md").unwrap().1;
+    let line = keys.lines().find(|l| l.starts_with("| `faults.schedule[].fault.kind`")).expect("the kind's row");
+    let accepted: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
+    let listed: Vec<&str> = rows.iter().map(|r| r.split('`').nth(1).unwrap()).collect();
+    assert_eq!(listed, accepted, "docs/book/faults.md's kinds and scenario-keys.md's");
+}
