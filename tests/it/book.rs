@@ -216,7 +216,7 @@ fn every_example_command_turns_on_the_features_the_example_requires() {
     // Every example under examples/ is declared, so cargo knows what it needs.
     for entry in std::fs::read_dir(format!("{}/examples", env!("CARGO_MANIFEST_DIR"))).unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(stem) = name.strip_suffix(".rs").filter(|s| *s != "calibrate") {
+        if let Some(stem) = name.strip_suffix(".rs") {
             assert!(required.contains_key(stem), "examples/{name} has no [[example]] with its required-features");
         }
     }
@@ -356,6 +356,17 @@ fn every_measurement_page_is_stamped_with_its_command_and_commit() {
     let bad = "# M\n\nran `cargo mutants` at abc1234\n\n| a | b |\n|---|---|\n| x (abc1234) | 1 |\n| y | 2 |\n| z | the same |\n";
     assert_eq!(unstamped("bad.md", bad).len(), 1);
     assert_eq!(unstamped("bare.md", "# M\n\nnothing\n").len(), 2);
+}
+
+#[test]
+fn the_examples_page_lists_every_example() {
+    let manifest = manifest();
+    let declared: Vec<&str> =
+        manifest["example"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    let page = PAGES.iter().find(|(p, _)| *p == "docs/book/examples.md").unwrap().1;
+    let listed: Vec<&str> =
+        page.lines().filter(|l| l.starts_with("| `")).map(|l| l.split('`').nth(1).unwrap()).collect();
+    assert_eq!(listed, declared, "docs/book/examples.md lists Cargo.toml's [[example]]s, in its order");
 }
 
 #[test]

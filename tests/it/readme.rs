@@ -11,7 +11,7 @@ pub const README: &str = include_str!("../../README.md");
 /// Every page, as its path from the repository root and its text: the README
 /// first, then the guide's pages in the order the README lists them, then
 /// the book's own pages and the measurements.
-pub const PAGES: [(&str, &str); 26] = [
+pub const PAGES: [(&str, &str); 27] = [
     ("README.md", README),
     ("docs/guide/core.md", include_str!("../../docs/guide/core.md")),
     ("docs/guide/comparing-policies.md", include_str!("../../docs/guide/comparing-policies.md")),
@@ -35,6 +35,7 @@ pub const PAGES: [(&str, &str); 26] = [
     ("docs/book/troubleshooting.md", include_str!("../../docs/book/troubleshooting.md")),
     ("docs/book/checks.md", include_str!("../../docs/book/checks.md")),
     ("docs/book/faults.md", include_str!("../../docs/book/faults.md")),
+    ("docs/book/examples.md", include_str!("../../docs/book/examples.md")),
     ("docs/measurements/README.md", include_str!("../../docs/measurements/README.md")),
     ("docs/measurements/mutants.md", include_str!("../../docs/measurements/mutants.md")),
     ("docs/measurements/deep-hunt.md", include_str!("../../docs/measurements/deep-hunt.md")),
