@@ -14,13 +14,15 @@
 
 use std::process::ExitCode;
 
-use bytes::Bytes;
-use http::Request;
+// guide: imports
+use retrysim::bytes::Bytes;
 use retrysim::env::{TokioClock, os_rng};
+use retrysim::http::Request;
 use retrysim::reqwest::{Retried, RetryMiddleware};
 use retrysim::{Policy, RetryClient, RetryError};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
+// guide: end
 
 // guide: transport
 /// One job through `RetryClient`, over your own reqwest client (its TLS,

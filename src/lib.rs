@@ -12,7 +12,10 @@
 //!   [`Harness`](testing/struct.Harness.html), the
 //!   [`Subject`](testing/trait.Subject.html) your client implements, the
 //!   snapshot text and the hunt over seeds. Put retrysim in
-//!   `[dev-dependencies]`.
+//!   `[dev-dependencies]` for the harness, and with `default-features =
+//!   false` in `[dependencies]` when your client is written against its
+//!   traits (the README's Cargo.toml has both). A reqwest-middleware stack
+//!   is tested with the feature `sim-reqwest` (`testing::ReqwestStack`).
 //! - **You want retrysim to do the retrying** in a service: start at
 //!   [`client::RetryClient`] with a [`Policy`] preset and an
 //!   [`env::Transport`] ([`env::HyperTransport`] for HTTP and HTTPS); the quick
@@ -20,8 +23,10 @@
 //! - **You want one decision** (your own loop, another runtime): [`core`],
 //!   whose [`decide`](core::policy::decide) is pure.
 //!
-//! The guide (`docs/guide/` in the repository, linked from its README) has a
-//! page per topic; `docs/DESIGN.md` says why things are as they are.
+//! The book (`docs/book/SUMMARY.md` in the repository) reads in order, from
+//! a first passing test to a reqwest-middleware stack, the hunt and the
+//! reference; the guide (`docs/guide/`, linked from the README) has a page
+//! per topic; `docs/DESIGN.md` says why things are as they are.
 //!
 //! **The contract.** The decision core ([`core`]) is sans-IO and
 //! deterministic: it performs no IO, reads no clock and draws no random
@@ -110,6 +115,10 @@
 //!   [`RetryClient`] sends through your own reqwest client;
 //!   `reqwest-middleware` adds `RetryMiddleware`, retrysim's retry in a
 //!   `reqwest_middleware` chain where `reqwest-retry` sits.
+//! - `sim-reqwest` (implies `sim`): `testing::SimReqwest` and
+//!   `testing::ReqwestStack`, a `reqwest_middleware` stack (reqwest 0.13,
+//!   reqwest-middleware 0.5) as the client under test, its last middleware
+//!   the simulated network.
 //!
 //! With `default-features = false` you get [`core`], [`env`](mod@env),
 //! [`client`], [`gate`] and [`trace`], and compile neither turmoil, clap,

@@ -307,6 +307,9 @@ impl Harness {
     /// replay line when one is found, or with the reason when the scenario
     /// is not applicable to the client ([`Verdict::NotApplicable`]); else
     /// the run's report.
+    ///
+    /// Every check a client faces, what turns it on and how to fix a
+    /// failure: `docs/book/checks.md` in the repository.
     #[track_caller]
     pub fn assert_holds(&self, seed: u64) -> Report {
         let checked = self.check(seed);

@@ -1,18 +1,23 @@
 //! README "Testing your own client" (and `docs/guide/testing-your-client.md`)
-//! is the code of `tests/external-user/`, a crate outside this package that
-//! CI tests on its own (`.ci/run`): each documentation block between
-//! `README:<name> begin/end` markers is, verbatim, the text between the same
-//! markers in that crate's files. And the root package
-//! never compiles that crate's files as its own tests.
+//! is the code of `tests/external-user/`, and the book's "Testing a
+//! reqwest-middleware stack" (`docs/book/reqwest-middleware.md`) the code of
+//! `tests/external-reqwest/`: crates outside this package that CI tests on
+//! their own (`.ci/external-user.sh`). Each documentation block between
+//! `README:<name>` (or `BOOK:<name>`) `begin`/`end` markers is, verbatim,
+//! the text between the same markers in that crate's files. And the root
+//! package never compiles those crates' files as its own tests.
 
 use std::process::Command;
 
 const EXTERNAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/external-user");
 
-/// The lines strictly between the line holding `README:<name> begin` and the
-/// line holding `README:<name> end`.
-fn between<'a>(text: &'a str, name: &str, file: &str) -> Vec<&'a str> {
-    let (begin, end) = (format!("README:{name} begin"), format!("README:{name} end"));
+/// The book's reqwest-middleware crate.
+const EXTERNAL_REQWEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/external-reqwest");
+
+/// The lines strictly between the line holding `<tag> begin` and the line
+/// holding `<tag> end`, for a tag such as `README:external-cargo`.
+fn between<'a>(text: &'a str, tag: &str, file: &str) -> Vec<&'a str> {
+    let (begin, end) = (format!("{tag} begin"), format!("{tag} end"));
     let lines: Vec<&str> = text.lines().collect();
     let find = |marker: &str| {
         let found: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].contains(marker)).collect();
@@ -24,25 +29,29 @@ fn between<'a>(text: &'a str, name: &str, file: &str) -> Vec<&'a str> {
     lines[b + 1..e].to_vec()
 }
 
-/// The block `name` of the documentation (README.md and the guide's pages):
-/// its fenced code, without the fences. Its `README:<name>` markers must be
+/// The block `tag` of the documentation (README.md, the guide's and the
+/// book's pages): its fenced code, without the fences. Its markers must be
 /// in exactly one page.
-fn readme_block(name: &str) -> Vec<&'static str> {
-    let (begin, end) = (format!("README:{name} begin"), format!("README:{name} end"));
+fn readme_block(tag: &str) -> Vec<&'static str> {
+    let (begin, end) = (format!("{tag} begin"), format!("{tag} end"));
     let pages: Vec<_> =
         crate::readme::PAGES.iter().filter(|(_, text)| text.contains(&begin) || text.contains(&end)).collect();
     let [&(page, text)] = pages[..] else {
         let names: Vec<_> = pages.iter().map(|(n, _)| *n).collect();
         panic!("{begin:?} must be in exactly one page of the documentation, not in {names:?}");
     };
-    let block = between(text, name, page);
+    let block = between(text, tag, page);
     let (first, last) = (block.first().copied().unwrap_or(""), block.last().copied().unwrap_or(""));
-    assert!(first.starts_with("```") && last == "```", "{page}: README:{name} must wrap one fenced block: {block:?}");
+    assert!(first.starts_with("```") && last == "```", "{page}: {tag} must wrap one fenced block: {block:?}");
     block[1..block.len() - 1].to_vec()
 }
 
 fn file(path: &str) -> String {
-    std::fs::read_to_string(format!("{EXTERNAL}/{path}")).unwrap_or_else(|e| panic!("{EXTERNAL}/{path}: {e}"))
+    file_in(EXTERNAL, path)
+}
+
+fn file_in(dir: &str, path: &str) -> String {
+    std::fs::read_to_string(format!("{dir}/{path}")).unwrap_or_else(|e| panic!("{dir}/{path}: {e}"))
 }
 
 #[test]
@@ -50,9 +59,57 @@ fn the_readme_blocks_are_the_external_crates_code() {
     for (name, path) in
         [("external-cargo", "Cargo.toml"), ("external-client", "src/lib.rs"), ("external-test", "tests/client.rs")]
     {
-        let text = file(path);
-        assert_eq!(readme_block(name), between(&text, name, path), "README:{name} and {path} differ");
+        let (text, tag) = (file(path), format!("README:{name}"));
+        assert_eq!(readme_block(&tag), between(&text, &tag, path), "{tag} and {path} differ");
     }
+}
+
+#[test]
+fn the_books_reqwest_blocks_are_the_outside_crates_code() {
+    for (name, path) in
+        [("reqwest-cargo", "Cargo.toml"), ("reqwest-lib", "src/lib.rs"), ("reqwest-test", "tests/stack.rs")]
+    {
+        let (text, tag) = (file_in(EXTERNAL_REQWEST, path), format!("BOOK:{name}"));
+        let (page, file) = (readme_block(&tag), between(&text, &tag, path));
+        assert_eq!(page, file, "{tag} in docs/book/reqwest-middleware.md and tests/external-reqwest/{path} differ");
+        // The whole file, but for its marker lines (and the manifest's
+        // [package] header): nothing the reader does not see is compiled.
+        let rest: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.contains(&tag))
+            .skip_while(|l| path == "Cargo.toml" && !l.starts_with("[dependencies]"))
+            .collect();
+        assert_eq!(rest, file, "tests/external-reqwest/{path} holds lines outside its {tag} block");
+    }
+    let manifest = file_in(EXTERNAL_REQWEST, "Cargo.toml");
+    // The versions the page names are the ones the crate builds, and match
+    // retrysim's own: reqwest 0.13, reqwest-middleware 0.5, reqwest-retry 0.9.
+    let ours = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).unwrap();
+    for (krate, major) in [("reqwest", "0.13"), ("reqwest-middleware", "0.5"), ("reqwest-retry", "0.9")] {
+        let theirs =
+            manifest.lines().find(|l| l.starts_with(&format!("{krate} = "))).unwrap_or_else(|| panic!("{krate}"));
+        assert!(theirs.contains(&format!("\"{major}\"")), "{theirs} is not {krate} {major}");
+        let line = ours
+            .lines()
+            .find(|l| l.starts_with(&format!("{krate} = {{ version")))
+            .unwrap_or_else(|| panic!("{krate} in ours"));
+        assert!(line.contains(&format!("\"{major}.")), "retrysim's {line} is not {krate} {major}");
+        let page = crate::readme::PAGES.iter().find(|(n, _)| *n == "docs/book/reqwest-middleware.md").unwrap().1;
+        assert!(page.contains(&format!("**{krate} {major}**")), "the page does not name {krate} {major}");
+    }
+    let git: Vec<_> = manifest.lines().filter(|l| l.starts_with("retrysim = { git = \"https://github.com/")).collect();
+    assert_eq!(git.len(), 1, "one retrysim git line in tests/external-reqwest/Cargo.toml: {git:?}");
+    assert!(git[0].contains("features = [\"sim-reqwest\"]"), "{}", git[0]);
+    assert!(!manifest.contains("path ="), "tests/external-reqwest must not reach retrysim by path");
+    assert!(
+        !std::path::Path::new(&format!("{EXTERNAL_REQWEST}/Cargo.lock")).exists(),
+        "a lockfile in tests/external-reqwest"
+    );
+    let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/external-user.sh")).unwrap();
+    assert!(
+        script.lines().any(|l| l == "outside external-reqwest 1"),
+        ".ci/external-user.sh must build tests/external-reqwest"
+    );
 }
 
 #[test]
@@ -108,6 +165,9 @@ fn the_root_package_does_not_compile_the_external_crate() {
         .map(|t| t["src_path"].as_str().unwrap())
         .collect();
     assert!(sources.iter().any(|s| s.ends_with("/tests/it/main.rs")), "{sources:?}");
-    let external: Vec<_> = sources.iter().filter(|s| s.contains("/tests/external-user/")).collect();
+    let external: Vec<_> = sources
+        .iter()
+        .filter(|s| s.contains("/tests/external-user/") || s.contains("/tests/external-reqwest/"))
+        .collect();
     assert!(external.is_empty(), "the root workspace compiles {external:?}: the external crate is not its own");
 }

@@ -1,5 +1,6 @@
 //! Integration tests, compiled as one binary (faster to build and link).
 mod blackbox;
+mod book;
 mod cancel;
 mod cli;
 mod cli_limits;

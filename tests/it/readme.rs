@@ -1,6 +1,7 @@
 //! The documentation, for the tests that keep its tables and examples in
-//! step: README.md, the front door, and every page of the guide under
-//! `docs/guide/`. A test names a section by its `## ` heading and finds it in
+//! step: README.md, the front door, every page of the guide under
+//! `docs/guide/`, of the book under `docs/book/` and of the measurements
+//! under `docs/measurements/`. A test names a section by its `## ` heading and finds it in
 //! whichever page holds it, so a section can move between pages without its
 //! test changing.
 
@@ -8,8 +9,9 @@
 pub const README: &str = include_str!("../../README.md");
 
 /// Every page, as its path from the repository root and its text: the README
-/// first, then the guide's pages in the order the README lists them.
-pub const PAGES: [(&str, &str); 19] = [
+/// first, then the guide's pages in the order the README lists them, then
+/// the book's own pages and the measurements.
+pub const PAGES: [(&str, &str); 29] = [
     ("README.md", README),
     ("docs/guide/core.md", include_str!("../../docs/guide/core.md")),
     ("docs/guide/comparing-policies.md", include_str!("../../docs/guide/comparing-policies.md")),
@@ -29,7 +31,20 @@ pub const PAGES: [(&str, &str); 19] = [
     ("docs/guide/timelines.md", include_str!("../../docs/guide/timelines.md")),
     ("docs/guide/determinism.md", include_str!("../../docs/guide/determinism.md")),
     ("docs/guide/speed.md", include_str!("../../docs/guide/speed.md")),
+    ("docs/book/SUMMARY.md", include_str!("../../docs/book/SUMMARY.md")),
+    ("docs/book/reqwest-middleware.md", include_str!("../../docs/book/reqwest-middleware.md")),
+    ("docs/book/troubleshooting.md", include_str!("../../docs/book/troubleshooting.md")),
+    ("docs/book/checks.md", include_str!("../../docs/book/checks.md")),
+    ("docs/book/faults.md", include_str!("../../docs/book/faults.md")),
+    ("docs/book/examples.md", include_str!("../../docs/book/examples.md")),
+    ("docs/measurements/README.md", include_str!("../../docs/measurements/README.md")),
+    ("docs/measurements/mutants.md", include_str!("../../docs/measurements/mutants.md")),
+    ("docs/measurements/deep-hunt.md", include_str!("../../docs/measurements/deep-hunt.md")),
+    ("docs/measurements/mutants-issue54.md", include_str!("../../docs/measurements/mutants-issue54.md")),
 ];
+
+/// The folders whose every `.md` file is a page.
+const PAGE_DIRS: [&str; 3] = ["docs/guide", "docs/book", "docs/measurements"];
 
 /// The README's length limit: a front door, the rest in the guide.
 const README_MAX_LINES: usize = 300;
@@ -80,19 +95,23 @@ pub fn table_after(heading: &str, marker: &str) -> Vec<Vec<String>> {
 
 #[test]
 fn the_pages_are_the_readme_and_every_guide_file() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide");
-    let mut on_disk: Vec<String> = std::fs::read_dir(dir)
-        .expect("docs/guide is a directory")
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".md"))
-        .map(|n| format!("docs/guide/{n}"))
-        .collect();
+    let mut on_disk: Vec<String> = Vec::new();
+    for dir in PAGE_DIRS {
+        let path = format!("{}/{dir}", env!("CARGO_MANIFEST_DIR"));
+        on_disk.extend(
+            std::fs::read_dir(&path)
+                .unwrap_or_else(|e| panic!("{dir}: {e}"))
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".md"))
+                .map(|n| format!("{dir}/{n}")),
+        );
+    }
     on_disk.sort();
     let mut listed: Vec<String> = PAGES.iter().skip(1).map(|(n, _)| n.to_string()).collect();
     listed.sort();
     assert_eq!(PAGES[0].0, "README.md");
-    assert_eq!(listed, on_disk, "tests/it/readme.rs's PAGES must list every docs/guide/*.md, and only those");
+    assert_eq!(listed, on_disk, "tests/it/readme.rs's PAGES must list every .md of {PAGE_DIRS:?}, and only those");
     // Each page is the file it names (include_str! path and name agree).
     for (name, text) in PAGES {
         let path = format!("{}/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -124,10 +143,25 @@ fn every_guide_page_has_a_title_and_a_way_back() {
 #[test]
 fn the_readme_lists_every_guide_page() {
     let guide = section("The guide");
-    for (name, _) in &PAGES[1..] {
+    for (name, _) in PAGES.iter().filter(|(n, _)| n.starts_with("docs/guide/")) {
         assert!(guide.contains(&format!("]({name})")), "README's \"The guide\" does not link {name}");
     }
     assert!(guide.contains("](docs/DESIGN.md)"), "README's \"The guide\" does not link docs/DESIGN.md");
+    assert!(guide.contains("](docs/book/SUMMARY.md)"), "README's \"The guide\" does not link the book");
+    assert!(guide.contains("](docs/measurements/README.md)"), "README's \"The guide\" does not link the measurements");
+}
+
+#[test]
+fn the_books_summary_lists_every_book_page_and_the_measurements_index_every_measurement() {
+    let page = |name: &str| PAGES.iter().find(|(n, _)| *n == name).expect("a listed page").1;
+    for (index, dir) in [("docs/book/SUMMARY.md", "docs/book/"), ("docs/measurements/README.md", "docs/measurements/")]
+    {
+        let text = page(index);
+        for (name, _) in PAGES.iter().filter(|(n, _)| n.starts_with(dir) && *n != index) {
+            let file = &name[dir.len()..];
+            assert!(text.contains(&format!("]({file})")), "{index} does not link {file}");
+        }
+    }
 }
 
 #[test]

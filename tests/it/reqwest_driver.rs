@@ -325,7 +325,7 @@ async fn the_guides_examples_retry_a_429_both_ways() {
 fn the_guide_shows_the_examples_code_word_for_word() {
     let example = include_str!("../../examples/reqwest_retry.rs");
     let section = crate::readme::section("Retrying a reqwest client");
-    for part in ["transport", "middleware"] {
+    for part in ["imports", "transport", "middleware"] {
         let start = format!("// guide: {part}\n");
         let code = example.split(&start).nth(1).and_then(|rest| rest.split("// guide: end").next());
         let code = code.unwrap_or_else(|| panic!("no `{start}` block in examples/reqwest_retry.rs"));
