@@ -34,7 +34,10 @@ use crate::sim::world::api::{AdviceForm, Dialect, Envelope, LimiterKind, RateLim
 /// budget is not what the checks must see stop it (not contended, not the
 /// policy edges' one budget), which may defer.
 pub(super) fn draw_reach(g: &mut Draw, s: &mut Scenario, calm: bool, pacing_clean: bool, free_fleet: bool) {
-    if calm || pacing_clean || s.api.limiter.kind == LimiterKind::LeakyBucket {
+    // Nor with a pacing gate: the gate on `Retry-After` alone (drawn before)
+    // is what `pacing-hold` judges, and these worlds would take its seeds.
+    let pacing = matches!(s.fleet.gate, GateConfig::Pacing(_));
+    if calm || pacing_clean || pacing || s.api.limiter.kind == LimiterKind::LeakyBucket {
         return;
     }
     if may_defer(s, free_fleet) && g.chance(600) {
