@@ -28,10 +28,15 @@ const AT_LEAST: u64 = 10;
 /// worlds draw that on 7 seeds of 500 (24 of 3000); the generator is left
 /// as it is, since changing it moves every pinned seed. `aimd-never-grows`
 /// is judged only where a limiter service's gate is AIMD (aimd-grows reads
-/// what the workers told the service): 8 seeds of 500, and 7 since the
-/// hunt draws a regional outage (the API and the limiter service cut off
-/// at once) in a quarter of the coordinated fleets: seed 302 reports no
-/// success to the gate while it is cut off.
+/// what the workers told the service): 8 seeds of 500, then 7 once the
+/// hunt drew a regional outage (the API and the limiter service cut off
+/// at once) in a quarter of the coordinated fleets (seed 302 reported no
+/// success to the gate while cut off), and 9 since the reach's worlds,
+/// drawn before it, moved which fleets the outage cuts.
+/// `deferral-first-advice` shows only in the reach's deferral world (a
+/// fleet without a gate, a budget or per-worker hosts whose front end is
+/// told `Retry-After: 0` and then 2 or 3 s), where the background run
+/// comes back before the later advice ends: 6 seeds of 500.
 /// `pacing-trusts-rounded-reset` shows only on a pacing gate's clean run
 /// whose server tells whole seconds (drawn last: 10 seeds of 500), where
 /// the rounded bound is late by more than the check's slack: 5 seeds of
@@ -48,12 +53,13 @@ const AT_LEAST: u64 = 10;
 /// full-jitter waits on the backoff alone (jitter-spread's lowest-draw
 /// test: none under half the window has a chance of 2^-24 there), a world
 /// declaring full jitter whose failures carry no advice: 4 seeds of 500.
-const RARE: [(&str, u64); 5] = [
+const RARE: [(&str, u64); 6] = [
     ("max-of-advice-only", 6),
-    ("aimd-never-grows", 7),
+    ("aimd-never-grows", 9),
     ("pacing-trusts-rounded-reset", 5),
     ("pacing-ignores-reset", 7),
     ("equal-declared-full", 4),
+    ("deferral-first-advice", 6),
 ];
 
 /// The fewest failing seeds of 500 `defect` must show.
