@@ -5,7 +5,7 @@
 //! Seeds a deep hunt once failed on, kept as regressions (11 of
 //! 100,000, then 1 more of 100,000 once those were fixed, then 1 more of a
 //! later 100,000-seed hunt, then 5 more of another, then 1 once the hunt
-//! drew whole-second servers). Each was a check that
+//! drew whole-second servers, then 3 of an honest hunt at 3619954). Each was a check that
 //! judged wrongly, not a defect of the client, except where a constant's
 //! doc says a defect of the gate; docs/DESIGN.md ("Seeds the deep hunt
 //! found") says what each was. Every one must stay clean
@@ -101,6 +101,13 @@ const A_STALE_REFUSAL_HELD_NOTHING: [u64; 3] = [63137, 74940, 87003];
 /// gate held the fleet 2 s a window (`pacing-learns-whole-seconds`).
 const A_LOWER_BOUND_FROM_THE_WINDOW_BEFORE: [u64; 1] = [90603];
 
+/// An honest 100,000-seed hunt at 3619954 (also seed 4233, not pinned: 1 s
+/// of wall time): a 429 whose body hinted 1 s (whole seconds, rounded up)
+/// beside OpenAI's `retry-after-ms: 887`; the client rightly followed the
+/// milliseconds, and the black-box check held it to the body's second
+/// (`advice-respected`, black-box early-retry).
+const A_SHORTER_RETRY_AFTER_MS_BESIDE_A_BODY_HINT: [u64; 2] = [2660, 11186];
+
 /// The world seed `seed` drew when the deep hunt failed on it.
 fn world(seed: u64) -> Scenario {
     let path = format!("{}/tests/it/deep_hunt_worlds/{seed}.toml", env!("CARGO_MANIFEST_DIR"));
@@ -116,7 +123,8 @@ fn the_deep_hunts_failing_seeds_stay_clean() {
     let new_draws = new_draws.chain(A_BUCKET_PER_PROCESS).chain(HELD_ON_THE_FALLBACK).chain(CANCELLED_ON_THE_FALLBACK);
     let new_draws = new_draws.chain(NEW_CONNECTION_THEN_KEPT_ALIVE_ON_THE_FALLBACK).chain(FELL_BACK_UNTIL_ITS_REDIAL);
     let new_draws = new_draws.chain(DONE_LOST_IN_THE_PARTITION).chain(A_STALE_REFUSAL_HELD_NOTHING);
-    let new_draws = new_draws.chain(A_LOWER_BOUND_FROM_THE_WINDOW_BEFORE);
+    let new_draws =
+        new_draws.chain(A_LOWER_BOUND_FROM_THE_WINDOW_BEFORE).chain(A_SHORTER_RETRY_AFTER_MS_BESIDE_A_BODY_HINT);
     for seed in seeds.chain(ESCALATION_CONVOY).chain(new_draws) {
         let result = hunt::check_seed(seed, &target, true, &Default::default());
         assert!(result.findings.is_empty(), "seed {seed}: {:#?}", result.findings);

@@ -591,10 +591,22 @@ fn surely_read(a: &Arrival, net: &Net) -> bool {
     !a.lost && !net.request_slowed(a.at) && a.answered_at.is_some_and(|t| !net.answer_cut(t))
 }
 
+/// The wait an answer binds a client to: its `Retry-After` or body hint
+/// (`None` if it had neither: a dialect alone binds only clients that
+/// promised to read it, and `Promises` has no such promise), or the
+/// dialect's wait where that is shorter. The server sent both, and a client
+/// may follow either: retrysim's own reads OpenAI's precise
+/// `retry-after-ms` before a body hint rounded up to whole seconds
+/// (docs/DESIGN.md, the dialects' precedence; found by the hunt: seeds
+/// 2660, 4233 and 11186, a `retry-after-ms` of 887 ms beside a body's 1 s).
+fn advised_wait(a: &Arrival) -> Option<Duration> {
+    a.retry_after.map(|wait| a.dialect_wait.map_or(wait, |dialect| wait.min(dialect)))
+}
+
 /// A request that arrived before the advice of the job's last received
-/// answer had passed (`answered_at + retry_after`, less a date advice's
-/// clock lag). One violation per job: the first early request, with a count
-/// of the others.
+/// answer had passed (`answered_at` + [`advised_wait`], less a date
+/// advice's clock lag). One violation per job: the first early request,
+/// with a count of the others.
 fn early_retry(
     job: Option<u32>,
     arrivals: &[&Arrival],
@@ -604,7 +616,7 @@ fn early_retry(
 ) {
     let mut early = arrivals.iter().enumerate().filter(|&(i, _)| honours(i)).filter_map(|(i, b)| {
         let a = last_answer(&arrivals[..i], b, net)?;
-        let (wait, answered) = (a.retry_after?, a.answered_at?);
+        let (wait, answered) = (advised_wait(a)?, a.answered_at?);
         let stale = !surely_read(a, net) || net.request_slowed(b.at);
         (!stale && b.at + net.date_lag < answered + wait).then_some((a, *b, answered, wait))
     });

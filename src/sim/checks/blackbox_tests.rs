@@ -194,6 +194,28 @@ fn early_retry() {
 }
 
 #[test]
+fn a_shorter_dialect_wait_beside_a_body_hint_may_be_followed() {
+    // Hunt seed 2660: a body hint of 1 s (rounded up) and OpenAI's
+    // `retry-after-ms: 887`; the client followed the milliseconds and its
+    // retry arrived 910 ms after the answer.
+    let with_dialect = |next: u64, dialect: Option<u64>| {
+        let refusal = Arrival { dialect_wait: dialect.map(at), ..rate_limited(1, 116, S) };
+        report(vec![refusal, post(1, next)], &[(1, 0, next + 5)])
+    };
+    assert_eq!(check_black_box(&with_dialect(1_026, Some(887)), &promises(3, 10)), []);
+    // Earlier than both is still early, judged against the shorter.
+    let vs = check_black_box(&with_dialect(1_000, Some(887)), &promises(3, 10));
+    assert!(only(&vs, BlackBoxCheck::EarlyRetry).detail.contains("advised 887 ms (until 1003 ms)"), "{vs:#?}");
+    // Without the dialect the body's 1 s binds, as before.
+    assert_eq!(checks(&check_black_box(&with_dialect(1_026, None), &promises(3, 10))), [BlackBoxCheck::EarlyRetry]);
+    // A longer dialect wait does not raise the bar past the body's.
+    assert_eq!(check_black_box(&with_dialect(1_120, Some(2_000)), &promises(3, 10)), []);
+    // A dialect alone binds no promise the black box knows of.
+    let alone = Arrival { retry_after: None, dialect_wait: Some(at(887)), ..rate_limited(1, 116, S) };
+    assert_eq!(check_black_box(&report(vec![alone, post(1, 500)], &[(1, 0, 505)]), &promises(3, 10)), []);
+}
+
+#[test]
 fn a_held_or_slowed_request_is_not_an_early_retry() {
     // The refused request arrived as a hold released it, or slowed by a
     // spike: the client may have given up on it long before, and never
