@@ -473,15 +473,21 @@ fn draw_deferral(g: &mut Draw, s: &mut Scenario, contended: bool) {
     let short_advice = s.api.clock_skew_ms == 0 && s.api.accounts.iter().all(|a| a.monthly_quota.is_none());
     // (Drawn either way, so the draws after it stay where they were.)
     if g.chance(800) && short_advice && !contended {
-        s.fleet.deferral = Some(DeferralConfig {
-            workers: g.range(1, 3) as u32,
-            policy: Policy::background(),
-            max_passes: g.range(1, 3) as u32,
-            defects: Default::default(),
-        });
-        s.policy.deadline = s.policy.deadline.min(g.pick(&[S(2), S(3), S(5)]));
+        defer(g, s);
         s.policy.max_single_wait = s.policy.max_single_wait.min(MS(500));
     }
+}
+
+/// A deferral queue with 1–3 background workers and passes, and a front
+/// end's deadline of at most 2, 3 or 5 s (so that it gives up and defers).
+pub(super) fn defer(g: &mut Draw, s: &mut Scenario) {
+    s.fleet.deferral = Some(DeferralConfig {
+        workers: g.range(1, 3) as u32,
+        policy: Policy::background(),
+        max_passes: g.range(1, 3) as u32,
+        defects: Default::default(),
+    });
+    s.policy.deadline = s.policy.deadline.min(g.pick(&[S(2), S(3), S(5)]));
 }
 
 /// An AIMD gate's pacing away from its defaults (drawn last, so no other

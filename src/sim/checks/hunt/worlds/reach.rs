@@ -23,8 +23,7 @@
 use std::time::Duration;
 
 use super::{Draw, Draws, S};
-use crate::core::policy::Policy;
-use crate::sim::run::scenario::{DeferralConfig, GateConfig, Hosts, Scenario};
+use crate::sim::run::scenario::{GateConfig, Hosts, Scenario};
 use crate::sim::world::api::{AdviceForm, Dialect, Envelope, LimiterKind, RateLimitedBody, ScriptStep};
 
 /// One of the reach's worlds, sometimes: never on a calm scenario (its
@@ -128,13 +127,7 @@ fn a_code_in_each_member(g: &mut Draw, s: &mut Scenario) {
 /// rather than giving up before it.
 fn deferral_told_twice(g: &mut Draw, s: &mut Scenario) {
     if s.fleet.deferral.is_none() {
-        s.fleet.deferral = Some(DeferralConfig {
-            workers: g.range(1, 3) as u32,
-            policy: Policy::background(),
-            max_passes: g.range(1, 3) as u32,
-            defects: Default::default(),
-        });
-        s.policy.deadline = s.policy.deadline.min(g.pick(&[S(2), S(3), S(5)]));
+        super::defer(g, s);
     }
     enveloped(s, g.pick(&[AdviceForm::Both, AdviceForm::HeaderSeconds]));
     let workers = s.fleet.workers as usize;
