@@ -95,6 +95,29 @@ fn the_issues_inputs_are_refused_naming_key_value_and_range() {
     }
 }
 
+/// A scenario whose API wears a named preset serves that API's routes only;
+/// retrysim's built-in clients call the model's `POST /v1/jobs`. `run` and
+/// `trace` refuse it saying what to run instead, rather than reporting every
+/// job ended on a 404; the same file is what `retrysim serve` is given.
+#[test]
+fn a_preset_api_with_the_built_in_client_is_refused_saying_what_to_run() {
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/typed-client/openai-chat.toml");
+    for command in ["run", "trace"] {
+        let (code, out, err) = retrysim(&[command, "--config", file, "--seed", "1"]);
+        assert_eq!(code, 2, "{command}: {out}{err}");
+        assert!(err.contains("[api] preset = \"openai\"") && err.contains("retrysim serve"), "{command}: {err}");
+        assert!(out.is_empty(), "{command} printed a report: {out}");
+    }
+    let s = Scenario::from_toml(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let e = RunOptions::new().run(&s, 1).expect_err("the built-in client against a preset");
+    assert!(e.message.contains("POST /v1/jobs"), "{e}");
+    // Without the preset the same scenario runs, and its jobs are served.
+    let mut plain = s.clone();
+    plain.api.preset = Default::default();
+    let r = RunOptions::new().run(&plain, 1).unwrap();
+    assert!(r.succeeded > 0, "no job succeeded without the preset: {} gave up", r.gave_up_total);
+}
+
 /// Numbers past TOML's 64 bits, a file over the size bound and one dense
 /// line: refused, and the message stays short.
 #[test]

@@ -24,7 +24,7 @@ use crate::sim::run::job::job_of_label;
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{BlindSpot, MakeSubject, Promises};
-use crate::sim::world::api::{Api, Ledger};
+use crate::sim::world::api::{Api, Ledger, Preset};
 use crate::sim::world::faults::{Link, Switch};
 use crate::sim::world::limiter_service::LIMITER_HOST;
 use crate::sim::world::net::{API_HOST, ConnRecord, Fault, RacedRequest, Server, ServerFaults, serve};
@@ -305,7 +305,14 @@ impl RunOptions {
     ///
     /// A panic anywhere in the run (retrysim's client included) fails it
     /// with a [`RunError`] that shows the first panic.
+    ///
+    /// A scenario whose API wears a named preset (`[api] preset`) is refused:
+    /// retrysim's own clients speak the model's API (`POST /v1/jobs`), which a
+    /// preset does not serve, so every job would end on a 404.
     pub fn run(&self, s: &Scenario, seed: u64) -> Result<Report, RunError> {
+        if s.api.preset != Preset::None {
+            return Err(RunError::of(s, seed, own_client_meets_preset(s.api.preset)));
+        }
         self.run_made(s, seed, Arc::new(ScenarioClient::new(seed)), Client::Own)
     }
 
@@ -981,4 +988,12 @@ impl Report {
         }
         rows.iter().map(|(k, v)| format!("{k:<18} {v}")).collect::<Vec<_>>().join("\n")
     }
+}
+
+/// Why retrysim's own client cannot run against `preset`, and what to do instead.
+fn own_client_meets_preset(preset: Preset) -> String {
+    format!(
+        "[api] preset = \"{}\" serves that API's own routes, and retrysim's built-in clients call the model's (POST /v1/jobs): every job would end on a 404. Run your own client against it (`retrysim serve --config FILE` and point it at the address printed, or the harness's `run_subject`), or remove `preset` to run the built-in client",
+        preset.name()
+    )
 }
