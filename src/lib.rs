@@ -5,6 +5,12 @@
 //!
 //! # Where to start
 //!
+//! **New here?** Read the book in order: `docs/book/SUMMARY.md` in the
+//! repository (a first passing test in five minutes, then a
+//! reqwest-middleware stack, a typed API client by base URL, the hunt, the
+//! command line, the driver in production, and the reference pages: the
+//! checks, scenario keys, dialects and fault kinds). Then, by what you have:
+//!
 //! - **You have a retry client and want to test it** (in your own
 //!   `cargo test`, on virtual time, against a simulated rate-limited API):
 //!   start at [`testing`](testing/index.html) (feature `sim`, which the
@@ -23,10 +29,14 @@
 //! - **You want one decision** (your own loop, another runtime): [`core`],
 //!   whose [`decide`](core::policy::decide) is pure.
 //!
-//! The book (`docs/book/SUMMARY.md` in the repository) reads in order, from
-//! a first passing test to a reqwest-middleware stack, the hunt and the
-//! reference; the guide (`docs/guide/`, linked from the README) has a page
-//! per topic; `docs/DESIGN.md` says why things are as they are.
+//! Beside the book, the guide (`docs/guide/`, linked from the README) has a
+//! page per topic, and `docs/DESIGN.md` says why things are as they are.
+//!
+//! **Versions.** retrysim 0.1 is not yet published: until 1.0 a release may
+//! change the public API, and `CHANGELOG.md` says what changed. The public
+//! API is what `tests/public-api.txt` lists; a test keeps that listing equal
+//! to the crate. The `rust-version` (1.95) is the toolchain CI builds and
+//! tests with; no older one is checked.
 //!
 //! **The contract.** The decision core ([`core`]) is sans-IO and
 //! deterministic: it performs no IO, reads no clock and draws no random
@@ -132,6 +142,9 @@
 //! "The public API", says where each part lives and what is public.
 
 #![warn(missing_docs)]
+// On docs.rs (which passes `--cfg docsrs`), nightly rustdoc marks each
+// feature-gated item with the features it needs (DESIGN.md "docs.rs").
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "cli")]
 mod cli;

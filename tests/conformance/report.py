@@ -35,13 +35,14 @@ negative control, `background` as it was before refused advice escalated,
 must lose jobs on
 the rounding server.
 
-Prints the Markdown tables (the ones in docs/guide/calibration.md) and a
+Prints the Markdown tables (the ones in docs/measurements/calibration.md) and a
 closing line `conformance: N passed, M failed`; exits 1 on any failure.
 """
 
 import json
 import statistics
 import os
+import subprocess
 import sys
 
 WINDOWS = ["fixed", "moving"]
@@ -52,6 +53,19 @@ PRESETS = ["interactive", "background", "batch", "standard"]
 LOSSLESS = ["background", "batch", "standard"]
 MAX_RATIO = 1.10
 FLOOR = 2
+
+
+def measured_at():
+    """The commit this run measured: the page stamps each row with it."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+            capture_output=True, text=True, check=True,
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown commit"
 
 
 def load(path):
@@ -145,7 +159,7 @@ def readme_staleness(rows, starts=("| fixed |", "| moving |"), columns=sim_colum
     function of the twins and the seeds, so a difference means the page is
     stale (or the twins changed): paste the table printed above into it.
     """
-    page = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "guide", "calibration.md")
+    page = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "measurements", "calibration.md")
     with open(page, encoding="utf-8") as f:
         text = f.read()
     section = text.split("## Calibration against Flask-Limiter", 1)[-1].split("\n## ", 1)[0]
@@ -153,7 +167,7 @@ def readme_staleness(rows, starts=("| fixed |", "| moving |"), columns=sim_colum
     measured = [columns(r) for r in rows]
     if documented != measured:
         return (
-            "docs/guide/calibration.md's table is stale in its simulated columns "
+            "docs/measurements/calibration.md's table is stale in its simulated columns "
             f"(the page {documented}, this run {measured}): paste the table printed above into it"
         )
     return None
@@ -192,7 +206,7 @@ def presets_report(real_lines, sim_lines, controls):
             if policy not in LOSSLESS and not problems:
                 verdict = "ok (losses shown, not judged)"
             rows.append(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                     server,
                     policy,
                     show([r["lost"] for r in real]),
@@ -204,6 +218,7 @@ def presets_report(real_lines, sim_lines, controls):
                     show([r["wall_s"] for r in real], 2),
                     show([r["virtual_ms"] / 1000 for r in sim], 2),
                     verdict,
+                    measured_at(),
                 )
             )
     repeats = max(len([r for r in real_lines if (r["server"], r["policy"]) == ("rounding", "background")]), 1)
@@ -213,9 +228,9 @@ def presets_report(real_lines, sim_lines, controls):
     print()
     print(
         "| server | preset | lost real | lost sim | requests real | requests sim "
-        "| 429s real | 429s sim | time s real | time s sim | |"
+        "| 429s real | 429s sim | time s real | time s sim | | measured at |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     print("\n".join(rows))
     print()
     stale = readme_staleness(rows, ("| flask-limiter |", "| rounding |"), preset_sim_columns)
@@ -248,7 +263,7 @@ def main():
             failed += bool(problems)
             failures += [f"{window} {policy}: {p}" for p in problems]
             rows.append(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} | {} |".format(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} | {} | {} |".format(
                     window,
                     policy,
                     show([r["requests"] for r in real]),
@@ -259,6 +274,7 @@ def main():
                     show([r["virtual_ms"] / 1000 for r in sim], 2),
                     ratio(real),
                     "ok" if not problems else "FAIL",
+                    measured_at(),
                 )
             )
     repeats = max(len([r for r in real_lines if r["window"] == "fixed" and r["policy"] == "pacing"]), 1)
@@ -266,8 +282,8 @@ def main():
     print(f"Median (min–max) of {repeats} real runs and of simulated seeds 1..{repeats}; 8 workers, 120 jobs,")
     print("30 requests per 1 s window; time is wall time (real) and virtual time (simulated).")
     print()
-    print("| window | policy | requests real | requests sim | 429s real | 429s sim | time s real | time s sim | real / ideal | |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| window | policy | requests real | requests sim | 429s real | 429s sim | time s real | time s sim | real / ideal | | measured at |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
     print("\n".join(rows))
     print()
     stale = readme_staleness(rows)

@@ -56,7 +56,7 @@ fn code_lines<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
 /// examples, and the tests that compile a page's example.
 fn compiled_sources() -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for dir in ["tests/external-user", "tests/external-reqwest", "examples"] {
+    for dir in ["tests/external-user", "tests/external-reqwest", "tests/typed-client/src", "examples"] {
         let mut stack = vec![format!("{}/{dir}", env!("CARGO_MANIFEST_DIR"))];
         while let Some(d) = stack.pop() {
             for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{d}: {e}")).flatten() {
@@ -255,6 +255,14 @@ fn the_stated_rust_version_is_the_manifests() {
         readme.contains(&format!("Rust toolchain ({version} or newer")),
         "README's \"Two commands\" must state rust-version {version}"
     );
+    // The crate root (docs.rs's front page) and the CHANGELOG say the same.
+    let lib = root_file("src/lib.rs");
+    assert!(lib.contains(&format!("`rust-version` ({version})")), "src/lib.rs must state rust-version {version}");
+    let changelog = root_file("CHANGELOG.md");
+    assert!(
+        changelog.contains(&format!("`rust-version` is {version}")),
+        "CHANGELOG.md must state rust-version {version}"
+    );
     // Cargo refuses a toolchain older than rust-version, so the tests that
     // run at all ran on one at least this new: CI's stable is that claim.
 }
@@ -426,4 +434,181 @@ fn the_fault_kinds_page_is_the_faults_and_their_classes() {
     let accepted: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
     let listed: Vec<&str> = rows.iter().map(|r| r.split('`').nth(1).unwrap()).collect();
     assert_eq!(listed, accepted, "docs/book/faults.md's kinds and scenario-keys.md's");
+}
+
+/// The entries of a SUMMARY-like list that link nowhere (a placeholder).
+fn unlinked_entries(summary: &str) -> Vec<&str> {
+    summary.lines().filter(|l| l.trim_start().starts_with("- ") && !l.contains("](")).collect()
+}
+
+#[test]
+fn every_entry_of_the_books_summary_is_a_page() {
+    let summary = PAGES.iter().find(|(p, _)| *p == "docs/book/SUMMARY.md").unwrap().1;
+    let entries = summary.lines().filter(|l| l.trim_start().starts_with("- ")).count();
+    assert!(entries >= 15, "only {entries} entries in docs/book/SUMMARY.md: the search is broken");
+    assert_eq!(unlinked_entries(summary), Vec::<&str>::new(), "docs/book/SUMMARY.md: an entry with no page");
+    // Negative control: the placeholder the typed-client entry once was.
+    let placeholder = "- [Snapshots](snapshots.md)\n- A typed API client by base URL (the page comes later)\n";
+    assert_eq!(unlinked_entries(placeholder).len(), 1);
+}
+
+/// The flags a page's `cargo run --release -- ...` line passes that the
+/// client's argument parser (its `"--flag" =>` arms) does not accept.
+fn unknown_run_flags(page: &str, main: &str) -> Vec<String> {
+    let run = page.lines().find(|l| l.starts_with("cargo run --release --")).unwrap_or("");
+    let flags: Vec<&str> = run.split_whitespace().skip(4).filter(|w| w.starts_with("--")).collect();
+    let mut unknown: Vec<String> =
+        flags.iter().filter(|f| !main.contains(&format!("\"{f}\" =>"))).map(|f| f.to_string()).collect();
+    if flags.is_empty() {
+        unknown.push(format!("no flags in {run:?}"));
+    }
+    unknown
+}
+
+#[test]
+fn the_typed_client_page_is_the_crate_ci_builds() {
+    let page = PAGES.iter().find(|(p, _)| *p == "docs/guide/typed-clients.md").unwrap().1;
+    let crate_toml: toml::Table = root_file("tests/typed-client/Cargo.toml").parse().unwrap();
+    let shown: Vec<toml::Table> = blocks(page, "toml")
+        .iter()
+        .filter(|b| b.first() == Some(&"[dependencies]"))
+        .map(|b| b.join("\n").parse().expect("the page's [dependencies] parse"))
+        .collect();
+    assert_eq!(shown.len(), 1, "docs/guide/typed-clients.md shows one [dependencies] block");
+    assert_eq!(
+        shown[0]["dependencies"], crate_toml["dependencies"],
+        "the page's and tests/typed-client's dependencies"
+    );
+    // Its two Rust blocks are the compiled client's lines (the check over
+    // every page's Rust blocks holds them to compiled files); here, they
+    // come from tests/typed-client/src/main.rs and the run line's flags are
+    // the ones it parses.
+    let main = root_file("tests/typed-client/src/main.rs");
+    let main_lines = code_lines(main.lines());
+    for block in blocks(page, "rust") {
+        assert!(contains_run(&main_lines, &code_lines(block.iter().copied())), "a block not from main.rs: {block:?}");
+    }
+    assert_eq!(unknown_run_flags(page, &main), Vec::<String>::new(), "the page's cargo run line");
+    // Negative control: the positional URL the page once passed.
+    let old = "cargo run --release -- \"$(head -n 1 server.txt)\"\n";
+    assert_eq!(unknown_run_flags(old, &main).len(), 1);
+    assert_eq!(unknown_run_flags("cargo run --release -- --base URL\n", &main), ["--base"]);
+}
+
+/// The backticked names in the second cell of each dialect row.
+fn core_sources(section: &str) -> BTreeSet<String> {
+    section
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| dialect"))
+        .filter_map(|l| l.split('|').nth(2))
+        .flat_map(|cell| cell.split('`').skip(1).step_by(2).map(str::to_owned).collect::<Vec<_>>())
+        .filter(|name| name.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        .collect()
+}
+
+#[test]
+fn the_dialects_table_is_the_models_dialects_and_the_cores_sources() {
+    use retrysim::core::advice::AdviceSource as S;
+    let page = PAGES.iter().find(|(p, _)| *p == "docs/guide/real-servers-habits.md").unwrap().1;
+    let section = page.split("### Rate-limit dialects").nth(1).expect("the dialects section");
+    // The model's dialects: those the registry's page accepts for `api.dialect`.
+    let keys = PAGES.iter().find(|(p, _)| *p == "docs/guide/scenario-keys.md").unwrap().1;
+    let row = keys.lines().find(|l| l.starts_with("| `api.dialect` |")).expect("api.dialect's row");
+    let accepted: Vec<&str> = row.split('"').skip(1).step_by(2).collect();
+    assert!(accepted.len() >= 7, "{row}");
+    let tabled: BTreeSet<&str> = section
+        .lines()
+        .filter(|l| l.starts_with("| "))
+        .flat_map(|l| l.split("`dialect = \"").skip(1).map(|r| r.split('"').next().unwrap()))
+        .collect();
+    let spoken: BTreeSet<&str> = accepted.iter().copied().filter(|d| *d != "none").collect();
+    assert_eq!(tabled, spoken, "the dialects table's rows and scenario-keys.md's api.dialect");
+    let comment = section.lines().find(|l| l.starts_with("dialect = ")).expect("the TOML example's dialect line");
+    let listed: Vec<&str> = comment.split('#').nth(1).unwrap().split('"').skip(1).step_by(2).collect();
+    assert_eq!(listed, accepted, "the TOML example's list of dialects");
+    // The core column names AdviceSources, and every header source has a row.
+    let header_sources = [
+        S::HeaderSeconds,
+        S::HeaderDate,
+        S::RetryAfterMs,
+        S::RateLimitField,
+        S::RateLimitDictionary,
+        S::RateLimitReset,
+        S::XRateLimitReset,
+        S::ResetUnixTime,
+        S::OpenAiReset,
+    ];
+    // A new variant must be sorted here (no wildcard arm).
+    let is_header = |s: &S| match s {
+        S::HeaderSeconds
+        | S::HeaderDate
+        | S::RetryAfterMs
+        | S::RateLimitField
+        | S::RateLimitDictionary
+        | S::RateLimitReset
+        | S::XRateLimitReset
+        | S::ResetUnixTime
+        | S::OpenAiReset => true,
+        S::BodySeconds | S::BodyReset | S::None => false,
+    };
+    assert!(header_sources.iter().all(is_header));
+    let names: BTreeSet<String> =
+        header_sources.iter().map(|s| serde_json::to_value(s).unwrap().as_str().unwrap().to_owned()).collect();
+    assert_eq!(core_sources(section), names, "the core column and AdviceSource's header sources");
+    // Negative control: a row naming a source the core does not have.
+    let bad = "| X | `header_minutes` | - |\n";
+    assert!(!core_sources(bad).is_subset(&names));
+}
+
+/// What is wrong with the `cargo install` lines of `text`: the binary's
+/// required features not turned on (the defaults, plus `--features`, less
+/// with `--no-default-features`), a feature that is not declared, or no
+/// `--locked` (a seed replays only on the same lockfile).
+fn install_problems(text: &str, features: &toml::Table, required: &[&str]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for line in text.lines().filter(|l| l.trim_start().starts_with("cargo install")) {
+        let words: Vec<&str> = line.split_whitespace().take_while(|w| !w.starts_with('#')).collect();
+        let named: Vec<&str> = words
+            .iter()
+            .zip(words.iter().skip(1))
+            .filter(|(w, _)| **w == "--features")
+            .flat_map(|(_, list)| list.split(','))
+            .collect();
+        let mut on: Vec<&str> = if words.contains(&"--no-default-features") { vec![] } else { vec!["default"] };
+        on.extend(&named);
+        let enabled = closure(features, &on);
+        for f in named.iter().filter(|f| !features.contains_key(**f)) {
+            problems.push(format!("{line}: no feature {f}"));
+        }
+        for f in required.iter().filter(|f| !enabled.contains(**f)) {
+            problems.push(format!("{line}: leaves out {f}, which the binary requires"));
+        }
+        if !words.contains(&"--locked") {
+            problems.push(format!("{line}: no --locked"));
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_install_commands_build_the_binary() {
+    let manifest = manifest();
+    let features = manifest["features"].as_table().unwrap();
+    let bin = manifest["bin"].as_array().unwrap().iter().find(|b| b["name"].as_str() == Some("retrysim")).unwrap();
+    let required: Vec<&str> =
+        bin["required-features"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    let pages: Vec<&(&str, &str)> =
+        PAGES.iter().filter(|(p, _)| *p == "README.md" || *p == "docs/guide/command-line.md").collect();
+    let lines: usize =
+        pages.iter().map(|(_, t)| t.lines().filter(|l| l.trim_start().starts_with("cargo install")).count()).sum();
+    assert!(lines >= 3, "only {lines} cargo install lines in the README and the command-line page");
+    let problems: Vec<String> = pages.iter().flat_map(|(_, t)| install_problems(t, features, &required)).collect();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // Negative controls: the lean build has no binary; a made-up feature.
+    assert_eq!(
+        install_problems("cargo install --locked --no-default-features --path .\n", features, &required).len(),
+        1
+    );
+    assert_eq!(install_problems("cargo install --locked --features clii --path .\n", features, &required).len(), 1);
+    assert_eq!(install_problems("cargo install --path .\n", features, &required).len(), 1);
 }

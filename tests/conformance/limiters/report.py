@@ -36,12 +36,13 @@ against the real runs of a row; each must fail the agreement check):
   - express-retry-after-zero: the real draft-8 runs against the twin with
     `retry_after_rounding = "truncate"` (Retry-After: 0 within the window).
 
-Prints the Markdown table (the one in docs/guide/calibration.md) and a closing
+Prints the Markdown table (the one in docs/measurements/calibration.md) and a closing
 line `limiters: N passed, M failed`; exits 1 on any failure.
 """
 
 import json
 import os
+import subprocess
 import statistics
 import sys
 
@@ -56,6 +57,19 @@ CONTROLS = {
     "express-retry-after-zero": ("express-draft8", "background"),
 }
 SECTION = "## Calibration against express-rate-limit and nginx"
+
+
+def measured_at():
+    """The commit this run measured: the page stamps each row with it."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+            capture_output=True, text=True, check=True,
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown commit"
 
 
 def load(path):
@@ -142,7 +156,7 @@ def sim_columns(row):
 
 def page_staleness(rows):
     """The guide's table must hold this run's simulated columns (see the Flask-Limiter report)."""
-    page = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "guide", "calibration.md")
+    page = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "measurements", "calibration.md")
     with open(page, encoding="utf-8") as f:
         text = f.read()
     section = text.split(SECTION, 1)[-1].split("\n## ", 1)[0]
@@ -151,7 +165,7 @@ def page_staleness(rows):
     measured = [sim_columns(r) for r in rows]
     if documented != measured:
         return (
-            "docs/guide/calibration.md's limiters table is stale in its simulated columns "
+            "docs/measurements/calibration.md's limiters table is stale in its simulated columns "
             f"(the page {documented}, this run {measured}): paste the table printed above into it"
         )
     return None
@@ -178,7 +192,7 @@ def main():
             if preset not in LOSSLESS and not problems:
                 verdict = "ok (losses shown, not judged)"
             rows.append(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                     limiter,
                     preset,
                     show([r["lost"] for r in real]),
@@ -190,6 +204,7 @@ def main():
                     show([r["wall_s"] for r in real], 2),
                     show([r["virtual_ms"] / 1000 for r in sim], 2),
                     verdict,
+                    measured_at(),
                 )
             )
     repeats = max(len(pick(real_lines, "nginx-n503", "background")), 1)
@@ -200,9 +215,9 @@ def main():
     print()
     print(
         "| limiter | preset | lost real | lost sim | requests real | requests sim "
-        "| refusals real | refusals sim | time s real | time s sim | |"
+        "| refusals real | refusals sim | time s real | time s sim | | measured at |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     print("\n".join(rows))
     print()
     stale = page_staleness(rows)

@@ -16,7 +16,7 @@
 # with burst, each nginx pair on a server and ledger of its own); runs each simulated twin
 # (sim/*.toml, `retrysim run --policy PRESET`) on seeds 1..LIMITERS_REPEATS
 # and two simulated negative controls; and prints the table of
-# docs/guide/calibration.md (report.py, which also decides pass or fail).
+# docs/measurements/calibration.md (report.py, which also decides pass or fail).
 #
 # A missing node, npm or nginx is installed with apt-get where it can be
 # (root, Debian); where it cannot, the script fails and says how to install
