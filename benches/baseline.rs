@@ -1,81 +1,95 @@
 //! Imports `retrysim::internals` (hidden, no semver promise) for the runner's
 //! options and traces: it measures the runner itself.
 //!
-//! How far the harness is from the floor: `cargo bench --bench baseline`
+//! What a simulated event costs, by world: `cargo bench --bench baseline`
 //! (a few seconds).
 //!
-//! Runs `blinkimg-1s` (seed 1) through the harness as `retrysim run` does
-//! (turmoil, tokio, hyper, the API model; no traces kept) and through a plain
-//! discrete-event model of the same scenario (`baseline/des.rs`: a heap of
-//! events, nothing else), and prints the wall time per simulated request of
-//! each and their ratio. Each figure is the median of its runs, on one
+//! Runs `blinkimg-1s`'s fleet (seed 1) through the harness as `retrysim run`
+//! does (turmoil, tokio, hyper, the API model; no traces kept) in three
+//! layouts (`baseline/worlds.rs`: one shared host, a host per worker, a host
+//! per worker and a limiter service), and the same scenario through a plain
+//! discrete-event model (`baseline/des.rs`: a heap of events, nothing else).
+//! It prints the CPU time (user + system, `getrusage`: a busy machine slows
+//! the wall clock but hardly this) per simulated request of each and its
+//! ratio to the model's. Each figure is the median of its runs, on one
 //! thread. Printed as the table docs/guide/speed.md's "Measured speed" holds.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use retrysim::internals::run::runner::{RunOptions, Traces};
-use retrysim::internals::run::scenario;
+use retrysim::internals::run::runner::{Report, RunOptions, Traces};
 
 #[path = "baseline/des.rs"]
 mod des;
+#[path = "baseline/worlds.rs"]
+mod worlds;
 
-/// Harness runs; the model's runs are batched (one is far under a timer's resolution).
+/// Harness runs of each world; the model's runs are batched (one is far
+/// under the CPU clock's resolution).
 const RUNS: usize = 7;
-const BATCH: u32 = 1_000;
+const BATCH: u32 = 2_000;
 
-fn median(mut walls: Vec<Duration>) -> Duration {
-    walls.sort();
-    walls[walls.len() / 2]
+/// CPU time this process has used so far (user + system).
+fn cpu() -> Duration {
+    // SAFETY: getrusage writes into the zeroed struct we own.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    assert_eq!(rc, 0, "getrusage failed");
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// The median CPU time of `RUNS` calls of `once`, and the last call's result.
+fn median<T>(mut once: impl FnMut() -> T) -> (Duration, T) {
+    let mut last = None;
+    let mut times: Vec<Duration> = (0..RUNS)
+        .map(|_| {
+            let before = cpu();
+            last = Some(once());
+            cpu() - before
+        })
+        .collect();
+    times.sort();
+    (times[RUNS / 2], last.expect("at least one run"))
 }
 
 fn main() {
-    let s = scenario::blinkimg_1s();
-    let mut report = None;
-    let harness = median(
-        (0..RUNS)
-            .map(|_| {
-                let start = Instant::now();
-                report = Some(RunOptions::new().traces(Traces::None).run(&s, 1).expect("the run finishes"));
-                start.elapsed()
-            })
-            .collect(),
-    );
-    let r = report.expect("at least one run");
-
     let m = des::Model::blinkimg_1s();
-    let mut counts = None;
-    let model = median(
-        (0..RUNS)
-            .map(|_| {
-                let start = Instant::now();
-                for _ in 0..BATCH {
-                    counts = Some(std::hint::black_box(des::run(std::hint::black_box(&m), 1)));
-                }
-                start.elapsed() / BATCH
-            })
-            .collect(),
-    );
-    let c = counts.expect("at least one run");
+    let (model, c) = median(|| {
+        let mut counts = None;
+        for _ in 0..BATCH {
+            counts = Some(std::hint::black_box(des::run(std::hint::black_box(&m), 1)));
+        }
+        counts.expect("a batch runs")
+    });
+    let model = model / BATCH;
+    let per_request = |cpu: Duration, requests: u64| cpu.as_secs_f64() * 1e6 / requests as f64;
+    let floor = per_request(model, c.requests);
 
-    let per_request = |wall: Duration, requests: u64| wall.as_secs_f64() * 1e6 / requests as f64;
-    let (h, b) = (per_request(harness, r.requests), per_request(model, c.requests));
-    println!("| blinkimg-1s, seed 1 | requests | limited | charged | virtual ms | wall µs | µs/request |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
     println!(
-        "| harness (turmoil, tokio, hyper) | {} | {} | {} | {} | {:.1} | {h:.2} |",
-        r.requests,
-        r.limited,
-        r.charged,
-        r.virtual_ms,
-        harness.as_secs_f64() * 1e6
+        "| blinkimg-1s fleet, seed 1 | requests | limited | charged | virtual ms | CPU µs | µs/request | x the model |"
     );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for w in worlds::worlds() {
+        let (spent, r): (Duration, Report) =
+            median(|| RunOptions::new().traces(Traces::None).run(&w.scenario, 1).expect("the run finishes"));
+        let each = per_request(spent, r.requests);
+        println!(
+            "| {} | {} | {} | {} | {} | {:.0} | {each:.2} | {:.0}x |",
+            w.label,
+            r.requests,
+            r.limited,
+            r.charged,
+            r.virtual_ms,
+            spent.as_secs_f64() * 1e6,
+            each / floor
+        );
+    }
     println!(
-        "| discrete-event baseline | {} | {} | {} | {} | {:.2} | {b:.3} |",
+        "| discrete-event model | {} | {} | {} | {} | {:.2} | {floor:.3} | 1x |",
         c.requests,
         c.limited,
         c.charged,
         c.virtual_ms,
         model.as_secs_f64() * 1e6
     );
-    println!("\nthe harness costs {:.0}x the baseline per simulated request", h / b);
 }

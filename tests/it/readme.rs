@@ -11,7 +11,7 @@ pub const README: &str = include_str!("../../README.md");
 /// Every page, as its path from the repository root and its text: the README
 /// first, then the guide's pages in the order the README lists them, then
 /// the book's own pages and the measurements.
-pub const PAGES: [(&str, &str); 30] = [
+pub const PAGES: [(&str, &str); 31] = [
     ("README.md", README),
     ("docs/guide/core.md", include_str!("../../docs/guide/core.md")),
     ("docs/guide/comparing-policies.md", include_str!("../../docs/guide/comparing-policies.md")),
@@ -42,6 +42,7 @@ pub const PAGES: [(&str, &str); 30] = [
     ("docs/measurements/deep-hunt.md", include_str!("../../docs/measurements/deep-hunt.md")),
     ("docs/measurements/mutants-issue54.md", include_str!("../../docs/measurements/mutants-issue54.md")),
     ("docs/measurements/calibration.md", include_str!("../../docs/measurements/calibration.md")),
+    ("docs/measurements/speed-history.md", include_str!("../../docs/measurements/speed-history.md")),
 ];
 
 /// The folders whose every `.md` file is a page.

@@ -12,6 +12,8 @@ use retrysim::internals::run::scenario;
 
 #[path = "../../benches/baseline/des.rs"]
 mod des;
+#[path = "../../benches/baseline/worlds.rs"]
+mod worlds;
 
 #[test]
 fn the_discrete_event_baseline_counts_what_the_harness_counts() {
@@ -42,20 +44,46 @@ fn the_discrete_event_baseline_is_deterministic_and_limits_like_the_api() {
 #[test]
 fn the_readme_baseline_table_is_the_bench_runs_counts() {
     let rows = crate::readme::table_after("Measured speed", "`cargo bench --bench baseline`");
-    let r = RunOptions::new().traces(Traces::None).run(&scenario::blinkimg_1s(), 1).expect("finishes");
+    let mut expected: Vec<(String, [String; 4])> = worlds::worlds()
+        .into_iter()
+        .map(|w| {
+            let r = RunOptions::new().traces(Traces::None).run(&w.scenario, 1).expect("finishes");
+            (w.label.to_owned(), [r.requests, r.limited, r.charged, r.virtual_ms].map(|n| n.to_string()))
+        })
+        .collect();
     let c = des::run(&des::Model::blinkimg_1s(), 1);
-    let expected = [
-        [r.requests, r.limited, r.charged, r.virtual_ms].map(|n| n.to_string()),
+    expected.push((
+        "discrete-event model".to_owned(),
         [c.requests, c.limited, c.charged, c.virtual_ms].map(|n| n.to_string()),
-    ];
+    ));
     assert_eq!(rows.len(), expected.len(), "{rows:?}");
-    for (row, figures) in rows.iter().zip(expected) {
+    for (row, (label, figures)) in rows.iter().zip(expected) {
         assert!(row.len() >= 5, "docs/guide/speed.md: the table after the bench's command is not its table: {row:?}");
         assert_eq!(
-            row[1..5],
-            figures,
+            (&row[0], &row[1..5]),
+            (&label, &figures[..]),
             "docs/guide/speed.md row {row:?}: run `cargo bench --bench baseline` and copy its table"
         );
+    }
+}
+
+#[test]
+fn the_baseline_benchs_worlds_are_the_layouts_they_are_named_for() {
+    use retrysim::internals::run::scenario::Hosts;
+    let [shared, per_worker, service] = worlds::worlds();
+    assert_eq!((shared.scenario.fleet.hosts, shared.scenario.fleet.coordinator.is_none()), (Hosts::Shared, true));
+    assert_eq!(
+        (per_worker.scenario.fleet.hosts, per_worker.scenario.fleet.coordinator.is_none()),
+        (Hosts::PerWorker, true)
+    );
+    let coordinator = service.scenario.fleet.coordinator.expect("the limiter service world runs a coordinator");
+    assert_eq!(service.scenario.fleet.hosts, Hosts::PerWorker);
+    assert_eq!(coordinator.heartbeat, std::time::Duration::from_millis(100));
+    // Only the layout differs: the same fleet, API and policy as blinkimg-1s.
+    for w in [&per_worker, &service] {
+        assert_eq!((w.scenario.fleet.workers, w.scenario.fleet.jobs), (8, 120), "{}", w.label);
+        assert_eq!(w.scenario.api, shared.scenario.api, "{}", w.label);
+        assert_eq!(w.scenario.policy, shared.scenario.policy, "{}", w.label);
     }
 }
 
