@@ -401,6 +401,10 @@ pub struct PacingState {
     window_refused: bool,
     /// What the answers taught about the window, for whole-second servers.
     phase: Phase,
+    /// A deliberate defect (the harness's `pacing-forgets-in-flight`): a
+    /// reset counts none of the attempts still in flight against the new
+    /// window. Never set outside the harness.
+    forgets_in_flight: bool,
 }
 
 /// One success still counted by the limiter, as the gate saw it.
@@ -572,7 +576,16 @@ impl PacingState {
             window_successes: 0,
             window_refused: false,
             phase: Phase::default(),
+            forgets_in_flight: false,
         }
+    }
+
+    /// This state with the harness's deliberate defect `pacing-forgets-in-flight`:
+    /// at a reset it counts none of its attempts still in flight against
+    /// the new window (their answers are still ignored as stale).
+    pub(crate) fn forgetting_in_flight(mut self) -> PacingState {
+        self.forgets_in_flight = true;
+        self
     }
 
     /// Attempts the current window still takes (`None`: unknown).
@@ -617,7 +630,7 @@ impl PacingState {
         self.reset_at = None;
         self.closed = false;
         self.external = 0;
-        self.admitted = self.in_flight;
+        self.admitted = if self.forgets_in_flight { 0 } else { self.in_flight };
         self.stale = self.in_flight;
     }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use retrysim::internals::checks::hunt::{Kind, swarm};
 use retrysim::internals::run::runner::{JobOutcome, run};
-use retrysim::internals::run::scenario::{BudgetConfig, Hosts, NAMES, Scenario, named};
+use retrysim::internals::run::scenario::{BudgetConfig, GateConfig, Hosts, NAMES, Scenario, named};
 use retrysim::internals::world::net::ScheduledFault;
 use serde_json::Value;
 
@@ -282,7 +282,10 @@ type Reach = (&'static str, usize, fn(&Scenario) -> bool);
 /// Sume); 10 and 11 codes in `type` (terminal, throttled), 5 and 23 in
 /// `code`; 24 deferrals told twice. Each must stay drawn on at least the
 /// number beside it (`cargo test --release --test it -- --nocapture
-/// the_default_hunt_draws_the_reach_worlds` prints the counts).
+/// the_default_hunt_draws_the_reach_worlds` prints the counts). And a
+/// pacing gate's clean run whose messages are slower than its window, with
+/// at least twice as many workers as the window takes (attempts in flight
+/// across the gate's resets): 19 seeds.
 const REACH: &[Reach] = &[
     ("a code-less 429 whose only advice is Blinkimg's resetAt", 4, |s| {
         body_advice_only_codeless(s) && s.api.envelope == Envelope::Blinkimg
@@ -297,6 +300,12 @@ const REACH: &[Reach] = &[
     ("a terminal code in error.code (Blinkimg)", 2, |s| coded(s, Envelope::Blinkimg, "QUOTA_EXCEEDED")),
     ("a throttled code in error.code (Blinkimg), more than the unclear retries", 2, |s| {
         coded(s, Envelope::Blinkimg, "RATE_LIMITED") && s.policy.unclear_max_retries == 1
+    }),
+    ("a pacing gate's clean run with attempts in flight across its resets", 15, |s| {
+        matches!(s.fleet.gate, GateConfig::Pacing(_))
+            && s.api.rate_limit_headers
+            && s.net.max_latency >= Duration::from_millis(s.api.limiter.window_ms)
+            && s.fleet.workers >= 2 * s.api.limiter.writes
     }),
     ("a deferral whose front end is told Retry-After: 0, then a longer wait", 10, |s| {
         let waits: Vec<Option<u64>> = s.api.script.iter().map(|x| x.retry_after_s).collect();

@@ -48,7 +48,13 @@ const AT_LEAST: u64 = 10;
 /// rate-limit dialect (issue 53): on seed 391 the server's `Retry-After` is
 /// malformed and its `X-RateLimit-Reset` a Unix time 2 s ahead, past the
 /// drawn policy's `max_single_wait`, so its workers now give up at once
-/// instead of retrying into the window a gate without the reset opens.
+/// instead of retrying into the window a gate without the reset opens;
+/// 4 since the reach's in-flight world (drawn on every clean pacing run
+/// whose server tells seconds left) took seeds 37, 245 and 294, where
+/// messages slower than the window leave no refusal a gate without the
+/// reset could not explain (it sends one attempt at a time once the window
+/// closes, and pacing-no-429 judges there only refusals out together with
+/// the window's whole limit).
 /// `equal-declared-full` shows only where one run draws at least 24
 /// full-jitter waits on the backoff alone (jitter-spread's lowest-draw
 /// test: none under half the window has a chance of 2^-24 there), a world
@@ -57,7 +63,7 @@ const RARE: [(&str, u64); 6] = [
     ("max-of-advice-only", 6),
     ("aimd-never-grows", 9),
     ("pacing-trusts-rounded-reset", 5),
-    ("pacing-ignores-reset", 7),
+    ("pacing-ignores-reset", 4),
     ("equal-declared-full", 4),
     ("deferral-first-advice", 6),
 ];

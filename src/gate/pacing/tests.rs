@@ -167,6 +167,32 @@ fn answers_sent_before_a_reset_do_not_close_the_new_window() {
     assert_eq!(s.try_admit(ms(1004)), Verdict::WaitUntil(ms(2004)));
 }
 
+/// The attempts in flight at a reset count against the new window; the
+/// harness's `pacing-forgets-in-flight` (the `forgetting_in_flight` seam)
+/// counts none of them, and lets a whole window go after them.
+#[test]
+fn attempts_in_flight_at_a_reset_count_against_the_new_window_unless_forgotten() {
+    for forget in [false, true] {
+        let fresh = PacingState::new(PacingConfig::default());
+        let mut s = if forget { fresh.forgetting_in_flight() } else { fresh };
+        for _ in 0..3 {
+            assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+        }
+        // 4 per window, 1 left, resetting in 1 s: one more goes, two stay out.
+        answer(&mut s, ms(2), 201, &rl(4, 1, 1));
+        assert_eq!(s.try_admit(ms(3)), Verdict::Admit);
+        assert_eq!(s.try_admit(ms(3)), Verdict::WaitUntil(ms(1002)));
+        assert_eq!(s.try_admit(ms(1002)), Verdict::Admit, "reset passed");
+        let (in_flight, allowance) = (s.in_flight(), s.allowance());
+        assert_eq!(in_flight, 4, "three from before the reset and the one just admitted");
+        if forget {
+            assert_eq!(allowance, Some(3), "the forgetting gate counts only the one admitted since");
+        } else {
+            assert_eq!(allowance, Some(0), "the three still out may land in the new window");
+        }
+    }
+}
+
 #[test]
 fn a_refusal_holds_the_whole_fleet_for_the_advice() {
     let mut s = PacingState::new(PacingConfig::default());

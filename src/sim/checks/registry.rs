@@ -185,8 +185,9 @@ properties! {
         [GateFacts], Client, Control::Test(AIMD_TESTS, "aimd_cuts_passes_the_controller_and_catches_each_rule_broken");
     GateAdmits = "gate-admits", "An AIMD gate admits its first ticket at once, and its head whenever room and pace allow.",
         [GateFacts], Client, Control::Test("src/sim/checks/fleet/tests.rs", "a_gate_that_holds_its_first_ticket_is_caught");
-    PacingNo429 = "pacing-no-429", "A pacing gate reading rate-limit headers lets no 429 through after two windows.",
-        [Ledger], Client, Control::Defect("pacing-ignores-reset");
+    PacingNo429 = "pacing-no-429",
+        "A pacing gate reading rate-limit headers lets no 429 through after two windows, nor one its attempts in flight counted.",
+        [Ledger, Traces], Client, Control::Defect("pacing-ignores-reset");
     PacingFillsWindows = "pacing-fills-windows", "A pacing gate holds no attempt through a window it left half unused.",
         [Ledger, Traces], Client,
         Control::Test(FLEET_TESTS, "a_pacing_gate_that_leaves_a_window_half_unused_while_an_attempt_waits_through_it_is_caught");

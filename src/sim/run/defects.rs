@@ -195,6 +195,12 @@ defects! {
     /// the run's trace from the front): where the front end was told a short
     /// wait and then a longer one, the background run comes back early.
     deferral_first_advice = "deferral-first-advice", "a deferred job run again after its front end's first advice, not its last";
+    /// The fleet's pacing gate counts none of its attempts still in flight
+    /// against the window that starts at a reset (a gate that zeroes its
+    /// count there): where answers take long enough that attempts sent
+    /// before the reset land in the new window, it lets a whole window's
+    /// worth more go after them.
+    pacing_forgets_in_flight = "pacing-forgets-in-flight", "a pacing gate that forgets its attempts in flight at a window reset";
 }
 
 /// How a defective client draws its jitter: the `jitter-*` defects.

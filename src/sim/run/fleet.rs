@@ -263,7 +263,12 @@ fn build_gate(s: &Scenario) -> Option<Arc<dyn Gate>> {
             let max_trip = (s.net.max_latency + s.net.tick) * 3 + s.net.tick;
             Some(Arc::new(IdealGate::with_clock(IdealSchedule::new(&s.api, max_trip), clock)))
         }
-        GateConfig::Pacing(c) => Some(Arc::new(Pacing::with_clock(PacingState::new(c), clock))),
+        GateConfig::Pacing(c) => {
+            let state = PacingState::new(c);
+            // A deliberate defect of the scenario's client (`[client.defects]`).
+            let state = if s.client.defects.pacing_forgets_in_flight { state.forgetting_in_flight() } else { state };
+            Some(Arc::new(Pacing::with_clock(state, clock)))
+        }
         GateConfig::Aimd(c) => Some(Arc::new(Aimd::with_clock(c, clock))),
     }
 }

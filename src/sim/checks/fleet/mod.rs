@@ -22,7 +22,7 @@
 //! | an AIMD gate spaces admissions by its rate, which only a throttle switches on and moves within its config's steps | the gate's facts |
 //! | an AIMD gate counts its attempts out, cuts once per window of attempts, by `β` | the gate's facts |
 //! | an AIMD gate admits its first ticket the instant it queues, and its queue's head whenever the window has room and the pace allows | the gate's facts |
-//! | a pacing gate reading rate-limit headers lets no 429 through after two windows | the ledger |
+//! | a pacing gate reading rate-limit headers lets no 429 through after two windows, nor one its attempts in flight counted | the ledger and the traces |
 //! | nor holds an attempt through a window it left half unused | the ledger and the traces |
 //! | nor, against whole-second headers, past a window's end by more than the second it probes | the ledger and the traces |
 //! | a refusal's `Retry-After` holds the whole fleet at a shared pacing gate | the traces |

@@ -22,10 +22,22 @@ use super::*;
 /// learns around), requests answered on arrival (no processing
 /// time: with it the hunt finds honest 429s, seeds 1215, 1559, 2730), no
 /// network faults, and retrysim's own client (traced), which takes the gate.
+///
+/// Every refusal from the third window on is judged only where messages
+/// take about the same time (their latencies within 50 ms of each other;
+/// the generator's pacing worlds draw at most 40 ms apart). Where they
+/// vary more, an answer may come back in another order than its attempt
+/// went, and a window's first attempts may land after the reset the gate
+/// read (the seconds left are rounded up, by up to a second), so an honest
+/// gate can be refused; there, and against seconds left, the refusals
+/// judged are those [`refused_out_together`] names.
 pub fn pacing_spends_no_429(r: &Report) -> Vec<FleetViolation> {
     let api = &r.scenario_config.api;
     if !pacing_clean(r) {
         return Vec::new();
+    }
+    if !steady_network(r) {
+        return if whole_seconds(r) { Vec::new() } else { refused_out_together(r) };
     }
     // Until its first answers come back the gate knows no limit, so the
     // fleet's opening burst may overrun the first window; from the second
@@ -52,6 +64,87 @@ pub fn pacing_spends_no_429(r: &Report) -> Vec<FleetViolation> {
     Vec::new()
 }
 
+/// Messages take about the same time: the latencies drawn lie within 50 ms
+/// of each other (see [`pacing_spends_no_429`]).
+pub(super) fn steady_network(r: &Report) -> bool {
+    let net = &r.scenario_config.net;
+    net.max_latency.saturating_sub(net.min_latency) < Duration::from_millis(50)
+}
+
+/// The refusals a pacing gate reading seconds left must never see, however
+/// long its messages take: a 429 in a fixed window whose every request the
+/// window took (the `limit` successes that arrived in it before the
+/// refused one) and the refused one were all out at once, at the instant
+/// the last of them was sent (no answer, and no attempt given up, came
+/// before it), all sent after the fleet's first answer told the gate the
+/// limit.
+///
+/// Why the honest gate cannot be refused there: it counts an attempt from
+/// its admission until its answer, and at each reset it starts the new
+/// window's count from the attempts then in flight ("they may land in it").
+/// At the last of those `limit + 1` admissions, the others were all in
+/// flight: admitted before the gate's last reset (and so counted at it,
+/// being in flight then) or after it (counted as admitted). The count was
+/// then at least `limit`, and the gate admits only below the limit it has
+/// read, whatever its reset instants, the answers' order or their
+/// rounding. A gate that forgot its attempts in flight at a reset lets a
+/// window's worth go after them. Times are whole milliseconds, rounded
+/// down: the last send's millisecond is before the first end's, and the
+/// first send's after the first answer's. Not on a whole-second server,
+/// whose learned period paces by another count (its probe may be refused).
+pub(super) fn refused_out_together(r: &Report) -> Vec<FleetViolation> {
+    let limit = r.scenario_config.api.limiter.writes as usize;
+    let first_answer = r.records.iter().flat_map(|j| &j.trace.events).filter_map(|e| match e.kind {
+        EventKind::Answer { .. } => Some(e.at_ms),
+        _ => None,
+    });
+    let Some(read) = first_answer.min() else { return Vec::new() };
+    // Window end -> its arrivals, in arrival order, by the advertised reset.
+    let mut windows: BTreeMap<u64, Vec<&Arrival>> = BTreeMap::new();
+    for a in &r.ledger.arrivals {
+        if let Some(adv) = &a.advertised {
+            let told = a.answered_at.unwrap_or(a.at);
+            windows.entry((told + adv.reset).as_millis() as u64).or_default().push(a);
+        }
+    }
+    for (&end, arrivals) in &windows {
+        for refused in arrivals.iter().filter(|a| a.status == 429) {
+            let taken = arrivals.iter().filter(|a| (200..300).contains(&a.status) && a.at <= refused.at);
+            let together: Vec<&&Arrival> = taken.chain(std::iter::once(refused)).collect();
+            if together.len() != limit + 1 {
+                continue;
+            }
+            let spans: Option<Vec<(u64, u64)>> = together.iter().map(|a| span_of(r, a)).collect();
+            let Some(spans) = spans else { continue };
+            let last_sent = spans.iter().map(|s| s.0).max().unwrap_or(0);
+            let first_sent = spans.iter().map(|s| s.0).min().unwrap_or(0);
+            let first_end = spans.iter().map(|s| s.1).min().unwrap_or(0);
+            if first_sent > read && last_sent < first_end {
+                return vec![v(
+                    Property::PacingNo429,
+                    format!(
+                        "under a pacing gate reading rate-limit headers, {} was refused (429) at {} ms in the window that ended at {end} ms, though it and the {limit} requests that window took were all out at once (sent from {first_sent} to {last_sent} ms, the first answered at {first_end} ms), after the fleet's first answer at {read} ms told the limit: a gate counting its attempts in flight lets {limit} go",
+                        refused.client,
+                        refused.at.as_millis(),
+                    ),
+                )];
+            }
+        }
+    }
+    Vec::new()
+}
+
+/// When the attempt that made arrival `a` was sent and when it ended
+/// (answered or given up), from its job's trace: the last attempt sent at
+/// or before the arrival, if it had not ended before it.
+fn span_of(r: &Report, a: &Arrival) -> Option<(u64, u64)> {
+    let at = a.at.as_millis() as u64;
+    let own = r.records.iter().find(|j| j.trace.label == a.client)?;
+    let spans = attempt_spans(own);
+    let (sent, ended, _) = spans.into_iter().filter(|&(sent, _, _)| sent <= at).max_by_key(|&(sent, _, _)| sent)?;
+    (at <= ended).then_some((sent, ended))
+}
+
 /// An efficiency check with a budget, on the runs [`pacing_spends_no_429`]
 /// judges: the gate is not too careful either. A fixed window opens at its
 /// first request and its headers tell every answer when it ends, so each
@@ -67,6 +160,12 @@ pub fn pacing_spends_no_429(r: &Report) -> Vec<FleetViolation> {
 pub fn pacing_fills_windows(r: &Report) -> Vec<FleetViolation> {
     let api = &r.scenario_config.api;
     if !pacing_clean(r) {
+        return Vec::new();
+    }
+    if !steady_network(r) {
+        // Messages slower than the window: the gate may rightly hold a
+        // window back while the one before is still out (pacing-no-429's
+        // in-flight rule judges it).
         return Vec::new();
     }
     let window = api.limiter.window_ms;

@@ -129,6 +129,9 @@ pub fn swarm(seed: u64, kind: Kind) -> Scenario {
     // The fault kinds added since: their home draws them, last.
     let drawn = faults::Drawn { calm, limiter_service: s.fleet.coordinator.is_some() };
     faults::draw_last(&mut g, drawn, &mut s.faults.schedule);
+    // A pacing gate with attempts in flight across its resets: after the
+    // fault kinds, so only the seeds that draw it move.
+    reach::pacing_in_flight(&mut g, &mut s, pacing_clean);
     if calm {
         make_ample(&mut s);
     }

@@ -19,12 +19,22 @@
 //!   wait longer than the front end's budget, so each deferred job's run
 //!   saw a short advice and then a longer one, and its background run must
 //!   wait for the last.
+//! - **A pacing gate with attempts in flight across its resets**
+//!   ([`pacing_in_flight`], drawn after the fault kinds, on every pacing
+//!   gate's clean run whose server tells seconds left): messages slower
+//!   than the window, so attempts sent before the gate's reset land in the
+//!   new window, and more workers than the window takes, so the gate is
+//!   what stops them. The gate counts the
+//!   attempts in flight at a reset against the new window; one that forgot
+//!   them lets a whole window's worth more go after them.
 
 use std::time::Duration;
 
 use super::{Draw, Draws, S};
 use crate::sim::run::scenario::{GateConfig, Hosts, Scenario};
-use crate::sim::world::api::{AdviceForm, Dialect, Envelope, LimiterKind, RateLimitedBody, ScriptStep};
+use crate::sim::world::api::{
+    AdviceForm, Dialect, Envelope, KeepAlive, LimiterKind, RateLimitedBody, ResetForm, ScriptStep,
+};
 
 /// One of the reach's worlds, sometimes: never on a calm scenario (its
 /// refusals would break the liveness it checks) nor on a pacing gate's clean
@@ -145,4 +155,47 @@ fn deferral_told_twice(g: &mut Draw, s: &mut Scenario) {
     p.max_retries = p.max_retries.max(2);
     p.max_single_wait = p.max_single_wait.min(Duration::from_millis(500));
     p.min_attempt_time = p.min_attempt_time.min(Duration::from_millis(100));
+}
+
+/// A pacing gate's clean run (`pacing_clean`, drawn before) whose attempts
+/// are in flight across the gate's resets: every such run whose server
+/// tells the seconds left (not the whole-second server's draw), drawn last
+/// of all, after the fault kinds, so no other seed's scenario moves.
+/// Windows of 1 or 2 s (whole seconds: the seconds left a window's first
+/// answer tells are exact), each message taking between 0-20 ms and a
+/// window and a half or two, so of the attempts the gate lets go at a
+/// reset some land in the next window, still unanswered at the gate's next
+/// reset; two or three times as many workers as the window takes (2 to 6),
+/// so at each reset more are waiting than the window has room for; three
+/// to six jobs a worker. Connections stay open (no close, no race), no
+/// fault, and every attempt has time to be answered (the attempt timeout
+/// covers a connect and the request, four messages); the deadline covers
+/// the jobs' wait at the gate. `pacing-no-429` judges it (a refused
+/// request that was out together with the window's whole limit, all sent
+/// after the gate read it); a gate that forgot its attempts in flight at a
+/// reset is refused there (`pacing-forgets-in-flight`).
+pub(super) fn pacing_in_flight(g: &mut Draw, s: &mut Scenario, pacing_clean: bool) {
+    if !pacing_clean || s.api.rate_limit_reset != ResetForm::SecondsLeft {
+        return;
+    }
+    let window = g.pick(&[1_000, 1_000, 2_000]);
+    let limit = g.range(2, 6);
+    s.api.limiter.window_ms = window;
+    s.api.limiter.writes = limit as u32;
+    let workers = limit * g.range(2, 3);
+    s.fleet.workers = workers as u32;
+    s.fleet.jobs = (workers * g.range(3, 6)) as u32;
+    s.net.min_latency = Duration::from_millis(g.range(0, 20));
+    s.net.max_latency = Duration::from_millis(window * g.range(3, 4) / 2);
+    s.net.tick = Duration::from_millis(1);
+    s.api.keep_alive = KeepAlive { enabled: true, idle_timeout_ms: 72_000, max_requests: 0, close_after_error: false };
+    s.faults.schedule.clear();
+    let p = &mut s.policy;
+    // A connect (a message each way), the request and its answer.
+    p.attempt_timeout = p.attempt_timeout.max(s.net.max_latency * 4 + s.net.tick * 8 + Duration::from_millis(100));
+    // Each window lets `limit` of the jobs go: the last waits about
+    // jobs / limit windows of up to four messages' time each.
+    let windows = u64::from(s.fleet.jobs).div_ceil(limit) + 2;
+    p.deadline = p.deadline.max(s.net.max_latency * 4 * windows as u32 + Duration::from_millis(window * windows));
+    p.max_retries = p.max_retries.max(3);
 }
