@@ -103,6 +103,27 @@ fn spends_the_window_then_waits_for_the_reset() {
 }
 
 #[test]
+fn in_flight_counts_admissions_until_their_answers_across_a_reset() {
+    let mut s = PacingState::new(PacingConfig::default());
+    assert_eq!(s.in_flight(), 0);
+    for _ in 0..3 {
+        assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
+    }
+    assert_eq!(s.in_flight(), 3);
+    answer(&mut s, ms(2), 201, &rl(4, 1, 1));
+    assert_eq!(s.in_flight(), 2);
+    // The reset passes with two still out: they stay in flight, and count
+    // against the new window.
+    assert_eq!(s.try_admit(ms(1002)), Verdict::Admit);
+    assert_eq!(s.in_flight(), 3);
+    assert_eq!(s.allowance(), Some(1), "4 per window: 2 in flight at the reset, 1 admitted since");
+    for _ in 0..3 {
+        answer(&mut s, ms(1003), 201, &HeaderMap::new());
+    }
+    assert_eq!(s.in_flight(), 0);
+}
+
+#[test]
 fn other_clients_of_the_account_shrink_the_allowance() {
     let mut s = PacingState::new(PacingConfig::default());
     assert_eq!(s.try_admit(ms(0)), Verdict::Admit);
