@@ -249,12 +249,16 @@ impl Topology {
     }
 
     // Move messages from any network links to the `dst` host.
-    pub(crate) fn deliver_messages(&mut self, rand: &mut dyn RngCore, dst: &mut Host) {
+    /// Hands `dst` the messages deliverable to it; returns how many
+    /// (patched: counted for `Sim::work`).
+    pub(crate) fn deliver_messages(&mut self, rand: &mut dyn RngCore, dst: &mut Host) -> u64 {
+        let mut delivered = 0;
         for (pair, link) in &mut self.links {
             if pair.0 == dst.addr || pair.1 == dst.addr {
-                link.deliver_messages(&self.config, rand, dst);
+                delivered += link.deliver_messages(&self.config, rand, dst);
             }
         }
+        delivered
     }
 
     pub(crate) fn hold(&mut self, a: IpAddr, b: IpAddr) {
@@ -294,16 +298,23 @@ impl Topology {
     }
 
     /// How long after the topology's last tick the first message in flight
-    /// becomes deliverable (zero when one already is); `None` when no
-    /// message is in flight, held messages aside.
-    pub(crate) fn next_delivery(&self) -> Option<Duration> {
+    /// to a host that `runs` becomes deliverable (zero when one already
+    /// is); `None` when no such message is in flight, held messages aside.
+    pub(crate) fn next_delivery(&self, runs: &dyn Fn(IpAddr) -> bool) -> Option<Duration> {
         let now = self.rt.now();
         let mut next: Option<Duration> = None;
         for link in self.links.values() {
-            if link.deliverable.values().any(|q| !q.is_empty()) {
+            if link
+                .deliverable
+                .iter()
+                .any(|(&dst, q)| !q.is_empty() && runs(dst))
+            {
                 return Some(Duration::ZERO);
             }
             for sent in &link.sent {
+                if !runs(sent.dst.ip()) {
+                    continue;
+                }
                 if let DeliveryStatus::DeliverAfter(time) = sent.status {
                     let after = time.saturating_duration_since(now);
                     next = Some(next.map_or(after, |n| n.min(after)));
@@ -482,13 +493,14 @@ impl Link {
         global_config: &config::Link,
         rand: &mut dyn RngCore,
         host: &mut Host,
-    ) {
+    ) -> u64 {
         let deliverable = self
             .deliverable
             .entry(host.addr)
             .or_default()
             .drain(..)
             .collect::<Vec<Envelope>>();
+        let delivered = deliverable.len() as u64;
 
         for message in deliverable {
             let (src, dst) = (message.src, message.dst);
@@ -496,6 +508,7 @@ impl Link {
                 let _ = self.enqueue_message(global_config, rand, dst, src, message);
             }
         }
+        delivered
     }
 
     // Randomly break or repair this link.
