@@ -23,6 +23,12 @@ pub(crate) struct Topology {
     /// forward in the same way we do it elsewhere. We'd like to represent
     /// network state with async in the future.
     rt: Rt<'static>,
+
+    /// The network's time without ticking `rt` (patched): its clock at the
+    /// start and the time stepped since, while every step was of whole
+    /// milliseconds (then `rt`'s paused clock would have moved by exactly
+    /// that); `None` once a step was not, and `rt` keeps the time.
+    clock: Option<(Instant, Duration)>,
 }
 
 /// This type is used as the key in the [`Topology::links`] map. See [`new`]
@@ -174,17 +180,29 @@ enum State {
 
 impl Topology {
     pub(crate) fn new(config: config::Link) -> Topology {
+        let rt = Rt::no_software();
+        let clock = Some((rt.now(), Duration::ZERO));
         Topology {
             config,
             links: FastMap::default(),
-            rt: Rt::no_software(),
+            rt,
+            clock,
+        }
+    }
+
+    /// The network's time (see `clock`).
+    fn now(&self) -> Instant {
+        match self.clock {
+            Some((start, stepped)) => start + stepped,
+            None => self.rt.now(),
         }
     }
 
     /// Register a link between two hosts
     pub(crate) fn register(&mut self, a: IpAddr, b: IpAddr) {
         let pair = Pair::new(a, b);
-        assert!(self.links.insert(pair, Link::new(self.rt.now())).is_none());
+        let now = self.now();
+        assert!(self.links.insert(pair, Link::new(now)).is_none());
     }
 
     pub(crate) fn set_max_message_latency(&mut self, value: Duration) {
@@ -288,10 +306,25 @@ impl Topology {
     }
 
     pub(crate) fn tick_by(&mut self, duration: Duration) {
-        let _ = self.rt.tick(duration);
+        // Nothing runs on `rt`: a tick of whole milliseconds only moves its
+        // paused clock by `duration`, so it need not be ticked (each tick
+        // is a `block_on`, which reads the real clock for tokio's metrics).
+        match &mut self.clock {
+            Some((_, stepped)) if duration.subsec_nanos().is_multiple_of(1_000_000) => {
+                *stepped += duration
+            }
+            _ => {
+                if let Some((_, stepped)) = self.clock.take() {
+                    if !stepped.is_zero() {
+                        let _ = self.rt.tick(stepped);
+                    }
+                }
+                let _ = self.rt.tick(duration);
+            }
+        }
         // Read once: each read enters the runtime, and nothing moves its
         // clock in this loop.
-        let now = self.rt.now();
+        let now = self.now();
         for link in self.links.values_mut() {
             link.tick(now);
         }
@@ -301,7 +334,7 @@ impl Topology {
     /// to a host that `runs` becomes deliverable (zero when one already
     /// is); `None` when no such message is in flight, held messages aside.
     pub(crate) fn next_delivery(&self, runs: &dyn Fn(IpAddr) -> bool) -> Option<Duration> {
-        let now = self.rt.now();
+        let now = self.now();
         let mut next: Option<Duration> = None;
         for link in self.links.values() {
             if link
