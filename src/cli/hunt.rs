@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use crate::sim::checks::hunt::{self, DeterminismSample, Finding, HuntConfig, Kind, SeedResult, Target};
 use crate::sim::checks::shards;
+use crate::sim::run::work::{Work, WorkTally};
 use clap::{Args, ValueEnum};
 
 use super::progress::{self, Meter};
@@ -78,6 +79,12 @@ pub struct HuntArgs {
     merge: Vec<std::path::PathBuf>,
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
+    /// After the verdict, print the work the hunt did, counted: simulations,
+    /// steps, host polls, messages delivered, requests and timer wakes, in
+    /// all and by kind (every run counts, a determinism check's second run
+    /// too). The verdict is the same with or without it.
+    #[arg(long, conflicts_with_all = ["dump", "merge"])]
+    work: bool,
     #[command(flatten)]
     wall: WallArgs,
 }
@@ -118,7 +125,12 @@ pub fn run(args: HuntArgs) -> Outcome {
         1 => DeterminismSample::Every,
         n => DeterminismSample::OneIn(n),
     };
-    let options = args.wall.options(None);
+    let mut options = args.wall.options(None);
+    // One tally a hunt, shared by its threads, for the process's life.
+    let tally: Option<&'static WorkTally> = args.work.then(|| &*Box::leak(Box::default()));
+    if let Some(tally) = tally {
+        options = options.count_work(tally);
+    }
     let config = HuntConfig { start: args.start, seeds: args.seeds, target, threads, determinism, options };
 
     progress::catch_interrupts(
@@ -153,11 +165,74 @@ pub fn run(args: HuntArgs) -> Outcome {
         None if summary.violations.is_empty() => ExitCode::SUCCESS,
         None => ExitCode::FAILURE,
     };
+    summary.work = tally.map(|t| WorkByKind::of(&t.by_seed(), config.target.kind));
     let out = match args.format {
         Format::Json => serde_json::to_string_pretty(&summary).expect("a summary serialises"),
         Format::Text => summary.text(),
     };
     Ok((out, code))
+}
+
+/// `--work`: the work of a hunt's runs, in all and by the kind each seed drew.
+#[derive(Debug, serde::Serialize)]
+struct WorkByKind {
+    all: WorkFigures,
+    by_kind: BTreeMap<Kind, WorkFigures>,
+}
+
+/// One line of `--work`.
+#[derive(Debug, Default, serde::Serialize)]
+struct WorkFigures {
+    seeds: u64,
+    simulations: u64,
+    steps: u64,
+    host_polls: u64,
+    messages_delivered: u64,
+    requests: u64,
+    timer_wakes: u64,
+}
+
+impl WorkFigures {
+    fn add(&mut self, w: &Work) {
+        self.seeds += 1;
+        self.simulations += w.runs;
+        self.steps += w.steps;
+        self.host_polls += w.host_polls;
+        self.messages_delivered += w.messages_delivered;
+        self.requests += w.requests;
+        self.timer_wakes += w.timer_wakes;
+    }
+
+    fn line(&self, what: &str) -> String {
+        format!(
+            "work ({what}): {} over {} simulations of {}: {} steps, {} host polls, {} messages delivered, {} requests, {} timer wakes",
+            seeds(self.seeds),
+            self.simulations,
+            if self.seeds == 1 { "it" } else { "them" },
+            self.steps,
+            self.host_polls,
+            self.messages_delivered,
+            self.requests,
+            self.timer_wakes
+        )
+    }
+}
+
+impl WorkByKind {
+    fn of(by_seed: &BTreeMap<u64, Work>, kind: Kind) -> WorkByKind {
+        let mut w = WorkByKind { all: WorkFigures::default(), by_kind: BTreeMap::new() };
+        for (&seed, work) in by_seed {
+            w.all.add(work);
+            w.by_kind.entry(kind.resolve(seed)).or_default().add(work);
+        }
+        w
+    }
+
+    fn text(&self) -> String {
+        let mut lines = vec![self.all.line("all")];
+        lines.extend(self.by_kind.iter().map(|(k, f)| f.line(&k.to_string())));
+        lines.join("\n")
+    }
 }
 
 /// Runs the seeds on `config.threads` threads, with a progress meter, until
@@ -234,6 +309,9 @@ struct Summary {
     /// The last seed that ran.
     #[serde(skip)]
     last: u64,
+    /// `--work`: what the runs did, counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    work: Option<WorkByKind>,
 }
 
 impl Summary {
@@ -251,6 +329,7 @@ impl Summary {
             by_invariant: BTreeMap::new(),
             violations: Vec::new(),
             interrupted: None,
+            work: None,
             last: results.last().map_or(config.start, |r| r.seed),
         };
         for r in results {
@@ -264,6 +343,14 @@ impl Summary {
     }
 
     fn text(&self) -> String {
+        let verdict = self.verdict();
+        match &self.work {
+            Some(work) => format!("{verdict}\n{}", work.text()),
+            None => verdict,
+        }
+    }
+
+    fn verdict(&self) -> String {
         let mut out = String::new();
         if let Some(line) = &self.interrupted {
             let _ = writeln!(out, "{line}");

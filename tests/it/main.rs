@@ -20,6 +20,7 @@ mod hostile;
 mod https;
 mod hunt_catches;
 mod hunt_seeds;
+mod hunt_work;
 mod hunt_workflow;
 mod integrations;
 mod keep_alive;

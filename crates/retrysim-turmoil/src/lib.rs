@@ -225,6 +225,9 @@ mod top;
 use top::Topology;
 pub use top::{LinkIter, LinksIter, SentRef};
 
+mod work;
+pub use work::Work;
+
 mod world;
 use world::World;
 

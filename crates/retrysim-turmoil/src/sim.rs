@@ -12,7 +12,7 @@ use tracing::Level;
 
 use crate::host::HostTimer;
 use crate::{
-    for_pairs, rt, Config, LinksIter, Result, Rt, ToIpAddr, ToIpAddrs, World, TRACING_TARGET,
+    for_pairs, rt, Config, LinksIter, Result, Rt, ToIpAddr, ToIpAddrs, Work, World, TRACING_TARGET,
 };
 
 /// A handle for interacting with the simulation.
@@ -42,6 +42,9 @@ pub struct Sim<'a> {
 
     /// Whether a host was found ready to run while owed ticks (patched).
     lazy_woken: bool,
+
+    /// What the simulation has done so far (patched).
+    work: Work,
 }
 
 impl<'a> Sim<'a> {
@@ -60,6 +63,7 @@ impl<'a> Sim<'a> {
             steps: 1, // bumped after each step
             lazy_ticks: 0,
             lazy_woken: false,
+            work: Work::default(),
         }
     }
 
@@ -172,7 +176,8 @@ impl<'a> Sim<'a> {
         let hosts = self.world.borrow_mut().lookup_many(addrs);
         for h in hosts {
             let rt = self.rts.get_mut(&h).expect("missing host");
-            self.lazy_woken |= settle(&self.world, rt, h, self.config.tick).unwrap_or(true);
+            self.lazy_woken |=
+                settle(&self.world, rt, h, self.config.tick, &mut self.work).unwrap_or(true);
 
             self.world.borrow_mut().current = Some(h);
 
@@ -209,7 +214,8 @@ impl<'a> Sim<'a> {
         let hosts = self.world.borrow_mut().lookup_many(addrs);
         for h in hosts {
             let rt = self.rts.get_mut(&h).expect("missing host");
-            self.lazy_woken |= settle(&self.world, rt, h, self.config.tick).unwrap_or(true);
+            self.lazy_woken |=
+                settle(&self.world, rt, h, self.config.tick, &mut self.work).unwrap_or(true);
 
             self.world.borrow_mut().current = Some(h);
 
@@ -500,6 +506,12 @@ impl<'a> Sim<'a> {
         self.lazy_ticks
     }
 
+    /// What the simulation has done so far: steps, host polls, messages
+    /// delivered (see [`Work`]).
+    pub fn work(&self) -> Work {
+        self.work
+    }
+
     /// Step the simulation by `duration` instead of the configured tick: the
     /// network, then each running host's runtime, as [`step`](#method.step)
     /// does.
@@ -520,17 +532,42 @@ impl<'a> Sim<'a> {
         self.step_inner(duration, ticks - 1, None)
     }
 
+    /// [`step_by`](#method.step_by), except that a running host with nothing
+    /// to do in the step is not ticked now: it owes the step's ticks, as in
+    /// [`step_lazily`](#method.step_lazily) (same conditions, same
+    /// [`lazy_woken`](#method.lazy_woken)). A skip over time in which
+    /// nothing happens then costs no host poll at all. A `duration` that is
+    /// not a whole number of ticks ticks every host, as `step_by`.
+    pub fn step_by_lazily(
+        &mut self,
+        duration: Duration,
+        due: &dyn Fn(IpAddr, Duration) -> bool,
+    ) -> Result<bool> {
+        let tick = self.config.tick.as_nanos().max(1);
+        let ticks = (duration.as_nanos() / tick).max(1) as u64;
+        let whole = duration.as_nanos() == u128::from(ticks) * tick;
+        self.step_inner(duration, ticks - 1, whole.then_some(due))
+    }
+
     /// When the network next has a message for a host, as a simulation time
     /// (like [`elapsed`](#method.elapsed)): `None` when no message is in
     /// flight. A message already deliverable gives the current time; a step
     /// hands a message to its host when the step's end reaches this time.
     /// Messages on a held link have no delivery time until
-    /// [`release`](#method.release).
+    /// [`release`](#method.release). Messages to a host whose software is
+    /// not running (crashed, or a client that finished) have none either: no
+    /// step hands them over until the host is bounced, which happens between
+    /// steps (the caller then asks again).
     pub fn next_delivery(&self) -> Option<Duration> {
+        let runs = |addr: IpAddr| {
+            self.rts
+                .get(&addr)
+                .is_some_and(|rt| rt.is_software_running())
+        };
         let world = self.world.borrow();
         world
             .topology
-            .next_delivery()
+            .next_delivery(&runs)
             .map(|after| self.elapsed + after)
     }
 
@@ -585,8 +622,8 @@ impl<'a> Sim<'a> {
                     && !connecting
                     && !due(addr, self.elapsed + tick);
                 if idle {
-                    rt.owed += 1;
-                    self.lazy_ticks += 1;
+                    rt.owed += 1 + idle_ticks;
+                    self.lazy_ticks += 1 + idle_ticks;
                     // Software finishes only by running.
                     if rt.is_client() {
                         is_finished = false;
@@ -595,7 +632,7 @@ impl<'a> Sim<'a> {
                 }
             }
             deliverable = None;
-            self.lazy_woken |= settle(&self.world, rt, addr, self.config.tick)?;
+            self.lazy_woken |= settle(&self.world, rt, addr, self.config.tick, &mut self.work)?;
             {
                 let mut world = self.world.borrow_mut();
                 // We need to move deliverable messages off the network and
@@ -606,7 +643,8 @@ impl<'a> Sim<'a> {
                     hosts,
                     ..
                 } = world.deref_mut();
-                topology.deliver_messages(rng, hosts.get_mut(&addr).expect("missing host"));
+                self.work.messages_delivered +=
+                    topology.deliver_messages(rng, hosts.get_mut(&addr).expect("missing host"));
 
                 // Set the current host (see method docs)
                 world.current = Some(addr);
@@ -614,6 +652,7 @@ impl<'a> Sim<'a> {
                 world.current_host_mut().timer.now(rt.now());
             }
 
+            self.work.host_polls += 1;
             let is_software_finished = if idle_ticks > 0 {
                 let one = self.config.tick;
                 World::enter(&self.world, || rt.tick_idle(tick, one, idle_ticks))?
@@ -641,6 +680,7 @@ impl<'a> Sim<'a> {
 
         self.elapsed += tick;
         self.steps += 1 + idle_ticks as usize;
+        self.work.steps += 1;
 
         if self.elapsed > self.config.duration && !is_finished {
             return Err(format!(
@@ -656,11 +696,18 @@ impl<'a> Sim<'a> {
 /// Ticks `rt` through the ticks it owes (`Sim::step_lazily`) as idle
 /// ticks, as `step_by` would have, and returns whether it was woken
 /// meanwhile (then they were not idle).
-fn settle(world: &RefCell<World>, rt: &mut Rt, addr: IpAddr, tick: Duration) -> Result<bool> {
+fn settle(
+    world: &RefCell<World>,
+    rt: &mut Rt,
+    addr: IpAddr,
+    tick: Duration,
+    work: &mut Work,
+) -> Result<bool> {
     let owed = std::mem::take(&mut rt.owed);
     if owed == 0 {
         return Ok(false);
     }
+    work.host_polls += 1;
     let woken = rt.runnable();
     let duration = tick * u32::try_from(owed).expect("fewer than 2^32 ticks owed");
     {

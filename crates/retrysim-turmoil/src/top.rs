@@ -23,6 +23,12 @@ pub(crate) struct Topology {
     /// forward in the same way we do it elsewhere. We'd like to represent
     /// network state with async in the future.
     rt: Rt<'static>,
+
+    /// The network's time without ticking `rt` (patched): its clock at the
+    /// start and the time stepped since, while every step was of whole
+    /// milliseconds (then `rt`'s paused clock would have moved by exactly
+    /// that); `None` once a step was not, and `rt` keeps the time.
+    clock: Option<(Instant, Duration)>,
 }
 
 /// This type is used as the key in the [`Topology::links`] map. See [`new`]
@@ -174,17 +180,29 @@ enum State {
 
 impl Topology {
     pub(crate) fn new(config: config::Link) -> Topology {
+        let rt = Rt::no_software();
+        let clock = Some((rt.now(), Duration::ZERO));
         Topology {
             config,
             links: FastMap::default(),
-            rt: Rt::no_software(),
+            rt,
+            clock,
+        }
+    }
+
+    /// The network's time (see `clock`).
+    fn now(&self) -> Instant {
+        match self.clock {
+            Some((start, stepped)) => start + stepped,
+            None => self.rt.now(),
         }
     }
 
     /// Register a link between two hosts
     pub(crate) fn register(&mut self, a: IpAddr, b: IpAddr) {
         let pair = Pair::new(a, b);
-        assert!(self.links.insert(pair, Link::new(self.rt.now())).is_none());
+        let now = self.now();
+        assert!(self.links.insert(pair, Link::new(now)).is_none());
     }
 
     pub(crate) fn set_max_message_latency(&mut self, value: Duration) {
@@ -249,12 +267,16 @@ impl Topology {
     }
 
     // Move messages from any network links to the `dst` host.
-    pub(crate) fn deliver_messages(&mut self, rand: &mut dyn RngCore, dst: &mut Host) {
+    /// Hands `dst` the messages deliverable to it; returns how many
+    /// (patched: counted for `Sim::work`).
+    pub(crate) fn deliver_messages(&mut self, rand: &mut dyn RngCore, dst: &mut Host) -> u64 {
+        let mut delivered = 0;
         for (pair, link) in &mut self.links {
             if pair.0 == dst.addr || pair.1 == dst.addr {
-                link.deliver_messages(&self.config, rand, dst);
+                delivered += link.deliver_messages(&self.config, rand, dst);
             }
         }
+        delivered
     }
 
     pub(crate) fn hold(&mut self, a: IpAddr, b: IpAddr) {
@@ -284,26 +306,48 @@ impl Topology {
     }
 
     pub(crate) fn tick_by(&mut self, duration: Duration) {
-        let _ = self.rt.tick(duration);
+        // Nothing runs on `rt`: a tick of whole milliseconds only moves its
+        // paused clock by `duration`, so it need not be ticked (each tick
+        // is a `block_on`, which reads the real clock for tokio's metrics).
+        match &mut self.clock {
+            Some((_, stepped)) if duration.subsec_nanos().is_multiple_of(1_000_000) => {
+                *stepped += duration
+            }
+            _ => {
+                if let Some((_, stepped)) = self.clock.take() {
+                    if !stepped.is_zero() {
+                        let _ = self.rt.tick(stepped);
+                    }
+                }
+                let _ = self.rt.tick(duration);
+            }
+        }
         // Read once: each read enters the runtime, and nothing moves its
         // clock in this loop.
-        let now = self.rt.now();
+        let now = self.now();
         for link in self.links.values_mut() {
             link.tick(now);
         }
     }
 
     /// How long after the topology's last tick the first message in flight
-    /// becomes deliverable (zero when one already is); `None` when no
-    /// message is in flight, held messages aside.
-    pub(crate) fn next_delivery(&self) -> Option<Duration> {
-        let now = self.rt.now();
+    /// to a host that `runs` becomes deliverable (zero when one already
+    /// is); `None` when no such message is in flight, held messages aside.
+    pub(crate) fn next_delivery(&self, runs: &dyn Fn(IpAddr) -> bool) -> Option<Duration> {
+        let now = self.now();
         let mut next: Option<Duration> = None;
         for link in self.links.values() {
-            if link.deliverable.values().any(|q| !q.is_empty()) {
+            if link
+                .deliverable
+                .iter()
+                .any(|(&dst, q)| !q.is_empty() && runs(dst))
+            {
                 return Some(Duration::ZERO);
             }
             for sent in &link.sent {
+                if !runs(sent.dst.ip()) {
+                    continue;
+                }
                 if let DeliveryStatus::DeliverAfter(time) = sent.status {
                     let after = time.saturating_duration_since(now);
                     next = Some(next.map_or(after, |n| n.min(after)));
@@ -482,13 +526,14 @@ impl Link {
         global_config: &config::Link,
         rand: &mut dyn RngCore,
         host: &mut Host,
-    ) {
+    ) -> u64 {
         let deliverable = self
             .deliverable
             .entry(host.addr)
             .or_default()
             .drain(..)
             .collect::<Vec<Envelope>>();
+        let delivered = deliverable.len() as u64;
 
         for message in deliverable {
             let (src, dst) = (message.src, message.dst);
@@ -496,6 +541,7 @@ impl Link {
                 let _ = self.enqueue_message(global_config, rand, dst, src, message);
             }
         }
+        delivered
     }
 
     // Randomly break or repair this link.

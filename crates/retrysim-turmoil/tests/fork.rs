@@ -1,6 +1,7 @@
 //! Tests of what the fork adds to turmoil 0.7.2 (see FORK.md):
-//! `Sim::step_by`, `Sim::next_delivery`, `Sim::step_lazily` with
-//! `Sim::lazy_woken` and `Sim::lazy_ticks`, and `turmoil::current_host_addr`.
+//! `Sim::step_by`, `Sim::next_delivery`, `Sim::step_lazily` and
+//! `Sim::step_by_lazily` with `Sim::lazy_woken` and `Sim::lazy_ticks`,
+//! `Sim::work`, and `turmoil::current_host_addr`.
 //!
 //! Most tests run a scenario stepped the new way and the same scenario
 //! stepped by plain `step`s, and compare what the hosts saw: when each task
@@ -104,7 +105,8 @@ enum Mode {
     Skip,
     /// `step_lazily` every tick, told of every timer.
     Lazy,
-    /// `Skip`, with `step_lazily` in place of `step`.
+    /// `Skip`, with `step_lazily` in place of `step` and `step_by_lazily`
+    /// in place of `step_by`.
     SkipLazy,
     /// Control: `Skip`, but each skip one tick longer than idle.
     Overshoot,
@@ -195,8 +197,13 @@ impl Run {
             fresh = false;
             let done = if ticks >= 2 {
                 stepped.skipped += ticks - 1;
-                self.sim
-                    .step_by(self.tick * u32::try_from(ticks).unwrap())?
+                let by = self.tick * u32::try_from(ticks).unwrap();
+                if mode == Mode::SkipLazy {
+                    self.sim
+                        .step_by_lazily(by, &|host, end| timers.due(host, end))?
+                } else {
+                    self.sim.step_by(by)?
+                }
             } else {
                 match mode {
                     Mode::Lazy | Mode::SkipLazy => {
@@ -645,24 +652,26 @@ fn next_delivery_leaves_out_held_messages() -> Result {
 }
 
 #[test]
-fn next_delivery_is_now_for_a_message_already_deliverable() -> Result {
+fn next_delivery_leaves_out_messages_to_a_host_that_is_down() -> Result {
     let mut builder = Builder::new();
     builder
         .min_message_latency(3 * MS)
         .max_message_latency(3 * MS);
     let mut run = one_way(&mut builder, &[("client", &[0])]);
     run.sim.step()?;
+    // In flight to a host that is down: no step hands it over.
     run.sim.crash("server");
-    assert_eq!(run.sim.next_delivery(), Some(4 * MS));
-    for _ in 1..4 {
+    assert_eq!(run.sim.next_delivery(), None);
+    for _ in 1..8 {
         run.sim.step()?;
-        assert_eq!(run.sim.next_delivery(), Some(4 * MS));
+        assert_eq!(run.sim.next_delivery(), None);
     }
-    // Deliverable since the step that ended at 4 ms, but its host is down.
-    for end in 5..8 {
-        run.sim.step()?;
-        assert_eq!(run.sim.next_delivery(), Some(end * MS));
-    }
+    // Deliverable since the step that ended at 4 ms: up again, it is
+    // handed over in the next step.
+    run.sim.bounce("server");
+    assert_eq!(run.sim.next_delivery(), Some(8 * MS));
+    run.sim.step()?;
+    assert_eq!(run.sim.next_delivery(), None);
     Ok(())
 }
 
@@ -757,6 +766,79 @@ fn mostly_idle(mode: Mode) -> (Result<Stepped>, Vec<String>) {
     run.at(90 * MS, |sim| sim.bounce("idle"));
 
     run.drive(mode)
+}
+
+/// Sixteen hosts that sleep through the run and one client busy every
+/// millisecond for 100 ms, stepped as `mode` says; what the simulation
+/// counted.
+fn sixteen_idle_one_busy(mode: Mode) -> (Stepped, turmoil::Work) {
+    let mut run = Run::new(&mut Builder::new(), MS);
+    for i in 0..16 {
+        let (log, timers) = (run.log.clone(), run.timers.clone());
+        run.sim.host(format!("idle-{i}"), move || {
+            let (log, timers) = (log.clone(), timers.clone());
+            async move {
+                timers.sleep(Duration::from_secs(60)).await;
+                log.clocks("idle woke");
+                Ok(())
+            }
+        });
+    }
+    let timers = run.timers.clone();
+    run.sim.client("busy", async move {
+        for _ in 0..100 {
+            timers.sleep(MS).await;
+        }
+        Ok(())
+    });
+    let (stepped, log) = ok(run.drive(mode));
+    assert!(log.is_empty(), "{log:?}");
+    (stepped, run.sim.work())
+}
+
+#[test]
+fn idle_hosts_are_polled_about_never() {
+    // Every step polls all 17 hosts.
+    let (plain_stepped, plain) = sixteen_idle_one_busy(Mode::Plain);
+    assert_eq!(plain.steps, plain_stepped.steps);
+    assert_eq!(plain.host_polls, 17 * plain.steps);
+    assert!(plain.steps >= 100, "{plain:?}");
+    // Lazily, the idle hosts are polled in the first step (software that
+    // starts has something to do) and never again: the busy client alone
+    // costs a poll a step.
+    for mode in [Mode::Lazy, Mode::SkipLazy] {
+        let (stepped, lazy) = sixteen_idle_one_busy(mode);
+        assert_eq!(lazy.steps, stepped.steps, "{mode:?}");
+        assert_eq!(lazy.host_polls, lazy.steps + 16, "{mode:?}: {lazy:?}");
+        assert_eq!(stepped.lazy_ticks, 16 * (plain.steps - 1), "{mode:?}");
+    }
+    // Control: told of no timer, the busy client is not polled either and
+    // the run never finishes.
+    let mut run = Run::new(&mut Builder::new(), MS);
+    run.sim.client("busy", async {
+        tokio::time::sleep(5 * MS).await;
+        Ok(())
+    });
+    for _ in 0..50 {
+        assert!(!run.sim.step_lazily(&|_, _| false).unwrap());
+    }
+    assert_eq!(run.sim.work().host_polls, 1);
+}
+
+#[test]
+fn work_counts_messages_handed_to_hosts() -> Result {
+    let mut builder = Builder::new();
+    builder
+        .min_message_latency(3 * MS)
+        .max_message_latency(3 * MS);
+    let mut run = one_way(&mut builder, &[("a", &[0, 2]), ("b", &[5])]);
+    for _ in 0..20 {
+        run.sim.step()?;
+    }
+    assert_eq!(run.log.lines().len(), 6, "{:?}", run.log.lines());
+    assert_eq!(run.sim.work().messages_delivered, 3);
+    assert_eq!(run.sim.work().steps, 20);
+    Ok(())
 }
 
 #[test]

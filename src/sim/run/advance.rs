@@ -87,9 +87,9 @@ impl Stepping {
         // a tick of whole milliseconds is one clock move per idle tick.
         let whole_ms = !s.net.tick.is_zero() && s.net.tick.as_nanos().is_multiple_of(1_000_000);
         let lazy = lazy && !mode.eager_hosts && (hosts(s) >= LAZY_MIN_HOSTS || mode.lazy_always);
-        if lazy {
-            timers.keep_by_host();
-        }
+        // By host: for `due`, and so that a finished client's timers stop
+        // no skip (`Timers::earliest_running`).
+        timers.keep_by_host();
         Stepping {
             timers,
             tick: s.net.tick,
@@ -172,13 +172,18 @@ pub(crate) fn advance(
     }
     let by = stepping.tick * u32::try_from(ticks).expect("idle_ticks is at most u32::MAX");
     stepping.skipped.set(stepping.skipped.get() + ticks - 1);
+    // Nothing happens in a skip: every host but one still connecting owes it.
+    if stepping.lazy && sim.elapsed() + by < stepping.until(next_fault) {
+        let timers = &stepping.timers;
+        return sim.step_by_lazily(by, &|host, end| timers.due(host, end)).map(|done| (done, ticks));
+    }
     sim.step_by(by).map(|done| (done, ticks))
 }
 
 /// How many ticks from now nothing can happen in: no timer fires and no
 /// message becomes deliverable up to their end, which is no later than the
 /// next fault and the time limit.
-fn idle_ticks(sim: &turmoil::Sim<'_>, stepping: &Stepping, next_fault: Option<Duration>) -> u64 {
+fn idle_ticks(sim: &mut turmoil::Sim<'_>, stepping: &Stepping, next_fault: Option<Duration>) -> u64 {
     let now = sim.elapsed();
     let tick = stepping.tick.as_nanos();
     // The step may end at these (the runner switches the fault first; the
@@ -186,7 +191,8 @@ fn idle_ticks(sim: &turmoil::Sim<'_>, stepping: &Stepping, next_fault: Option<Du
     let mut ticks = stepping.until(next_fault).saturating_sub(now).as_nanos() / tick;
     // The step must end before these: a timer due at the step's end fires
     // in it, a message deliverable by then is handed over at its start.
-    let first = [stepping.timers.earliest(), sim.next_delivery()].into_iter().flatten().min();
+    let timer = stepping.timers.earliest_running(|host| sim.is_host_running(host));
+    let first = [timer, sim.next_delivery()].into_iter().flatten().min();
     if let Some(first) = first {
         let room = first.saturating_sub(now).as_nanos();
         ticks = ticks.min(room.saturating_sub(1) / tick);

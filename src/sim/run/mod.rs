@@ -16,3 +16,4 @@ pub mod runner;
 pub mod scenario;
 pub mod seed;
 pub mod subject;
+pub mod work;

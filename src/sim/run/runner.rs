@@ -24,6 +24,7 @@ use crate::sim::run::job::job_of_label;
 use crate::sim::run::scenario::Scenario;
 use crate::sim::run::seed::derive;
 use crate::sim::run::subject::{BlindSpot, MakeSubject, Promises};
+use crate::sim::run::work::{Work, WorkTally};
 use crate::sim::world::api::{Api, Ledger, Preset};
 use crate::sim::world::faults::{Link, Switch};
 use crate::sim::world::limiter_service::LIMITER_HOST;
@@ -36,6 +37,7 @@ use crate::trace::EventKind;
 pub(crate) const TCP_CAPACITY: usize = 1 << 16;
 
 pub use crate::sim::run::job::{JobOutcome, JobRecord, PLANTED_SECRETS, Traces};
+pub use crate::sim::run::work::StepCounts;
 
 /// What a run measured.
 #[derive(Debug, Clone, Serialize)]
@@ -187,21 +189,6 @@ pub struct Progress<'a> {
     pub jobs: u32,
 }
 
-/// What the stepping did in a run ([`Report::stepping`]): how the runner got
-/// through virtual time, never what happened in it. A run stepped another
-/// way ([`RunOptions::plain_ticks`], ...) has the same report otherwise.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StepCounts {
-    /// Ticks stepped over in longer steps (idle stretches skipped).
-    pub skipped_ticks: u64,
-    /// Host ticks left out of busy steps (idle hosts not ticked).
-    pub lazy_ticks: u64,
-    /// How many times the run went again with every host ticked, because a
-    /// host owing ticks was woken through memory another host shares (then
-    /// `lazy_ticks` are those of the run that was given up).
-    pub lazy_replays: u64,
-}
-
 /// How a run is stepped and watched, and what it keeps: one value, built
 /// the way turmoil's `Builder` is (chain the settings, then
 /// [`run`](RunOptions::run) or [`run_subject`](RunOptions::run_subject)),
@@ -228,6 +215,7 @@ pub struct RunOptions {
     max_requests: Option<usize>,
     progress: Option<(Duration, ProgressFn)>,
     steps: StepMode,
+    work: Option<&'static WorkTally>,
 }
 
 impl RunOptions {
@@ -292,6 +280,13 @@ impl RunOptions {
     /// Leaves idle hosts out of busy steps however few hosts a run has.
     pub fn lazy_hosts_always(mut self, on: bool) -> RunOptions {
         self.steps.lazy_always = on;
+        self
+    }
+
+    /// Adds the [`Work`] of each run that finishes to `tally`, by seed
+    /// (`retrysim hunt --work`).
+    pub(crate) fn count_work(mut self, tally: &'static WorkTally) -> RunOptions {
+        self.work = Some(tally);
         self
     }
 
@@ -362,15 +357,22 @@ impl RunOptions {
         make: Arc<dyn MakeSubject>,
         client: Client,
     ) -> Result<Report, RunError> {
-        let lazy_ticks = match self.attempt(s, seed, make.clone(), true, client)? {
-            Attempt::Finished(report) => return Ok(*report),
-            Attempt::Woken { lazy_ticks } => lazy_ticks,
+        let counted = |report: Box<Report>| {
+            if let Some(tally) = self.work {
+                tally.add(seed, &report.stepping.work);
+            }
+            Ok(*report)
+        };
+        let (lazy_ticks, work) = match self.attempt(s, seed, make.clone(), true, client)? {
+            Attempt::Finished(report) => return counted(report),
+            Attempt::Woken { lazy_ticks, work } => (lazy_ticks, work),
         };
         match self.attempt(s, seed, make, false, client)? {
             Attempt::Finished(mut report) => {
                 report.stepping.lazy_ticks = lazy_ticks;
                 report.stepping.lazy_replays = 1;
-                Ok(*report)
+                report.stepping.work += work;
+                counted(report)
             }
             Attempt::Woken { .. } => {
                 Err(RunError::of(s, seed, "a host was woken in a run that leaves no host out (a harness bug)".into()))
@@ -404,8 +406,11 @@ impl RunOptions {
         let shared = Arc::new(Shared::new(s, self.traces));
         fleet::spawn(&mut sim, s, seed, self.hooks, &make, &shared);
         let world = World { s, seed, server: &server, shared: &shared, stepping: &stepping };
-        let lazy_ticks = match self.drive(&mut sim, &world)? {
-            Driven::Woken { lazy_ticks } => return Ok(Attempt::Woken { lazy_ticks }),
+        let driven = self.drive(&mut sim, &world)?;
+        let requests = lock(&server.api).ledger().arrivals.len() as u64;
+        let work = Work::of_sim(&sim, requests, registry.timers.fired());
+        let lazy_ticks = match driven {
+            Driven::Woken { lazy_ticks } => return Ok(Attempt::Woken { lazy_ticks, work }),
             Driven::Finished { lazy_ticks } => lazy_ticks,
         };
         if let Some(why) = registry.timers.pool_clock_violation() {
@@ -415,7 +420,7 @@ impl RunOptions {
         if let Some(why) = client.panicked(&panics.panics(), &report) {
             return Err(RunError::of(s, seed, why));
         }
-        report.stepping = StepCounts { skipped_ticks: stepping.skipped_ticks(), lazy_ticks, lazy_replays: 0 };
+        report.stepping = StepCounts { skipped_ticks: stepping.skipped_ticks(), lazy_ticks, lazy_replays: 0, work };
         Ok(Attempt::Finished(Box::new(report)))
     }
 
@@ -544,6 +549,7 @@ enum Attempt {
     /// A host left out of a step was woken: the run must go again.
     Woken {
         lazy_ticks: u64,
+        work: Work,
     },
 }
 

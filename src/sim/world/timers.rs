@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
@@ -43,6 +43,8 @@ pub struct Timers {
     /// ([`SimTimer::now`]), and the first connection reused on a host whose
     /// pool never did.
     pool_clocks: Mutex<PoolClocks>,
+    /// Timers that fired (for [`Work`](crate::sim::run::work::Work)).
+    fired: AtomicU64,
 }
 
 /// Which hosts' pools keep simulated time.
@@ -62,9 +64,21 @@ struct Deadlines {
 }
 
 impl Timers {
-    /// The earliest pending deadline, in simulation time.
-    pub fn earliest(&self) -> Option<Duration> {
-        lock(&self.deadlines).all.keys().next().copied()
+    /// The earliest pending deadline of a host that `runs` (or armed out of
+    /// any host's context), in simulation time: a timer of a host whose
+    /// software no longer runs (a client that finished) never fires, and
+    /// must not stop a skip. Every deadline when they are not kept by host.
+    pub(crate) fn earliest_running(&self, mut runs: impl FnMut(IpAddr) -> bool) -> Option<Duration> {
+        let deadlines = lock(&self.deadlines);
+        if !self.by_host.load(Ordering::Relaxed) {
+            return deadlines.all.keys().next().copied();
+        }
+        deadlines
+            .by_host
+            .iter()
+            .filter(|(host, _)| host.is_none_or(&mut runs))
+            .filter_map(|(_, of_host)| of_host.keys().next().copied())
+            .min()
     }
 
     /// Whether a timer of the host at `host` is due by `end` (simulation
@@ -76,6 +90,11 @@ impl Timers {
         [Some(host), None]
             .iter()
             .any(|h| deadlines.by_host.get(h).and_then(|d| d.keys().next()).is_some_and(|&first| first <= end))
+    }
+
+    /// How many registered timers have fired so far.
+    pub(crate) fn fired(&self) -> u64 {
+        self.fired.load(Ordering::Relaxed)
     }
 
     /// Whether something may wait on a timer not registered here.
@@ -111,6 +130,13 @@ impl Timers {
         }
         drop(deadlines);
         Pending { timers: self, at, host, by_host }
+    }
+}
+
+impl Pending {
+    /// The timer fired.
+    fn fired(&self) {
+        self.timers.fired.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -212,11 +238,14 @@ pub fn sleep(d: Duration) -> impl Future<Output = ()> + Send + use<> {
     let deadline = Instant::now().checked_add(d);
     let timers = current();
     async move {
-        let _pending = timers.map(|t| t.register(deadline));
+        let pending = timers.map(|t| t.register(deadline));
         match deadline {
             Some(deadline) => tokio::time::sleep_until(deadline).await,
             // Past tokio's range: its far-future timer, as `sleep` would.
             None => tokio::time::sleep(d).await,
+        }
+        if let Some(p) = &pending {
+            p.fired();
         }
     }
 }
@@ -225,8 +254,11 @@ pub fn sleep(d: Duration) -> impl Future<Output = ()> + Send + use<> {
 pub fn sleep_until(deadline: Instant) -> impl Future<Output = ()> + Send + use<> {
     let timers = current();
     async move {
-        let _pending = timers.map(|t| t.register(Some(deadline)));
-        tokio::time::sleep_until(deadline).await
+        let pending = timers.map(|t| t.register(Some(deadline)));
+        tokio::time::sleep_until(deadline).await;
+        if let Some(p) = &pending {
+            p.fired();
+        }
     }
 }
 
@@ -235,11 +267,15 @@ pub fn timeout<F: Future>(d: Duration, f: F) -> impl Future<Output = Result<F::O
     let deadline = Instant::now().checked_add(d);
     let timers = current();
     async move {
-        let _pending = timers.map(|t| t.register(deadline));
-        match deadline {
+        let pending = timers.map(|t| t.register(deadline));
+        let result = match deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, f).await,
             None => tokio::time::timeout(d, f).await,
+        };
+        if let (Err(_), Some(p)) = (&result, &pending) {
+            p.fired();
         }
+        result
     }
 }
 
@@ -335,7 +371,7 @@ mod tests {
         });
         let mut seen = None;
         while !sim.step().expect("runs") {
-            seen = seen.or(installed.timers.earliest().filter(|&d| d > Duration::from_secs(2)));
+            seen = seen.or(installed.timers.earliest_running(|_| true).filter(|&d| d > Duration::from_secs(2)));
         }
         seen
     }
@@ -372,7 +408,7 @@ mod tests {
         });
         let sleeper = sim.lookup("sleeper");
         sim.step().expect("runs");
-        assert_eq!(installed.timers.earliest(), Some(Duration::from_millis(500)));
+        assert_eq!(installed.timers.earliest_running(|_| true), Some(Duration::from_millis(500)));
         assert!(!installed.timers.due(sleeper, Duration::from_millis(500)));
     }
 
