@@ -306,7 +306,7 @@ impl RunOptions {
     /// preset does not serve, so every job would end on a 404.
     pub fn run(&self, s: &Scenario, seed: u64) -> Result<Report, RunError> {
         if s.api.preset != Preset::None {
-            return Err(RunError::of(s, seed, own_client_meets_preset(s.api.preset)));
+            return Err(RunError::of(s, seed, s.api.preset.refuses_own_client()));
         }
         self.run_made(s, seed, Arc::new(ScenarioClient::new(seed)), Client::Own)
     }
@@ -994,12 +994,4 @@ impl Report {
         }
         rows.iter().map(|(k, v)| format!("{k:<18} {v}")).collect::<Vec<_>>().join("\n")
     }
-}
-
-/// Why retrysim's own client cannot run against `preset`, and what to do instead.
-fn own_client_meets_preset(preset: Preset) -> String {
-    format!(
-        "[api] preset = \"{}\" serves that API's own routes, and retrysim's built-in clients call the model's (POST /v1/jobs): every job would end on a 404. Run your own client against it (`retrysim serve --config FILE` and point it at the address printed, or the harness's `run_subject`), or remove `preset` to run the built-in client",
-        preset.name()
-    )
 }

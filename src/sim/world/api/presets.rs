@@ -84,6 +84,16 @@ impl Preset {
         }
     }
 
+    /// Why retrysim's own clients cannot run against this preset (they call
+    /// the model's `POST /v1/jobs`, which it does not serve), and what to do
+    /// instead.
+    pub(crate) fn refuses_own_client(self) -> String {
+        format!(
+            "[api] preset = \"{}\" serves that API's own routes, and retrysim's built-in clients call the model's (POST /v1/jobs): every job would end on a 404. Run your own client against it (`retrysim serve --config FILE` and point it at the address printed, or the harness's `run_subject`), or remove `preset` to run the built-in client",
+            self.name()
+        )
+    }
+
     /// Routes a request; `None` is a 404. A preset's ids map onto the
     /// model's jobs (`chatcmpl-3` and issue 3 are `job_3`).
     pub(crate) fn route(self, method: &http::Method, path: &str) -> Option<Endpoint> {
