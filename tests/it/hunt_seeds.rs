@@ -110,7 +110,7 @@ const A_LOWER_BOUND_FROM_THE_WINDOW_BEFORE: [u64; 1] = [90603];
 const A_SHORTER_RETRY_AFTER_MS_BESIDE_A_BODY_HINT: [u64; 2] = [2660, 11186];
 
 /// An honest 100,000-seed hunt at e8338c5, **a time limit set too short**
-/// (`run-failed`): a keyless fleet past its anonymous cap, whose front end
+/// (run-failed): a keyless fleet past its anonymous cap, whose front end
 /// deferred a job told (by `X-RateLimit-Reset`) to wait for the wall-clock
 /// hour's end; the background run rightly waited the hour, past a limit that
 /// counted 30 s of advice. Its world file is the fixed generator's (the old
