@@ -12,19 +12,28 @@ use retrysim::env::{Clock, Transport};
 use retrysim::testing::scenario::{AdviceForm, ScriptStep, named};
 use retrysim::testing::{BoxFuture, Harness, Job, JobEnd, Promises, Property, Subject, from_fn};
 
-/// Up to six tries; after a refusal, a wait over the backoff's window.
+/// How the loop draws its waits.
+#[derive(Clone, Copy)]
+enum Draw {
+    /// This backoff's own draw from the job's generator.
+    By(Backoff),
+    /// The slip: this fraction of the window, every time.
+    Constant(f64),
+}
+
+/// Up to six tries; after a refusal, a wait drawn as `draw` says.
 struct Loop {
-    backoff: Backoff,
-    /// `None`: the backoff's own draw from the job's generator; `Some(f)`:
-    /// the slip, `f` of the window every time.
-    fraction: Option<f64>,
-    declares: bool,
+    declared: Option<Backoff>,
+    draw: Draw,
 }
 
 impl Subject for Loop {
     fn promises(&self) -> Promises {
         let p = Promises::nothing().max_attempts(6);
-        if self.declares { p.jitter(self.backoff) } else { p }
+        match self.declared {
+            Some(b) => p.jitter(b),
+            None => p,
+        }
     }
 
     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {
@@ -42,9 +51,9 @@ impl Subject for Loop {
                     return JobEnd::gave_up(format!("status {status}")).attempts(attempt);
                 }
                 let n = attempt - 1;
-                let wait = match self.fraction {
-                    None => self.backoff.wait(n, None, job.rng.draw()),
-                    Some(f) => self.backoff.window(n).mul_f64(f),
+                let wait = match self.draw {
+                    Draw::By(b) => b.wait(n, None, job.rng.draw()),
+                    Draw::Constant(f) => backoff(Jitter::Full).window(n).mul_f64(f),
                 };
                 job.clock.sleep(wait).await;
             }
@@ -53,9 +62,14 @@ impl Subject for Loop {
     }
 }
 
+/// The loops' backoff: 200 ms doubling up to 3 s.
+fn backoff(jitter: Jitter) -> Backoff {
+    Backoff::new(Duration::from_millis(200), Duration::from_secs(3), jitter)
+}
+
 /// Twelve jobs on four workers against a script of three 429s that advise
 /// nothing, then a 201, over and over: about three waits a job.
-fn harness(fraction: Option<f64>, declares: bool) -> Harness {
+fn harness(declared: Option<Backoff>, draw: Draw) -> Harness {
     let mut s = named("once-429-then-200").expect("a named scenario");
     let refusal = ScriptStep::new(429, Some("RATE_LIMITED"), None);
     s.api.script = vec![refusal.clone(), refusal.clone(), refusal, ScriptStep::new(201, None, None)];
@@ -63,8 +77,7 @@ fn harness(fraction: Option<f64>, declares: bool) -> Harness {
     s.api.advice = AdviceForm::None;
     s.api.rate_limit_headers = false;
     (s.fleet.workers, s.fleet.jobs) = (4, 12);
-    let backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(3), Jitter::Full);
-    Harness::of(s).with_client(from_fn("declared-jitter", move |_| Loop { backoff, fraction, declares }))
+    Harness::of(s).with_client(from_fn("declared-jitter", move |_| Loop { declared, draw }))
 }
 
 fn spread_findings(h: &Harness, seed: u64) -> Vec<String> {
@@ -73,18 +86,20 @@ fn spread_findings(h: &Harness, seed: u64) -> Vec<String> {
 }
 
 #[test]
-fn an_honest_client_declaring_full_jitter_passes() {
-    let h = harness(None, true);
-    for seed in 1..=3 {
-        let report = h.assert_holds(seed);
-        // Enough unadvised retries for the tests to judge (KS from 10 draws).
-        assert!(report.retries >= 20, "seed {seed}: only {} retries", report.retries);
+fn honest_clients_declaring_their_jitter_pass() {
+    for declared in [Jitter::Full, Jitter::Equal].map(backoff) {
+        let h = harness(Some(declared), Draw::By(declared));
+        for seed in 1..=3 {
+            let report = h.assert_holds(seed);
+            // Enough unadvised retries for the tests to judge (KS from 10 draws).
+            assert!(report.retries >= 20, "seed {seed}: only {} retries", report.retries);
+        }
     }
 }
 
 #[test]
 fn a_constant_fraction_declared_as_full_jitter_is_caught() {
-    let h = harness(Some(0.37), true);
+    let h = harness(Some(backoff(Jitter::Full)), Draw::Constant(0.37));
     for seed in 1..=3 {
         let found = spread_findings(&h, seed);
         assert!(
@@ -95,8 +110,17 @@ fn a_constant_fraction_declared_as_full_jitter_is_caught() {
 }
 
 #[test]
+fn equal_jitter_declared_as_full_is_caught() {
+    let h = harness(Some(backoff(Jitter::Full)), Draw::By(backoff(Jitter::Equal)));
+    for seed in 1..=3 {
+        let found = spread_findings(&h, seed);
+        assert!(found.iter().any(|m| m.contains("draws of full jitter")), "seed {seed}: {found:?}");
+    }
+}
+
+#[test]
 fn a_client_that_declares_no_jitter_is_not_judged() {
-    let h = harness(Some(0.37), false);
+    let h = harness(None, Draw::Constant(0.37));
     for seed in 1..=3 {
         assert_eq!(spread_findings(&h, seed), Vec::<String>::new(), "seed {seed}");
         h.assert_holds(seed);
