@@ -75,6 +75,50 @@
 //! assert!(trace_text(&report).contains("request 2  POST /v1/jobs"));
 //! harness.hunt(1..20).assert_clean();
 //! ```
+//!
+//! # Declaring your jitter
+//!
+//! A client that draws its backoff waits at random says how in its
+//! promises ([`Promises::jitter`]); `jitter-spread` then tests the waits
+//! that followed answers advising nothing, read from the server's ledger,
+//! against that draw. Undeclared (the default), they are not judged.
+//!
+//! ```
+//! use std::time::Duration;
+//! use retrysim::core::backoff::{Backoff, Jitter};
+//! use retrysim::env::{Clock, Transport};
+//! use retrysim::testing::{BoxFuture, Job, JobEnd, Promises, Subject};
+//!
+//! /// Up to 5 tries, waiting full jitter over 200 ms doubling up to 3 s.
+//! struct Jittered(Backoff);
+//!
+//! impl Subject for Jittered {
+//!     fn promises(&self) -> Promises {
+//!         Promises::nothing().max_attempts(5).jitter(self.0)
+//!     }
+//!
+//!     fn run<'a>(&'a self, job: Job<'a>) -> BoxFuture<'a, JobEnd> {
+//!         Box::pin(async move {
+//!             let transport = job.net.transport();
+//!             for n in 0..5 {
+//!                 match transport.send(job.request_copy()).await {
+//!                     Ok(res) if res.status().is_success() => return JobEnd::succeeded(res.status().as_u16()),
+//!                     Ok(res) if res.status() != 429 => return JobEnd::gave_up(format!("status {}", res.status())),
+//!                     _ => {}
+//!                 }
+//!                 if n < 4 {
+//!                     // A fresh draw from the job's seeded generator, as declared.
+//!                     job.clock.sleep(self.0.wait(n, None, job.rng.draw())).await;
+//!                 }
+//!             }
+//!             JobEnd::gave_up("attempts_exhausted")
+//!         })
+//!     }
+//! }
+//!
+//! let full = Backoff::new(Duration::from_millis(200), Duration::from_secs(3), Jitter::Full);
+//! assert_eq!(Jittered(full).promises().jitter, Some(full));
+//! ```
 
 use std::fmt;
 use std::ops::Range;

@@ -5,6 +5,7 @@ mod cancel;
 mod cli;
 mod cli_limits;
 mod compare;
+mod declared_jitter;
 mod dialect_audit;
 mod docs;
 mod driver;

@@ -91,6 +91,7 @@ fn promises(max_attempts: u32, deadline_s: u64) -> Promises {
         max_attempts: Some(max_attempts),
         deadline: Some(Duration::from_secs(deadline_s)),
         honours_retry_after: true,
+        jitter: None,
     }
 }
 

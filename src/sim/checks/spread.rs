@@ -10,9 +10,13 @@
 //! # Whom it judges
 //!
 //! A traced client with a declared [`Policy`] (retrysim's own: the scenario's
-//! policy, a deferred job's background runs the background policy's). A
-//! client that declares no jitter is not judged. The waits judged are
-//! those made of one uniform draw the declared policy names exactly:
+//! policy, a deferred job's background runs the background policy's), and a
+//! black-box [`Subject`](crate::testing::Subject) that declares its backoff
+//! in its [`Promises`](crate::testing::Promises) (full or equal jitter, read
+//! from the server's ledger with cells widened by the network's latency:
+//! [`subject`]). A client that declares no jitter is not judged. A traced
+//! client's waits judged are those made of one uniform draw the declared
+//! policy names exactly:
 //!
 //! - on the backoff alone (no advice read): full jitter draws
 //!   `uniform[0, W]` of retry `n`'s window `W = min(cap, base * 2^n)`, equal
@@ -244,14 +248,17 @@ impl Draws {
     }
 }
 
-/// Every `jitter-spread` finding of a traced run (none for an untraced one).
+/// Every `jitter-spread` finding of a run: a traced client's by its
+/// declared policy, a black-box one's by the jitter it declared in its
+/// promises ([`subject`]); none for a client that declared no jitter.
 pub fn check_spread(r: &Report) -> Vec<FleetViolation> {
-    if !r.traced {
-        return Vec::new();
-    }
     let mut draws = Draws::default();
-    for (j, p) in runs_with_policy(r) {
-        walk(j, p, &mut draws);
+    if r.traced {
+        for (j, p) in runs_with_policy(r) {
+            walk(j, p, &mut draws);
+        }
+    } else if let Some(backoff) = &r.promises.jitter {
+        subject::walk(r, backoff, &mut draws);
     }
     verdict(&draws)
 }
@@ -415,6 +422,8 @@ pub(crate) fn ln_few_values_bound(cells: &[Cell], d: usize) -> f64 {
     let hits: f64 = widths.iter().take(n - d).map(|w| (2.0 * d as f64 * w).min(1.0).ln()).sum();
     choose + hits
 }
+
+mod subject;
 
 #[cfg(test)]
 #[path = "spread_tests.rs"]

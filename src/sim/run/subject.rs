@@ -58,6 +58,7 @@ use http::Request;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::backoff::Backoff;
 use crate::core::budget::RetryBudget;
 use crate::core::policy::Policy;
 use crate::env::Rng;
@@ -149,6 +150,13 @@ pub struct Promises {
     /// No request before the advice (`Retry-After`, a body hint) of the last
     /// answer the job received has passed.
     pub honours_retry_after: bool,
+    /// The backoff every retry after an answer that advised no wait waits:
+    /// its `n`-th request's answer (from 0) is followed by a wait drawn by
+    /// the backoff's jitter over window `n`,
+    /// [`Backoff::window`]`(n)` (`None`: not declared, and `jitter-spread`
+    /// does not judge the client). See [`Promises::jitter`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<Backoff>,
 }
 
 impl Promises {
@@ -159,13 +167,16 @@ impl Promises {
             max_attempts: Some(policy.max_retries.saturating_add(1)),
             deadline: Some(policy.deadline),
             honours_retry_after: policy.use_advice,
+            // Not declared here: the trace-based walk of `jitter-spread`
+            // judges retrysim's own client by its whole policy, finer.
+            jitter: None,
         }
     }
 
     /// Nothing promised: only the checks every client owes (one charge per
     /// key, nothing after a terminal answer, no unkeyed replay, no secrets).
     pub fn nothing() -> Promises {
-        Promises { max_attempts: None, deadline: None, honours_retry_after: false }
+        Promises { max_attempts: None, deadline: None, honours_retry_after: false, jitter: None }
     }
 
     /// These promises, and at most `n` requests per run of a job (the field `max_attempts`).
@@ -185,6 +196,42 @@ impl Promises {
     /// has passed (the field `honours_retry_after`).
     pub fn honours_retry_after(mut self, on: bool) -> Promises {
         self.honours_retry_after = on;
+        self
+    }
+
+    /// These promises, and that every retry after an answer that advised no
+    /// wait (no `Retry-After`, body hint, rate-limit dialect or `RateLimit`
+    /// fields) waits a draw of `backoff`: after the run's `n`-th request
+    /// (from 0), a wait drawn by `backoff.jitter` over
+    /// [`Backoff::window`]`(n)`, from a fresh draw of the job's generator
+    /// (the field `jitter`).
+    ///
+    /// The `jitter-spread` check then tests those waits, as the server saw
+    /// them, against that distribution (docs/book/checks.md). It judges
+    /// [`Jitter::Full`](crate::core::backoff::Jitter::Full) (`uniform[0, W]`)
+    /// and [`Jitter::Equal`](crate::core::backoff::Jitter::Equal)
+    /// (`W/2 + uniform[0, W/2]`).
+    /// [`Jitter::None`](crate::core::backoff::Jitter::None) draws nothing,
+    /// and [`Jitter::Decorrelated`](crate::core::backoff::Jitter::Decorrelated)
+    /// draws over a range set by the previous wait, which the harness sees
+    /// only to within the network's latency:
+    /// both may be declared and are not judged.
+    ///
+    /// Declaring it promises too that whether the client retries does not
+    /// depend on the draw, except that it may give up on a draw its promised
+    /// [`deadline`](Promises::deadline) would not leave room for.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retrysim::core::backoff::{Backoff, Jitter};
+    /// use retrysim::testing::Promises;
+    ///
+    /// let full = Backoff::new(Duration::from_millis(500), Duration::from_secs(8), Jitter::Full);
+    /// let p = Promises::nothing().max_attempts(6).jitter(full);
+    /// assert_eq!(p.jitter, Some(full));
+    /// ```
+    pub fn jitter(mut self, backoff: Backoff) -> Promises {
+        self.jitter = Some(backoff);
         self
     }
 }
