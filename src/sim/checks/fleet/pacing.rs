@@ -30,7 +30,7 @@ use super::*;
 /// went, and a window's first attempts may land after the reset the gate
 /// read (the seconds left are rounded up, by up to a second), so an honest
 /// gate can be refused; there, and against seconds left, the refusals
-/// judged are those [`refused_out_together`] names.
+/// judged are those `refused_out_together` names.
 pub fn pacing_spends_no_429(r: &Report) -> Vec<FleetViolation> {
     let api = &r.scenario_config.api;
     if !pacing_clean(r) {
