@@ -583,6 +583,7 @@ impl PacingState {
     /// This state with the harness's deliberate defect `pacing-forgets-in-flight`:
     /// at a reset it counts none of its attempts still in flight against
     /// the new window (their answers are still ignored as stale).
+    #[cfg(any(test, feature = "sim"))]
     pub(crate) fn forgetting_in_flight(mut self) -> PacingState {
         self.forgets_in_flight = true;
         self
