@@ -25,18 +25,12 @@ mod worlds;
 
 /// Harness runs of each world; the model's runs are batched (one is far
 /// under the CPU clock's resolution).
+#[path = "common/cpu.rs"]
+mod cpu;
+use cpu::cpu;
+
 const RUNS: usize = 7;
 const BATCH: u32 = 2_000;
-
-/// CPU time this process has used so far (user + system).
-fn cpu() -> Duration {
-    // SAFETY: getrusage writes into the zeroed struct we own.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    assert_eq!(rc, 0, "getrusage failed");
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
 
 /// The median CPU time of `RUNS` calls of `once`, and the last call's result.
 fn median<T>(mut once: impl FnMut() -> T) -> (Duration, T) {

@@ -11,23 +11,15 @@
 //! of skipping idle ticks was stated in this unit (5x more with the skip,
 //! on the same seeds).
 
-use std::time::Duration;
-
 use retrysim::internals::checks::hunt::{self, Kind, Target};
 use retrysim::internals::run::runner::RunOptions;
 
+#[path = "common/cpu.rs"]
+mod cpu;
+use cpu::cpu;
+
 const SEEDS: u64 = 500;
 const RUNS: usize = 3;
-
-/// CPU time this process has used so far (user + system).
-fn cpu() -> Duration {
-    // SAFETY: getrusage writes into the zeroed struct we own.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    assert_eq!(rc, 0, "getrusage failed");
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
 
 /// Seeds per CPU-second of one pass over the range, and its failing seeds.
 fn pass(target: &Target, options: &RunOptions) -> (f64, usize) {
