@@ -172,13 +172,17 @@ impl Watch {
     }
 
     /// Remembers `waker` and its wrapper, unless they are the ones held.
+    ///
+    /// Held when `waker` has the same data and the same functions as the
+    /// plain waker held. `Waker::will_wake` compares the vtables' addresses,
+    /// and tokio's runtime waker and the clone held carry the same functions
+    /// in vtables at different addresses: `will_wake` said no on nearly
+    /// every poll (a new `Arc`, and a new waker for the `LocalSet` to
+    /// register, each time).
     fn wrap(&self, waker: &std::task::Waker) {
-        if self
-            .wakers
-            .borrow()
-            .as_ref()
-            .is_some_and(|(plain, _)| plain.will_wake(waker))
-        {
+        if self.wakers.borrow().as_ref().is_some_and(|(plain, _)| {
+            plain.data() == waker.data() && *plain.vtable() == *waker.vtable()
+        }) {
             return;
         }
         let wrapped = std::task::Waker::from(Arc::new(Flag {
@@ -426,25 +430,31 @@ impl<'a> Rt<'a> {
     }
 
     /// Ticks by `duration`, `n + 1` ticks of `tick` (whole milliseconds),
-    /// at once, and moves the scheduler's queue-choice counters on as
-    /// `n + 1` idle ticks would have, without moving the clock further or
-    /// running a task (the caller only skips ticks in which nothing happens).
+    /// at once, and moves the scheduler's queue-choice counter on as `n + 1`
+    /// idle ticks would have, without moving the clock further or running a
+    /// task of the host (the caller only skips ticks in which nothing
+    /// happens).
     ///
-    /// Two counters choose between a local and a remote run queue: the
-    /// `LocalSet`'s `u8` tick (remote first every 31st pass) counts one pass
-    /// per tick; tokio's current-thread scheduler's `u32` tick (global queue
-    /// first every 31st pass, tokio's default `global_queue_interval`)
-    /// counts one pass per park. An idle tick parks at its start as many
-    /// times as the long tick does (the wake that ended the previous tick
-    /// leaves the time driver's `did_wake` set, so the first park returns
-    /// at once), and once more at every multiple of 64 ms of the timer
-    /// wheel strictly inside it: the tick's own sleep crosses into the
+    /// tokio's current-thread scheduler's `u32` tick chooses between its
+    /// local and global run queues (global queue first every 31st pass,
+    /// tokio's default `global_queue_interval`) and counts one pass per
+    /// park and one per task it runs. An idle tick parks at its start as
+    /// many times as the long tick does (the wake that ended the previous
+    /// tick leaves the time driver's `did_wake` set, so the first park
+    /// returns at once), and once more at every multiple of 64 ms of the
+    /// timer wheel strictly inside it: the tick's own sleep crosses into the
     /// wheel's next level there and cascades (so does any other timer's
     /// slot, in the same park). The long tick parks at the cascades of the
     /// timers actually in the wheel, on the ticks' boundaries or not; the
-    /// park hook counts them. Only the counters' values modulo 256 and 31
-    /// decide anything, so at most 255 + 30 passes stand for any `n`; the
-    /// last pass leaves `did_wake` set, as a tick does.
+    /// park hook counts them. Only the counter's value modulo 31 decides
+    /// anything, so at most 30 passes stand for any `n`: one park and up to
+    /// 29 empty tasks ([`Passes`]); the park leaves `did_wake` set, as a
+    /// tick does.
+    ///
+    /// The `LocalSet`'s own `u8` tick (remote queue first every 31st task)
+    /// is left as the long tick left it: its remote queue only ever holds
+    /// tasks woken from another thread (tokio's `Shared::schedule`), which
+    /// a simulation, stepped on one thread, has none of.
     pub(crate) fn tick_idle(&mut self, duration: Duration, tick: Duration, n: u64) -> Result<bool> {
         use std::sync::atomic::Ordering::Relaxed;
         let start = self.now();
@@ -465,26 +475,15 @@ impl<'a> Rt<'a> {
                 .filter(|m| !(m * 64 - from).is_multiple_of(tick_ms))
                 .count() as u64,
         };
-        let local = (n % 256) as u32;
         // Wanted modulo 31: (n + 1) ticks' first parks and the parks inside
-        // them, less those the long tick made and the `LocalSet` passes
-        // (each is a scheduler pass too).
+        // them, less those the long tick made.
         let wanted = ((n + 1) % 31) * (first % 31) + inside;
-        let core = (wanted % 31 + 62 - (first + later) % 31 - u64::from(local) % 31) % 31;
-        if local > 0 && self.watch.on {
-            // Its own wakes are not a task's: keep what the long tick saw.
-            let woken = self.watch.woken.load(Relaxed);
-            let run = std::pin::pin!(self.local.run_until(Passes(local)));
-            self.tokio.block_on(Watched {
-                inner: run,
-                watch: &self.watch,
-            });
-            self.watch.woken.store(woken, Relaxed);
-        } else if local > 0 {
-            self.tokio.block_on(self.local.run_until(Passes(local)));
-        }
+        let core = (wanted % 31 + 31 - (first + later) % 31) % 31;
         if core > 0 {
-            self.tokio.block_on(Passes(core as u32));
+            self.tokio.block_on(Passes {
+                tasks: core as u32 - 1,
+                polled: false,
+            });
         }
         finished
     }
@@ -601,21 +600,32 @@ fn with<R>(tokio: &Runtime, local: &LocalSet, f: impl FnOnce() -> R) -> R {
     tokio.block_on(async { local.run_until(async { f() }).await })
 }
 
-/// Pending `n` times, then ready, waking itself each time: each pending
-/// poll is one pass of the scheduler (and of a `LocalSet` it runs under)
-/// that finds no task and yields to the driver without moving a paused
-/// clock; the last wake leaves the time driver's `did_wake` set.
-struct Passes(u32);
+/// Moves a current-thread scheduler's tick on by `tasks + 1` passes
+/// without moving a paused clock or running anything of the host's: its
+/// first poll spawns `tasks` empty tasks on the runtime (the scheduler runs
+/// each, one pass apiece, before it finds its queue empty, one pass more)
+/// and wakes itself, so the scheduler yields to the driver (`park_yield`,
+/// which does not move the clock) and polls it again; the second poll is
+/// ready. Each poll wakes itself, so the wake leaves the time driver's
+/// `did_wake` set, as the end of a tick does. At most 60 tasks (tokio's
+/// `event_interval` is 61 passes before a yield).
+struct Passes {
+    tasks: u32,
+    polled: bool,
+}
 
 impl Future for Passes {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         cx.waker().wake_by_ref();
-        if self.0 == 0 {
+        if self.polled {
             return std::task::Poll::Ready(());
         }
-        self.0 -= 1;
+        self.polled = true;
+        for _ in 0..self.tasks {
+            drop(tokio::spawn(async {}));
+        }
         std::task::Poll::Pending
     }
 }
