@@ -448,8 +448,8 @@ impl<'a> Rt<'a> {
     /// timers actually in the wheel, on the ticks' boundaries or not; the
     /// park hook counts them. Only the counter's value modulo 31 decides
     /// anything, so at most 30 passes stand for any `n`: one park and up to
-    /// 29 empty tasks ([`Passes`]); the park leaves `did_wake` set, as a
-    /// tick does.
+    /// 29 polls of an empty task ([`Passes`]); the park leaves `did_wake`
+    /// set, as a tick does.
     ///
     /// The `LocalSet`'s own `u8` tick (remote queue first every 31st task)
     /// is left as the long tick left it: its remote queue only ever holds
@@ -481,7 +481,7 @@ impl<'a> Rt<'a> {
         let core = (wanted % 31 + 31 - (first + later) % 31) % 31;
         if core > 0 {
             self.tokio.block_on(Passes {
-                tasks: core as u32 - 1,
+                passes: core as u32,
                 polled: false,
             });
         }
@@ -600,17 +600,17 @@ fn with<R>(tokio: &Runtime, local: &LocalSet, f: impl FnOnce() -> R) -> R {
     tokio.block_on(async { local.run_until(async { f() }).await })
 }
 
-/// Moves a current-thread scheduler's tick on by `tasks + 1` passes
+/// Moves a current-thread scheduler's tick on by `passes` passes (1 to 61)
 /// without moving a paused clock or running anything of the host's: its
-/// first poll spawns `tasks` empty tasks on the runtime (the scheduler runs
-/// each, one pass apiece, before it finds its queue empty, one pass more)
-/// and wakes itself, so the scheduler yields to the driver (`park_yield`,
-/// which does not move the clock) and polls it again; the second poll is
-/// ready. Each poll wakes itself, so the wake leaves the time driver's
-/// `did_wake` set, as the end of a tick does. At most 60 tasks (tokio's
-/// `event_interval` is 61 passes before a yield).
+/// first poll spawns an empty task on the runtime that is polled
+/// `passes - 1` times ([`Spin`]; the scheduler counts a pass for each poll
+/// it runs, and one more as it finds its queue empty) and wakes itself, so
+/// the scheduler yields to the driver (`park_yield`, which does not move
+/// the clock) and polls it again; the second poll is ready. Each poll wakes
+/// itself, so the wake leaves the time driver's `did_wake` set, as the end
+/// of a tick does. tokio's `event_interval` is 61 passes before a yield.
 struct Passes {
-    tasks: u32,
+    passes: u32,
     polled: bool,
 }
 
@@ -623,9 +623,25 @@ impl Future for Passes {
             return std::task::Poll::Ready(());
         }
         self.polled = true;
-        for _ in 0..self.tasks {
-            drop(tokio::spawn(async {}));
+        if self.passes > 1 {
+            drop(tokio::spawn(Spin(self.passes - 1)));
         }
+        std::task::Poll::Pending
+    }
+}
+
+/// Ready on its `n`th poll (`n` at least 1), waking itself before.
+struct Spin(u32);
+
+impl Future for Spin {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        self.0 -= 1;
+        if self.0 == 0 {
+            return std::task::Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
         std::task::Poll::Pending
     }
 }

@@ -158,6 +158,10 @@ struct Link {
     /// Messages that are ready to be delivered.
     deliverable: FastMap<IpAddr, VecDeque<Envelope>>,
 
+    /// How many messages `deliverable` holds, so that a link with none is
+    /// passed over without walking its queues.
+    queued: usize,
+
     /// The current network time, moved forward with [`Link::tick`].
     now: Instant,
 }
@@ -272,7 +276,7 @@ impl Topology {
     pub(crate) fn deliver_messages(&mut self, rand: &mut dyn RngCore, dst: &mut Host) -> u64 {
         let mut delivered = 0;
         for (pair, link) in &mut self.links {
-            if pair.0 == dst.addr || pair.1 == dst.addr {
+            if link.queued > 0 && (pair.0 == dst.addr || pair.1 == dst.addr) {
                 delivered += link.deliver_messages(&self.config, rand, dst);
             }
         }
@@ -337,10 +341,11 @@ impl Topology {
         let now = self.now();
         let mut next: Option<Duration> = None;
         for link in self.links.values() {
-            if link
-                .deliverable
-                .iter()
-                .any(|(&dst, q)| !q.is_empty() && runs(dst))
+            if link.queued > 0
+                && link
+                    .deliverable
+                    .iter()
+                    .any(|(&dst, q)| !q.is_empty() && runs(dst))
             {
                 return Some(Duration::ZERO);
             }
@@ -361,7 +366,7 @@ impl Topology {
     /// send since, made it so; the host's next tick receives it).
     pub(crate) fn deliverable_to(&self) -> Vec<IpAddr> {
         let mut to = Vec::new();
-        for link in self.links.values() {
+        for link in self.links.values().filter(|l| l.queued > 0) {
             for (&dst, queue) in &link.deliverable {
                 if !queue.is_empty() && !to.contains(&dst) {
                     to.push(dst);
@@ -412,6 +417,7 @@ impl Link {
             config: config::Link::default(),
             sent: VecDeque::new(),
             deliverable: FastMap::default(),
+            queued: 0,
             now,
         }
     }
@@ -513,6 +519,7 @@ impl Link {
                         .or_default()
                         .push_back(envelope);
                     deliverable += 1;
+                    self.queued += 1;
                 }
             }
         }
@@ -533,6 +540,7 @@ impl Link {
             .or_default()
             .drain(..)
             .collect::<Vec<Envelope>>();
+        self.queued -= deliverable.len();
         let delivered = deliverable.len() as u64;
 
         for message in deliverable {
