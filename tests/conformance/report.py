@@ -42,8 +42,9 @@ closing line `conformance: N passed, M failed`; exits 1 on any failure.
 import json
 import statistics
 import os
-import subprocess
 import sys
+
+from stamp import measured_at
 
 WINDOWS = ["fixed", "moving"]
 POLICIES = ["retry-after-jitter", "exponential-full-jitter", "pacing"]
@@ -53,19 +54,6 @@ PRESETS = ["interactive", "background", "batch", "standard"]
 LOSSLESS = ["background", "batch", "standard"]
 MAX_RATIO = 1.10
 FLOOR = 2
-
-
-def measured_at():
-    """The commit this run measured: the page stamps each row with it."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=os.path.dirname(os.path.abspath(__file__)),
-            capture_output=True, text=True, check=True,
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown commit"
 
 
 def load(path):

@@ -42,9 +42,12 @@ line `limiters: N passed, M failed`; exits 1 on any failure.
 
 import json
 import os
-import subprocess
 import statistics
 import sys
+
+# stamp.py lives in the parent directory (tests/conformance).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from stamp import measured_at  # noqa: E402
 
 LIMITERS = ["express-draft8", "express-draft8-legacy", "nginx-n503", "nginx-n429", "nginx-burst", "nginx-nodelay"]
 PRESETS = ["interactive", "background", "batch", "standard"]
@@ -57,19 +60,6 @@ CONTROLS = {
     "express-retry-after-zero": ("express-draft8", "background"),
 }
 SECTION = "## Calibration against express-rate-limit and nginx"
-
-
-def measured_at():
-    """The commit this run measured: the page stamps each row with it."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=os.path.dirname(os.path.abspath(__file__)),
-            capture_output=True, text=True, check=True,
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown commit"
 
 
 def load(path):
