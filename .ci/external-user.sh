@@ -16,6 +16,10 @@ url_in_readme="https://github.com/retrysim/retrysim"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export CARGO_TARGET_DIR="${EXTERNAL_TARGET_DIR:-$root/target/external}"
+# Without debug info (a user's `cargo test` has it): what is tested is what
+# builds and passes, and debug info is much of a debug build's CPU. `cargo
+# package` in .ci/run builds in the same directory with the same setting.
+export CARGO_PROFILE_DEV_DEBUG=false
 
 git clone --quiet --no-hardlinks "$root" "$tmp/retrysim"
 echo "external-user: retrysim at $(git -C "$tmp/retrysim" rev-parse --short HEAD), from file://$tmp/retrysim"

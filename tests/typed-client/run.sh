@@ -16,7 +16,7 @@
 #   row (docs/guide/what-people-use.md) and the expectation here.
 #
 # Needs cargo (the client builds in tests/typed-client/target, its own
-# workspace, about 2 CPU-minutes the first time), python3 and curl; a missing
+# workspace, a debug build of about 1.2 CPU-minutes the first time), python3 and curl; a missing
 # one fails with what to install. Real time: about 15 s once built.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,11 +29,11 @@ for tool in cargo python3 curl; do
 done
 RETRYSIM=${RETRYSIM:-target/release/retrysim}
 [ -x "$RETRYSIM" ] || cargo build --release --quiet --bin retrysim
-(cd tests/typed-client && nice -n 19 cargo build --release --quiet --locked) || {
+(cd tests/typed-client && nice -n 19 cargo build --quiet --locked) || {
     echo "typed-client: async-openai did not build: it needs crates.io (or a vendored copy) for its pinned lockfile; see the error above."
     exit 1
 }
-CLIENT=tests/typed-client/target/release/typed-client
+CLIENT=tests/typed-client/target/debug/typed-client
 OUT=target/typed-client
 rm -rf "$OUT" && mkdir -p "$OUT"
 
