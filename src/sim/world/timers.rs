@@ -17,7 +17,8 @@
 //! through every tick.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -60,13 +61,48 @@ struct PoolClocks {
 #[derive(Debug, Default)]
 struct Deadlines {
     all: BTreeMap<Duration, u32>,
-    by_host: BTreeMap<HostKey, (Option<IpAddr>, BTreeMap<Duration, u32>)>,
+    /// Read only by lookups and by [`Timers::earliest_running`]'s minimum,
+    /// so its order decides nothing.
+    by_host: HashMap<HostKey, OfHost, BuildHasherDefault<HostHasher>>,
 }
 
-/// A host's address as a key that compares in a few instructions
+/// A host's address (`None`: no host's context) and its pending deadlines.
+type OfHost = (Option<IpAddr>, BTreeMap<Duration, u32>);
+
+/// A host's address as a key that hashes in a few instructions
 /// ([`Timers::due`] looks up every idle host in every lazy step): the
 /// family, then the address's bits (`(0, 0)` for no host).
 type HostKey = (u8, u128);
+
+/// Hashes a [`HostKey`] by multiplying its words into one (as rustc's
+/// `FxHasher` does), not with SipHash: the keys are the simulation's own.
+#[derive(Default)]
+struct HostHasher(u64);
+
+impl Hasher for HostHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u128(&mut self, n: u128) {
+        self.write_u64(n as u64);
+        self.write_u64((n >> 64) as u64);
+    }
+}
 
 fn host_key(host: Option<IpAddr>) -> HostKey {
     match host {
