@@ -15,8 +15,10 @@
 #      (target: >= 5x), whether the outputs are the same, and
 #      `hunt --seeds 1 --start N --scenario-kind fleet` on each binary;
 #   3. per-seed outliers of seeds 1..=SEEDS (2000) on NEW_BIN, one process a
-#      seed (`benches/per-seed.py`): every seed above 10x the median CPU per
-#      job of the kind it drew (target: none);
+#      seed (`benches/per-seed.py`, each seed's least CPU of PASSES passes,
+#      3 unless set): every seed above 10x the median CPU per job of the kind
+#      it drew (target: none), with its CPU per event when NEW_BIN has
+#      `hunt --work`;
 #   4. `diff -r` of `.ci/outputs.sh` for OLD and NEW (target: identical).
 # Environment: REPS (3), SEEDS (2000), KINDS ("all": the default hunt's
 # seeds, each of the kind it draws; add fleet and single to run each kind's

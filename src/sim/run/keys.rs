@@ -321,10 +321,45 @@ pub const KEYS: [&[Key]; 2] = [&SCENARIO, &POLICY];
 /// The entry for `path` (list entries as `[]`), if any.
 fn key(path: &str) -> Option<&'static Key> {
     let path = path.strip_prefix("fleet.deferral.").filter(|p| p.starts_with("policy.")).unwrap_or(path);
-    KEYS.iter().flat_map(|k| k.iter()).find(|k| match k.path.strip_suffix('*') {
-        Some(prefix) => path.starts_with(prefix),
-        None => k.path == path,
-    })
+    KeyIndex::get().find(path)
+}
+
+/// [`KEYS`] indexed for [`key`], which every scenario a run validates asks
+/// once a key (a hunt's seed validates twice): the first entry that matches
+/// a path, as a walk down the table in order would find it.
+struct KeyIndex {
+    /// Every entry, in the table's order.
+    all: Vec<&'static Key>,
+    /// Each exact path's first entry.
+    exact: std::collections::HashMap<&'static str, usize>,
+    /// The entries ending in `*`: their place and their prefix, in order.
+    prefixes: Vec<(usize, &'static str)>,
+}
+
+impl KeyIndex {
+    fn get() -> &'static KeyIndex {
+        static INDEX: std::sync::OnceLock<KeyIndex> = std::sync::OnceLock::new();
+        INDEX.get_or_init(|| {
+            let all: Vec<&'static Key> = KEYS.iter().flat_map(|k| k.iter()).collect();
+            let mut exact = std::collections::HashMap::new();
+            let mut prefixes = Vec::new();
+            for (i, k) in all.iter().enumerate() {
+                match k.path.strip_suffix('*') {
+                    Some(prefix) => prefixes.push((i, prefix)),
+                    None => {
+                        exact.entry(k.path).or_insert(i);
+                    }
+                }
+            }
+            KeyIndex { all, exact, prefixes }
+        })
+    }
+
+    fn find(&self, path: &str) -> Option<&'static Key> {
+        let exact = self.exact.get(path).copied();
+        let prefix = self.prefixes.iter().find(|(_, p)| path.starts_with(p)).map(|&(i, _)| i);
+        [exact, prefix].into_iter().flatten().min().map(|i| self.all[i])
+    }
 }
 
 /// One value as both walks see it.
@@ -544,6 +579,23 @@ mod tests {
         assert_eq!(key("fleet.deferral.defects.ignore_cancel").map(|k| k.path), Some("fleet.deferral.defects.*"));
         assert!(key("fleet.deferral.workers").is_some());
         assert!(key("fleet.nonsense").is_none());
+    }
+
+    #[test]
+    fn the_index_finds_what_a_walk_down_the_table_finds() {
+        let walk = |path: &str| {
+            KEYS.iter().flat_map(|k| k.iter()).find(|k| match k.path.strip_suffix('*') {
+                Some(prefix) => path.starts_with(prefix),
+                None => k.path == path,
+            })
+        };
+        let mut paths: Vec<String> = KEYS.iter().flat_map(|k| k.iter()).map(|k| k.path.replace('*', "x")).collect();
+        paths.extend(["fleet.nonsense", "", "api", "fleet.deferral.defects.", "policy.backoff"].map(String::from));
+        for path in &paths {
+            let (found, walked) = (KeyIndex::get().find(path), walk(path));
+            assert_eq!(found.map(|k| (k.path, k.why)), walked.map(|k| (k.path, k.why)), "{path}");
+        }
+        assert!(KeyIndex::get().find("fleet.workers").is_some());
     }
 
     #[test]

@@ -17,7 +17,8 @@
 //! through every tick.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -60,7 +61,62 @@ struct PoolClocks {
 #[derive(Debug, Default)]
 struct Deadlines {
     all: BTreeMap<Duration, u32>,
-    by_host: BTreeMap<Option<IpAddr>, BTreeMap<Duration, u32>>,
+    /// Read only by lookups and by [`Timers::earliest_running`]'s minimum,
+    /// so its order decides nothing.
+    by_host: HashMap<HostKey, OfHost, BuildHasherDefault<HostHasher>>,
+}
+
+/// A host's address (`None`: no host's context) and its pending deadlines.
+type OfHost = (Option<IpAddr>, BTreeMap<Duration, u32>);
+
+/// A host's address as a key that hashes in a few instructions
+/// ([`Timers::due`] looks up every idle host in every lazy step): the
+/// family, then the address's bits (`(0, 0)` for no host).
+type HostKey = (u8, u128);
+
+/// Hashes a [`HostKey`] by multiplying its words into one (as rustc's
+/// `FxHasher` does), not with SipHash: the keys are the simulation's own.
+#[derive(Default)]
+struct HostHasher(u64);
+
+impl Hasher for HostHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u128(&mut self, n: u128) {
+        self.write_u64(n as u64);
+        self.write_u64((n >> 64) as u64);
+    }
+}
+
+fn host_key(host: Option<IpAddr>) -> HostKey {
+    match host {
+        None => (0, 0),
+        Some(IpAddr::V4(a)) => (1, u128::from(u32::from(a))),
+        Some(IpAddr::V6(a)) => (2, u128::from(a)),
+    }
+}
+
+impl Deadlines {
+    /// The earliest pending deadline of `host`'s timers.
+    fn first_of(&self, host: Option<IpAddr>) -> Option<Duration> {
+        self.by_host.get(&host_key(host)).and_then(|(_, d)| d.keys().next().copied())
+    }
 }
 
 impl Timers {
@@ -73,12 +129,16 @@ impl Timers {
         if !self.by_host.load(Ordering::Relaxed) {
             return deadlines.all.keys().next().copied();
         }
-        deadlines
-            .by_host
-            .iter()
-            .filter(|(host, _)| host.is_none_or(&mut runs))
-            .filter_map(|(_, of_host)| of_host.keys().next().copied())
-            .min()
+        // Asks whether a host runs only when its deadline would be the
+        // earliest so far (turmoil looks the host up by name and address).
+        let mut earliest: Option<Duration> = None;
+        for (host, of_host) in deadlines.by_host.values() {
+            let Some(&first) = of_host.keys().next() else { continue };
+            if earliest.is_none_or(|e| first < e) && host.is_none_or(&mut runs) {
+                earliest = Some(first);
+            }
+        }
+        earliest
     }
 
     /// Whether a timer of the host at `host` is due by `end` (simulation
@@ -87,9 +147,7 @@ impl Timers {
     /// before any timer registers.
     pub fn due(&self, host: IpAddr, end: Duration) -> bool {
         let deadlines = lock(&self.deadlines);
-        [Some(host), None]
-            .iter()
-            .any(|h| deadlines.by_host.get(h).and_then(|d| d.keys().next()).is_some_and(|&first| first <= end))
+        [Some(host), None].into_iter().any(|h| deadlines.first_of(h).is_some_and(|first| first <= end))
     }
 
     /// How many registered timers have fired so far.
@@ -126,7 +184,13 @@ impl Timers {
         let mut deadlines = lock(&self.deadlines);
         *deadlines.all.entry(at).or_default() += 1;
         if by_host {
-            *deadlines.by_host.entry(host).or_default().entry(at).or_default() += 1;
+            *deadlines
+                .by_host
+                .entry(host_key(host))
+                .or_insert_with(|| (host, BTreeMap::new()))
+                .1
+                .entry(at)
+                .or_default() += 1;
         }
         drop(deadlines);
         Pending { timers: self, at, host, by_host }
@@ -155,7 +219,7 @@ impl Drop for Pending {
         if !self.by_host {
             return;
         }
-        if let Some(of_host) = deadlines.by_host.get_mut(&self.host) {
+        if let Some((_, of_host)) = deadlines.by_host.get_mut(&host_key(self.host)) {
             release(of_host, self.at);
         }
     }
@@ -410,6 +474,26 @@ mod tests {
         sim.step().expect("runs");
         assert_eq!(installed.timers.earliest_running(|_| true), Some(Duration::from_millis(500)));
         assert!(!installed.timers.due(sleeper, Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn a_host_that_no_longer_runs_has_no_earliest_deadline() {
+        let installed = install();
+        installed.timers.keep_by_host();
+        let mut sim = turmoil::Builder::new().tick_duration(Duration::from_millis(1)).build();
+        for (name, ms) in [("late", 500), ("early", 300), ("middle", 400)] {
+            sim.client(name, async move {
+                sleep(Duration::from_millis(ms)).await;
+                Ok(())
+            });
+        }
+        let (late, early) = (sim.lookup("late"), sim.lookup("early"));
+        sim.step().expect("runs");
+        let earliest = |runs: &dyn Fn(IpAddr) -> bool| installed.timers.earliest_running(runs);
+        assert_eq!(earliest(&|_| true), Some(Duration::from_millis(300)));
+        assert_eq!(earliest(&|h| h != early), Some(Duration::from_millis(400)));
+        assert_eq!(earliest(&|h| h == late), Some(Duration::from_millis(500)));
+        assert_eq!(earliest(&|_| false), None);
     }
 
     #[test]
