@@ -278,6 +278,12 @@ mod tests {
                 passes_at = d.finished_ms + 30_000;
             }
         }
+        // Another bound than the default: a pass count that wrapped below
+        // zero (`passes - 1`) happens to stop after three runs, as 3 does.
+        let mut two = refused_forever(2);
+        two.fleet.deferral.as_mut().expect("a deferral").max_passes = 2;
+        let r = run(&two, 1).expect("the run ends");
+        assert_eq!(r.deferred_records.len(), 2 * 3, "max_passes 2: two background runs for each of three jobs");
     }
 
     #[test]
