@@ -261,6 +261,11 @@ mod tests {
         // The top draw falls short of the top by (nanos + 1) / 2^64: under 1 s here.
         let top = uniform(Duration::MAX, u64::MAX);
         assert!(top <= Duration::MAX && Duration::MAX - top < Duration::from_secs(1), "{top:?}");
+        // Exactly: nanos + 1 is 2^64 * 10^9, so the top draw is 10^9 ns
+        // short of it, u64::MAX whole seconds and no nanoseconds; the only
+        // draw whose seconds reach u64::MAX, where `nanos_to_duration` must
+        // keep the nanoseconds rather than clip to `Duration::MAX`.
+        assert_eq!(top, Duration::new(u64::MAX, 0));
         let thousand_years = Duration::from_secs(1000 * 365 * 86_400);
         assert_eq!(uniform(thousand_years, 1 << 63), thousand_years / 2);
     }

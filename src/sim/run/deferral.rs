@@ -217,3 +217,7 @@ fn keyed_request(s: &Scenario, item: &Deferred) -> Request<Bytes> {
     }
     req
 }
+
+#[cfg(test)]
+#[path = "deferral_tests.rs"]
+mod tests;
