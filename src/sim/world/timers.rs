@@ -16,9 +16,9 @@
 //! marks the registry [`unseen`](Timers::unseen): the runner then steps
 //! through every tick.
 
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -62,60 +62,15 @@ struct PoolClocks {
 struct Deadlines {
     all: BTreeMap<Duration, u32>,
     /// Read only by lookups and by [`Timers::earliest_running`]'s minimum,
-    /// so its order decides nothing.
-    by_host: HashMap<HostKey, OfHost, BuildHasherDefault<HostHasher>>,
-}
-
-/// A host's address (`None`: no host's context) and its pending deadlines.
-type OfHost = (Option<IpAddr>, BTreeMap<Duration, u32>);
-
-/// A host's address as a key that hashes in a few instructions
-/// ([`Timers::due`] looks up every idle host in every lazy step): the
-/// family, then the address's bits (`(0, 0)` for no host).
-type HostKey = (u8, u128);
-
-/// Hashes a [`HostKey`] by multiplying its words into one (as rustc's
-/// `FxHasher` does), not with SipHash: the keys are the simulation's own.
-#[derive(Default)]
-struct HostHasher(u64);
-
-impl Hasher for HostHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn write_u8(&mut self, n: u8) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_u128(&mut self, n: u128) {
-        self.write_u64(n as u64);
-        self.write_u64((n >> 64) as u64);
-    }
-}
-
-fn host_key(host: Option<IpAddr>) -> HostKey {
-    match host {
-        None => (0, 0),
-        Some(IpAddr::V4(a)) => (1, u128::from(u32::from(a))),
-        Some(IpAddr::V6(a)) => (2, u128::from(a)),
-    }
+    /// so its order decides nothing. FxHash: [`Timers::due`] looks up every
+    /// idle host in every lazy step, and the keys are the simulation's own.
+    by_host: FxHashMap<Option<IpAddr>, BTreeMap<Duration, u32>>,
 }
 
 impl Deadlines {
     /// The earliest pending deadline of `host`'s timers.
     fn first_of(&self, host: Option<IpAddr>) -> Option<Duration> {
-        self.by_host.get(&host_key(host)).and_then(|(_, d)| d.keys().next().copied())
+        self.by_host.get(&host).and_then(|d| d.keys().next().copied())
     }
 }
 
@@ -132,7 +87,7 @@ impl Timers {
         // Asks whether a host runs only when its deadline would be the
         // earliest so far (turmoil looks the host up by name and address).
         let mut earliest: Option<Duration> = None;
-        for (host, of_host) in deadlines.by_host.values() {
+        for (host, of_host) in &deadlines.by_host {
             let Some(&first) = of_host.keys().next() else { continue };
             if earliest.is_none_or(|e| first < e) && host.is_none_or(&mut runs) {
                 earliest = Some(first);
@@ -184,13 +139,7 @@ impl Timers {
         let mut deadlines = lock(&self.deadlines);
         *deadlines.all.entry(at).or_default() += 1;
         if by_host {
-            *deadlines
-                .by_host
-                .entry(host_key(host))
-                .or_insert_with(|| (host, BTreeMap::new()))
-                .1
-                .entry(at)
-                .or_default() += 1;
+            *deadlines.by_host.entry(host).or_default().entry(at).or_default() += 1;
         }
         drop(deadlines);
         Pending { timers: self, at, host, by_host }
@@ -219,7 +168,7 @@ impl Drop for Pending {
         if !self.by_host {
             return;
         }
-        if let Some((_, of_host)) = deadlines.by_host.get_mut(&host_key(self.host)) {
+        if let Some(of_host) = deadlines.by_host.get_mut(&self.host) {
             release(of_host, self.at);
         }
     }
