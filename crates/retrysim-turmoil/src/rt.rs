@@ -143,6 +143,16 @@ pub struct Rt<'a> {
 
     /// Ticks of the simulation this host was not ticked in (`Sim::step_lazily`).
     pub(crate) owed: u64,
+
+    /// `tokio.metrics()`, kept (patched): `runnable` reads its global queue
+    /// for every host in every lazy step, and each `metrics()` clones the
+    /// runtime's handle.
+    metrics: tokio::runtime::RuntimeMetrics,
+
+    /// The host's connection attempts in progress (its `Host::connecting`,
+    /// patched): read for every host in every lazy step without looking
+    /// the host up.
+    pub(crate) connecting: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Sees the wakes that reach a host's `LocalSet` from outside its tick: a
@@ -269,6 +279,7 @@ impl<'a> Rt<'a> {
         F: Future<Output = Result> + 'static,
     {
         let (tokio, local, parks) = init(&mut config);
+        let metrics = tokio.metrics();
 
         let handle = with(&tokio, &local, || tokio::task::spawn_local(client));
 
@@ -282,6 +293,8 @@ impl<'a> Rt<'a> {
             parks,
             watch: Watch::new(),
             owed: 0,
+            metrics,
+            connecting: Arc::default(),
         }
     }
 
@@ -291,6 +304,7 @@ impl<'a> Rt<'a> {
         Fut: Future<Output = Result> + 'static,
     {
         let (tokio, local, parks) = init(&mut config);
+        let metrics = tokio.metrics();
 
         let software: Software = Box::new(move || Box::pin(software()));
         let handle = with(&tokio, &local, || tokio::task::spawn_local(software()));
@@ -305,12 +319,15 @@ impl<'a> Rt<'a> {
             parks,
             watch: Watch::new(),
             owed: 0,
+            metrics,
+            connecting: Arc::default(),
         }
     }
 
     pub(crate) fn no_software() -> Self {
         let mut config = Config::default();
         let (tokio, local, parks) = init(&mut config);
+        let metrics = tokio.metrics();
 
         Self {
             kind: Kind::NoSoftware,
@@ -322,6 +339,8 @@ impl<'a> Rt<'a> {
             parks,
             watch: Watch::new(),
             owed: 0,
+            metrics,
+            connecting: Arc::default(),
         }
     }
 
@@ -341,7 +360,7 @@ impl<'a> Rt<'a> {
             return true;
         }
         self.watch.woken.load(std::sync::atomic::Ordering::Relaxed)
-            || self.tokio.metrics().global_queue_depth() > 0
+            || self.metrics.global_queue_depth() > 0
     }
 
     /// Watches the host's wakes from its next tick on (see [`Watch`]);
@@ -530,6 +549,7 @@ impl<'a> Rt<'a> {
             ..Watch::new()
         };
         _ = mem::replace(&mut self.tokio, tokio);
+        self.metrics = self.tokio.metrics();
         drop(mem::replace(&mut self.local, local));
     }
 }

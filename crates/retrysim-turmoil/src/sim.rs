@@ -115,7 +115,8 @@ impl<'a> Sim<'a> {
             rng: Some(rng),
         };
 
-        let rt = World::enter(&self.world, || Rt::client(nodename, client, config));
+        let mut rt = World::enter(&self.world, || Rt::client(nodename, client, config));
+        rt.connecting = self.world.borrow().hosts[&addr].connecting.clone();
 
         self.rts.insert(addr, rt);
     }
@@ -160,7 +161,8 @@ impl<'a> Sim<'a> {
             rng: Some(rng),
         };
 
-        let rt = World::enter(&self.world, || Rt::host(nodename, host, config));
+        let mut rt = World::enter(&self.world, || Rt::host(nodename, host, config));
+        rt.connecting = self.world.borrow().hosts[&addr].connecting.clone();
 
         self.rts.insert(addr, rt);
     }
@@ -612,11 +614,7 @@ impl<'a> Sim<'a> {
                 // Only a host's tick changes what is deliverable.
                 let to = deliverable
                     .get_or_insert_with(|| self.world.borrow().topology.deliverable_to());
-                let connecting = {
-                    let world = self.world.borrow();
-                    let host = world.hosts.get(&addr).expect("missing host");
-                    host.connecting.load(std::sync::atomic::Ordering::Relaxed) > 0
-                };
+                let connecting = rt.connecting.load(std::sync::atomic::Ordering::Relaxed) > 0;
                 let idle = !rt.runnable()
                     && !to.contains(&addr)
                     && !connecting

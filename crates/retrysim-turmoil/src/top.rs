@@ -19,6 +19,16 @@ pub(crate) struct Topology {
     /// Specific configuration overrides between specific hosts.
     links: FastMap<Pair, Link>,
 
+    /// The indices in `links` of every link that holds a message (sent or
+    /// deliverable), ascending (patched). A simulation registers a link
+    /// between every two hosts, so a world of `n` hosts has `n(n-1)/2`, and
+    /// a step that walked them all cost as many hosts as it had squared;
+    /// the walks pass over these only. A link is added when a message is
+    /// sent on it and taken out by the first `tick_by` that finds it empty;
+    /// only links in it are ticked, so any other link's `now` is refreshed
+    /// when a message is sent on it.
+    busy: Vec<usize>,
+
     /// We don't use a Rt for async. Right now, we just use it to tick time
     /// forward in the same way we do it elsewhere. We'd like to represent
     /// network state with async in the future.
@@ -189,6 +199,7 @@ impl Topology {
         Topology {
             config,
             links: FastMap::default(),
+            busy: Vec::new(),
             rt,
             clock,
         }
@@ -260,7 +271,13 @@ impl Topology {
         dst: SocketAddr,
         message: Protocol,
     ) -> Result<()> {
-        if let Some(link) = self.links.get_mut(&Pair::new(src.ip(), dst.ip())) {
+        let now = self.now();
+        if let Some((index, _, link)) = self.links.get_full_mut(&Pair::new(src.ip(), dst.ip())) {
+            // Not ticked while it held nothing (see `busy`).
+            link.now = now;
+            if let Err(at) = self.busy.binary_search(&index) {
+                self.busy.insert(at, index);
+            }
             link.enqueue_message(&self.config, rand, src, dst, message)
         } else {
             Err(Error::new(
@@ -275,7 +292,9 @@ impl Topology {
     /// (patched: counted for `Sim::work`).
     pub(crate) fn deliver_messages(&mut self, rand: &mut dyn RngCore, dst: &mut Host) -> u64 {
         let mut delivered = 0;
-        for (pair, link) in &mut self.links {
+        // In the links' order, as a walk over all of them would.
+        for &index in &self.busy {
+            let (pair, link) = self.links.get_index_mut(index).expect("a busy link");
             if link.queued > 0 && (pair.0 == dst.addr || pair.1 == dst.addr) {
                 delivered += link.deliver_messages(&self.config, rand, dst);
             }
@@ -329,9 +348,12 @@ impl Topology {
         // Read once: each read enters the runtime, and nothing moves its
         // clock in this loop.
         let now = self.now();
-        for link in self.links.values_mut() {
+        let links = &mut self.links;
+        self.busy.retain(|&index| {
+            let link = &mut links[index];
             link.tick(now);
-        }
+            !link.sent.is_empty() || link.queued > 0
+        });
     }
 
     /// How long after the topology's last tick the first message in flight
@@ -340,7 +362,7 @@ impl Topology {
     pub(crate) fn next_delivery(&self, runs: &dyn Fn(IpAddr) -> bool) -> Option<Duration> {
         let now = self.now();
         let mut next: Option<Duration> = None;
-        for link in self.links.values() {
+        for link in self.busy.iter().map(|&index| &self.links[index]) {
             if link.queued > 0
                 && link
                     .deliverable
@@ -366,7 +388,12 @@ impl Topology {
     /// send since, made it so; the host's next tick receives it).
     pub(crate) fn deliverable_to(&self) -> Vec<IpAddr> {
         let mut to = Vec::new();
-        for link in self.links.values().filter(|l| l.queued > 0) {
+        for link in self
+            .busy
+            .iter()
+            .map(|&index| &self.links[index])
+            .filter(|l| l.queued > 0)
+        {
             for (&dst, queue) in &link.deliverable {
                 if !queue.is_empty() && !to.contains(&dst) {
                     to.push(dst);
@@ -377,6 +404,11 @@ impl Topology {
     }
 
     pub(crate) fn iter_mut(&mut self) -> LinksIter<'_> {
+        // A link out of `busy` was not ticked: give each the network's time.
+        let now = self.now();
+        for link in self.links.values_mut() {
+            link.now = now;
+        }
         LinksIter {
             iter: self.links.iter_mut(),
         }

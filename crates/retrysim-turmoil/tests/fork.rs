@@ -826,6 +826,32 @@ fn idle_hosts_are_polled_about_never() {
 }
 
 #[test]
+fn a_link_that_emptied_dates_its_next_message_from_its_send() -> Result {
+    // The network ticks only links that hold a message: this one holds
+    // none from its first delivery until the second send, 40 ms later.
+    let mut builder = Builder::new();
+    builder
+        .min_message_latency(5 * MS)
+        .max_message_latency(5 * MS);
+    let mut run = one_way(&mut builder, &[("client", &[0, 40])]);
+    for _ in 0..60 {
+        run.sim.step()?;
+    }
+    // Each 5 ms after its send (the latency counts from the end of the step
+    // that sends, as in `next_delivery_is_none_when_nothing_is_in_flight`).
+    assert_eq!(
+        run.log.lines(),
+        [
+            "client sent 0 at 0ns",
+            "client 0 at 5ms",
+            "client sent 1 at 40ms",
+            "client 1 at 45ms"
+        ]
+    );
+    Ok(())
+}
+
+#[test]
 fn work_counts_messages_handed_to_hosts() -> Result {
     let mut builder = Builder::new();
     builder
