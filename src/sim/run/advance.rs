@@ -18,7 +18,7 @@
 //! In a step in which something happens (a message in flight, a timer due)
 //! on one host, the others need not be ticked: turmoil's `step_lazily`
 //! (patches/turmoil) leaves out each host with no message deliverable to
-//! it, no timer of its own due in the step ([`Timers::due`]) and no task
+//! it, no timer of its own due in the step ([`Timers::due_by`]) and no task
 //! woken, and ticks it through the ticks it owes in one long idle tick
 //! before it next has work. That is the same as ticking it every step
 //! unless a task of another host wakes one of its tasks through memory
@@ -29,7 +29,7 @@
 //! tick every host, so a fault (a cancellation wakes tasks from outside)
 //! meets no host owing ticks.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -165,8 +165,9 @@ pub(crate) fn advance(
         // A host may owe ticks only while no fault switches and the time
         // limit is ahead.
         if seen && stepping.lazy && sim.elapsed() + stepping.tick < stepping.until(next_fault) {
-            let timers = &stepping.timers;
-            return sim.step_lazily(&|host, end| timers.due(host, end)).map(|done| (done, 1));
+            let due = OnceCell::new();
+            let due = |host, end| due.get_or_init(|| stepping.timers.due_by(end)).has(host);
+            return sim.step_lazily(&due).map(|done| (done, 1));
         }
         return sim.step().map(|done| (done, 1));
     }
@@ -174,8 +175,9 @@ pub(crate) fn advance(
     stepping.skipped.set(stepping.skipped.get() + ticks - 1);
     // Nothing happens in a skip: every host but one still connecting owes it.
     if stepping.lazy && sim.elapsed() + by < stepping.until(next_fault) {
-        let timers = &stepping.timers;
-        return sim.step_by_lazily(by, &|host, end| timers.due(host, end)).map(|done| (done, ticks));
+        let due = OnceCell::new();
+        let due = |host, end| due.get_or_init(|| stepping.timers.due_by(end)).has(host);
+        return sim.step_by_lazily(by, &due).map(|done| (done, ticks));
     }
     sim.step_by(by).map(|done| (done, ticks))
 }

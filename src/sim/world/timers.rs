@@ -38,7 +38,7 @@ pub struct Timers {
     /// Set when something may sleep on a timer this registry does not see.
     unseen: AtomicBool,
     /// Whether deadlines are kept by host too (only a run that leaves idle
-    /// hosts out asks [`due`](Timers::due)).
+    /// hosts out asks [`due_by`](Timers::due_by)).
     by_host: AtomicBool,
     /// Hosts whose connection pools read the simulation's clock
     /// ([`SimTimer::now`]), and the first connection reused on a host whose
@@ -61,17 +61,11 @@ struct PoolClocks {
 #[derive(Debug, Default)]
 struct Deadlines {
     all: BTreeMap<Duration, u32>,
-    /// Read only by lookups and by [`Timers::earliest_running`]'s minimum,
-    /// so its order decides nothing. FxHash: [`Timers::due`] looks up every
-    /// idle host in every lazy step, and the keys are the simulation's own.
+    /// Read only by lookups, by [`Timers::earliest_running`]'s minimum and
+    /// into [`Timers::due_by`]'s set, so its order decides nothing. FxHash:
+    /// every timer armed and dropped looks its host up, and the keys are
+    /// the simulation's own.
     by_host: FxHashMap<Option<IpAddr>, BTreeMap<Duration, u32>>,
-}
-
-impl Deadlines {
-    /// The earliest pending deadline of `host`'s timers.
-    fn first_of(&self, host: Option<IpAddr>) -> Option<Duration> {
-        self.by_host.get(&host).and_then(|d| d.keys().next().copied())
-    }
 }
 
 impl Timers {
@@ -96,13 +90,30 @@ impl Timers {
         earliest
     }
 
-    /// Whether a timer of the host at `host` is due by `end` (simulation
-    /// time), or one armed out of any host's context.
-    /// Only meaningful after [`keep_by_host`](Timers::keep_by_host),
-    /// before any timer registers.
-    pub fn due(&self, host: IpAddr, end: Duration) -> bool {
+    /// The hosts with a timer due by `end`, read at once: a lazy step asks
+    /// it of every host it may leave out, and one read of the registry a
+    /// step costs less than a lookup a host. A step's hosts arm timers only
+    /// for themselves, so a host ticked earlier in the step changes nothing
+    /// the later ones are asked. A timer armed out of any host's context
+    /// counts for every host. Only meaningful after
+    /// [`keep_by_host`](Timers::keep_by_host), before any timer registers.
+    pub(crate) fn due_by(&self, end: Duration) -> DueBy {
         let deadlines = lock(&self.deadlines);
-        [Some(host), None].into_iter().any(|h| deadlines.first_of(h).is_some_and(|first| first <= end))
+        // Every host's deadlines are in `all` too: when none of them is due,
+        // no host's is (most steps that deliver a message).
+        if deadlines.all.keys().next().is_none_or(|&first| first > end) {
+            return DueBy::default();
+        }
+        let mut due = DueBy::default();
+        for (host, of_host) in &deadlines.by_host {
+            if of_host.keys().next().is_some_and(|&first| first <= end) {
+                match host {
+                    Some(addr) => due.hosts.push(*addr),
+                    None => due.any = true,
+                }
+            }
+        }
+        due
     }
 
     /// How many registered timers have fired so far.
@@ -115,7 +126,7 @@ impl Timers {
         self.unseen.load(Ordering::Relaxed)
     }
 
-    /// Keeps each deadline by its host too, for [`due`](Timers::due).
+    /// Keeps each deadline by its host too, for [`due_by`](Timers::due_by).
     pub fn keep_by_host(&self) {
         self.by_host.store(true, Ordering::Relaxed);
     }
@@ -143,6 +154,21 @@ impl Timers {
         }
         drop(deadlines);
         Pending { timers: self, at, host, by_host }
+    }
+}
+
+/// The hosts with a timer due by a step's end ([`Timers::due_by`]).
+#[derive(Debug, Default)]
+pub(crate) struct DueBy {
+    hosts: Vec<IpAddr>,
+    /// A timer armed out of any host's context is due: it counts for every host.
+    any: bool,
+}
+
+impl DueBy {
+    /// Whether a timer of the host at `host` is due.
+    pub(crate) fn has(&self, host: IpAddr) -> bool {
+        self.any || self.hosts.contains(&host)
     }
 }
 
@@ -409,7 +435,7 @@ mod tests {
         });
         let (sleeper, other) = (sim.lookup("sleeper"), sim.lookup("other"));
         sim.step().expect("runs");
-        let due = |host, ms| installed.timers.due(host, Duration::from_millis(ms));
+        let due = |host, ms| installed.timers.due_by(Duration::from_millis(ms)).has(host);
         assert!(!due(sleeper, 499) && due(sleeper, 500), "{:?}", installed.timers);
         assert!(!due(other, 500));
         // Kept by host only when asked: no deadline is anyone's.
@@ -422,7 +448,7 @@ mod tests {
         let sleeper = sim.lookup("sleeper");
         sim.step().expect("runs");
         assert_eq!(installed.timers.earliest_running(|_| true), Some(Duration::from_millis(500)));
-        assert!(!installed.timers.due(sleeper, Duration::from_millis(500)));
+        assert!(!installed.timers.due_by(Duration::from_millis(500)).has(sleeper));
     }
 
     #[test]
