@@ -45,6 +45,11 @@ pub struct Sim<'a> {
 
     /// What the simulation has done so far (patched).
     work: Work,
+
+    /// The indices in `rts` of the hosts running and stopped at the start of
+    /// a step, kept between steps so that a step allocates neither (patched).
+    running: Vec<usize>,
+    stopped: Vec<usize>,
 }
 
 impl<'a> Sim<'a> {
@@ -64,6 +69,8 @@ impl<'a> Sim<'a> {
             lazy_ticks: 0,
             lazy_woken: false,
             work: Work::default(),
+            running: Vec::new(),
+            stopped: Vec::new(),
         }
     }
 
@@ -596,10 +603,19 @@ impl<'a> Sim<'a> {
         // completes, extract the result and return early if an error is
         // encountered.
 
-        let (mut running, stopped): (Vec<_>, Vec<_>) = self
-            .rts
-            .iter_mut()
-            .partition(|(_, rt)| rt.is_software_running());
+        let (mut running, mut stopped) = (
+            std::mem::take(&mut self.running),
+            std::mem::take(&mut self.stopped),
+        );
+        running.clear();
+        stopped.clear();
+        for (index, rt) in self.rts.values().enumerate() {
+            if rt.is_software_running() {
+                running.push(index);
+            } else {
+                stopped.push(index);
+            }
+        }
         if self.config.random_node_order {
             running.shuffle(&mut self.world.borrow_mut().rng);
         }
@@ -607,7 +623,8 @@ impl<'a> Sim<'a> {
         // The hosts a message is deliverable to, while no host has ticked
         // since it was read.
         let mut deliverable: Option<Vec<IpAddr>> = None;
-        for (&addr, rt) in running {
+        for &index in &running {
+            let (&addr, rt) = self.rts.get_index_mut(index).expect("a host");
             let _span_guard = tracing::span!(Level::INFO, "node", name = &*rt.nodename,).entered();
             if let Some(due) = due {
                 rt.watch();
@@ -671,10 +688,12 @@ impl<'a> Sim<'a> {
 
         // Tick the nodes that are not actively running (i.e., crashed) to ensure their clock keeps up
         // with the rest of the simulation when they are restarted (bounced).
-        for (&addr, _rt) in stopped {
+        for &index in &stopped {
+            let (&addr, _rt) = self.rts.get_index_mut(index).expect("a host");
             let mut world = self.world.borrow_mut();
             world.tick(addr, tick);
         }
+        (self.running, self.stopped) = (running, stopped);
 
         self.elapsed += tick;
         self.steps += 1 + idle_ticks as usize;
