@@ -93,8 +93,10 @@ impl Timers {
     /// The hosts with a timer due by `end`, read at once: a lazy step asks
     /// it of every host it may leave out, and one read of the registry a
     /// step costs less than a lookup a host. A step's hosts arm timers only
-    /// for themselves, so a host ticked earlier in the step changes nothing
-    /// the later ones are asked. A timer armed out of any host's context
+    /// for themselves, so a host ticked earlier in the step adds nothing
+    /// the later ones are asked (one that drops a later host's timer through
+    /// memory they share at most has that host ticked, as a plain step
+    /// would). A timer armed out of any host's context
     /// counts for every host. Only meaningful after
     /// [`keep_by_host`](Timers::keep_by_host), before any timer registers.
     pub(crate) fn due_by(&self, end: Duration) -> DueBy {
